@@ -1,0 +1,134 @@
+//! The application: shared state, the router, and serving with a bounded graceful shutdown.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request};
+use axum::http::StatusCode;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use sqlx::PgPool;
+use tokio::net::TcpListener;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+
+use crate::http::error::{ApiError, REQUEST_ID};
+use crate::http::{decisions, events, ops, runs, turns, users};
+use crate::resume::Resumer;
+use crate::telemetry;
+
+/// What every handler may use.
+#[derive(Clone)]
+pub struct AppState {
+    pub pool: PgPool,
+    pub resumer: Arc<Resumer>,
+    pub limits: Limits,
+}
+
+/// Request limits of the HTTP layer.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_body_bytes: usize,
+    pub request_timeout: Duration,
+}
+
+/// Every route of DESIGN.md §8 and §9, with the layers each request passes through.
+pub fn router(state: AppState) -> Router {
+    let limits = state.limits;
+    Router::new()
+        .route("/v1/users/{uid}", put(users::put_user))
+        .route("/v1/runs", post(runs::register_run))
+        .route("/v1/runs/{id}", get(runs::get_run))
+        .route("/v1/runs/{id}/decision", post(decisions::decide))
+        .route("/v1/runs/{id}/model-input", get(decisions::model_input))
+        .route("/v1/runs/{id}/turns", post(turns::append_turn))
+        .route("/v1/runs/{id}/events", get(events::list_events))
+        .route("/v1/runs/{id}/cancel", post(runs::cancel_run))
+        .route("/v1/runs/{id}/complete", post(runs::complete_run))
+        .route("/healthz", get(ops::healthz))
+        .route("/readyz", get(ops::readyz))
+        .route("/openapi.yaml", get(ops::openapi))
+        .fallback(|| async { ApiError::not_found("route") })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "this route does not take that method",
+            )
+        })
+        .layer(DefaultBodyLimit::max(limits.max_body_bytes))
+        .layer(middleware::from_fn(move |request: Request, next: Next| {
+            within_timeout(limits.request_timeout, request, next)
+        }))
+        .layer(middleware::from_fn(with_request_id))
+        .layer(CatchPanicLayer::custom(|_| {
+            ApiError::internal("a handler panicked").into_response()
+        }))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(telemetry::request_span)
+                .on_response(telemetry::on_response),
+        )
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+        .with_state(state)
+}
+
+/// Makes the request id available to errors built anywhere while the request is served.
+async fn with_request_id(request: Request, next: Next) -> Response {
+    let id = request
+        .headers()
+        .get("x-request-id")
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    REQUEST_ID.scope(id, next.run(request)).await
+}
+
+/// Answers 503 when a request takes longer than the configured bound. A decision keeps running in its own task,
+/// so giving up here never cuts a transaction short; the client may ask again and gets its outcome.
+async fn within_timeout(timeout: Duration, request: Request, next: Next) -> Response {
+    match tokio::time::timeout(timeout, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "timeout",
+            "the request took longer than REQUEST_TIMEOUT_MS; a decision may still complete, so ask again",
+        )
+        .into_response(),
+    }
+}
+
+/// Serves until `shutdown` resolves, then lets in-flight requests finish for at most `grace`.
+pub async fn serve(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    grace: Duration,
+) -> std::io::Result<()> {
+    let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = axum::serve(listener, router(state)).with_graceful_shutdown(async move {
+        shutdown.await;
+        let _ = stopping_tx.send(());
+    });
+    let server = tokio::spawn(async move { server.await });
+    let bounded = async {
+        // Only once shutdown has begun does the grace period start counting.
+        if stopping_rx.await.is_ok() {
+            tokio::time::sleep(grace).await;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        finished = server => finished.map_err(std::io::Error::other)?,
+        () = bounded => {
+            tracing::warn!(grace_secs = grace.as_secs(), "requests still running after the grace period; stopping");
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,10 @@
+//! The pure core: texts, digests, rules and formats. No I/O, no clock, nothing of HTTP or SQL.
+
+pub mod authorize;
+pub mod model_input;
+pub mod privacy;
+pub mod redact;
+pub mod results;
+pub mod scopes;
+pub mod tokens;
+pub mod transcript;

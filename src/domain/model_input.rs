@@ -1,0 +1,484 @@
+//! The resumed model input (DESIGN.md §7): the transcript plus one result per pending call, in three formats.
+//!
+//! The transcript is stored as OpenAI chat messages, which `openai-chat` passes through unchanged. `anthropic` and
+//! `openai-responses` are translations of it; content with no counterpart in the target format (audio, files) is
+//! left out. All three carry the same results, in the turn's order.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use super::results::ToolResult;
+
+/// The shape of the resumed model input; `openai-chat` is what the loop registered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub enum ModelInputFormat {
+    #[default]
+    #[serde(rename = "openai-chat")]
+    OpenAiChat,
+    #[serde(rename = "anthropic")]
+    Anthropic,
+    #[serde(rename = "openai-responses")]
+    OpenAiResponses,
+}
+
+impl ModelInputFormat {
+    const ALL: [ModelInputFormat; 3] = [
+        ModelInputFormat::OpenAiChat,
+        ModelInputFormat::Anthropic,
+        ModelInputFormat::OpenAiResponses,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModelInputFormat::OpenAiChat => "openai-chat",
+            ModelInputFormat::Anthropic => "anthropic",
+            ModelInputFormat::OpenAiResponses => "openai-responses",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|format| format.as_str() == s)
+    }
+}
+
+/// The tool messages (OpenAI chat) for a turn's results, in order: {"role":"tool","tool_call_id":…,"content":…}
+pub fn tool_messages(results: &[ToolResult]) -> Vec<Value> {
+    results
+        .iter()
+        .map(|result| json!({"role": "tool", "tool_call_id": result.call_id, "content": result.content}))
+        .collect()
+}
+
+/// The whole model input: `transcript` is the validated OpenAI-chat transcript through the assistant turn whose
+/// calls `results` answer (earlier turns' tool messages already inside it).
+pub fn render(format: ModelInputFormat, transcript: &[Value], results: &[ToolResult]) -> Value {
+    let read = || steps(transcript, results);
+    let (system_key, list_key, list) = match format {
+        ModelInputFormat::OpenAiChat => {
+            let mut messages = transcript.to_vec();
+            messages.extend(tool_messages(results));
+            return json!({"format": format.as_str(), "messages": messages});
+        }
+        ModelInputFormat::Anthropic => ("system", "messages", anthropic(&read())),
+        ModelInputFormat::OpenAiResponses => ("instructions", "input", responses(&read())),
+    };
+    let mut out = Map::new();
+    out.insert("format".into(), format.as_str().into());
+    if let Some(system) = system_text(transcript) {
+        out.insert(system_key.into(), system.into());
+    }
+    out.insert(list_key.into(), list);
+    Value::Object(out)
+}
+
+/// One step of the conversation, read once from the transcript and the results, then written in each format.
+enum Step<'a> {
+    User(Vec<Part<'a>>),
+    AssistantText(String),
+    Call(Call<'a>),
+    Output(Output<'a>),
+}
+
+struct Call<'a> {
+    id: &'a str,
+    name: &'a str,
+    /// The JSON text the model produced.
+    arguments: &'a str,
+}
+
+/// A tool's answer. `is_error` is known for the current turn only: OpenAI chat does not record it, and guessing it
+/// from an earlier answer's text would tell the model something nobody said.
+struct Output<'a> {
+    call_id: &'a str,
+    content: String,
+    is_error: Option<bool>,
+}
+
+enum Part<'a> {
+    Text(&'a str),
+    ImageUrl(&'a str),
+}
+
+/// The steps in order; system and developer messages are left to `system_text`, empty texts are dropped.
+fn steps<'a>(transcript: &'a [Value], results: &'a [ToolResult]) -> Vec<Step<'a>> {
+    let mut steps = Vec::new();
+    for message in transcript {
+        match role_of(message) {
+            "user" => {
+                let parts = user_parts(message);
+                if !parts.is_empty() {
+                    steps.push(Step::User(parts));
+                }
+            }
+            "assistant" => {
+                let text = text_of(message);
+                if !text.is_empty() {
+                    steps.push(Step::AssistantText(text));
+                }
+                steps.extend(tool_calls(message).map(|call| {
+                    Step::Call(Call {
+                        id: str_at(call, "/id"),
+                        name: str_at(call, "/function/name"),
+                        arguments: str_at(call, "/function/arguments"),
+                    })
+                }));
+            }
+            "tool" => steps.push(Step::Output(Output {
+                call_id: str_at(message, "/tool_call_id"),
+                content: text_of(message),
+                is_error: None,
+            })),
+            _ => {}
+        }
+    }
+    steps.extend(results.iter().map(|result| {
+        Step::Output(Output {
+            call_id: &result.call_id,
+            content: result.content.clone(),
+            is_error: Some(result.is_error),
+        })
+    }));
+    steps
+}
+
+/// Anthropic messages. Roles must alternate there, so consecutive steps of one role become one message: a turn's
+/// tool results (with the user's next words, if any) land in a single user message.
+fn anthropic(steps: &[Step]) -> Value {
+    let mut messages: Vec<(&str, Vec<Value>)> = Vec::new();
+    for step in steps {
+        let (role, blocks) = match step {
+            Step::User(parts) => ("user", parts.iter().map(anthropic_part).collect()),
+            Step::AssistantText(text) => ("assistant", vec![json!({"type": "text", "text": text})]),
+            Step::Call(call) => {
+                // Validated transcripts always hold an object here; anything else becomes `{}` rather than a panic.
+                let input = match serde_json::from_str(call.arguments) {
+                    Ok(object @ Value::Object(_)) => object,
+                    _ => json!({}),
+                };
+                let block =
+                    json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input});
+                ("assistant", vec![block])
+            }
+            Step::Output(output) => {
+                let mut block = json!({
+                    "type": "tool_result", "tool_use_id": output.call_id, "content": output.content,
+                });
+                if let Some(is_error) = output.is_error {
+                    block["is_error"] = is_error.into();
+                }
+                ("user", vec![block])
+            }
+        };
+        match messages.last_mut() {
+            Some((last, content)) if *last == role => content.extend(blocks),
+            _ => messages.push((role, blocks)),
+        }
+    }
+    let message = |(role, content)| json!({"role": role, "content": content});
+    messages.into_iter().map(message).collect()
+}
+
+fn anthropic_part(part: &Part) -> Value {
+    match part {
+        Part::Text(text) => json!({"type": "text", "text": text}),
+        Part::ImageUrl(url) => {
+            // A data URL travels inline as base64; any other URL is fetched by the provider.
+            let source = match url
+                .strip_prefix("data:")
+                .and_then(|rest| rest.split_once(";base64,"))
+            {
+                Some((media_type, data)) => {
+                    json!({"type": "base64", "media_type": media_type, "data": data})
+                }
+                None => json!({"type": "url", "url": url}),
+            };
+            json!({"type": "image", "source": source})
+        }
+    }
+}
+
+/// OpenAI Responses input items; a call's `arguments` stay the JSON string the model produced.
+fn responses(steps: &[Step]) -> Value {
+    let item = |step: &Step| match step {
+        Step::User(parts) => {
+            let content: Vec<Value> = parts.iter().map(responses_part).collect();
+            json!({"type": "message", "role": "user", "content": content})
+        }
+        Step::AssistantText(text) => {
+            let content = [json!({"type": "output_text", "text": text})];
+            json!({"type": "message", "role": "assistant", "content": content})
+        }
+        Step::Call(call) => json!({
+            "type": "function_call", "call_id": call.id, "name": call.name, "arguments": call.arguments,
+        }),
+        Step::Output(output) => json!({
+            "type": "function_call_output", "call_id": output.call_id, "output": output.content,
+        }),
+    };
+    steps.iter().map(item).collect()
+}
+
+fn responses_part(part: &Part) -> Value {
+    match part {
+        Part::Text(text) => json!({"type": "input_text", "text": text}),
+        Part::ImageUrl(url) => json!({"type": "input_image", "image_url": url}),
+    }
+}
+
+/// A user message's content: a string is one text part; parts with no counterpart elsewhere (audio, files) go.
+fn user_parts(message: &Value) -> Vec<Part<'_>> {
+    let mut parts: Vec<Part> = match message.get("content") {
+        Some(Value::String(text)) => vec![Part::Text(text)],
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|part| match str_at(part, "/type") {
+                "text" => Some(Part::Text(str_at(part, "/text"))),
+                "image_url" => image_url(part).map(Part::ImageUrl),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    parts.retain(|part| !matches!(part, Part::Text("")));
+    parts
+}
+
+/// `image_url` is `{"url": …}` in current OpenAI chat and a bare string in older clients.
+fn image_url(part: &Value) -> Option<&str> {
+    let image = part.get("image_url")?;
+    image.get("url").unwrap_or(image).as_str()
+}
+
+/// The system and developer texts, joined by blank lines; `None` when there are none.
+fn system_text(transcript: &[Value]) -> Option<String> {
+    let texts: Vec<String> = transcript
+        .iter()
+        .filter(|message| matches!(role_of(message), "system" | "developer"))
+        .map(text_of)
+        .filter(|text| !text.is_empty())
+        .collect();
+    (!texts.is_empty()).then(|| texts.join("\n\n"))
+}
+
+/// A message's text: its string content, or its text parts joined by newlines.
+fn text_of(message: &Value) -> String {
+    match message.get("content") {
+        Some(Value::String(text)) => text.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter(|part| str_at(part, "/type") == "text")
+            .map(|part| str_at(part, "/text"))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+fn tool_calls(message: &Value) -> impl Iterator<Item = &Value> {
+    let calls = message.get("tool_calls").and_then(Value::as_array);
+    calls.into_iter().flatten()
+}
+
+fn role_of(message: &Value) -> &str {
+    str_at(message, "/role")
+}
+
+fn str_at<'a>(value: &'a Value, pointer: &str) -> &'a str {
+    value
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::results::{denied, executed};
+    use crate::domain::tokens::{DecidedBy::RunOwner, Effect};
+    use ModelInputFormat::{Anthropic, OpenAiChat, OpenAiResponses};
+    use proptest::prelude::*;
+
+    fn call(id: &str, name: &str, arguments: &str) -> Value {
+        json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}})
+    }
+
+    /// Two turns: the first already answered inside the transcript, the second waiting for `results()`.
+    fn transcript() -> Vec<Value> {
+        vec![
+            json!({"role": "system", "content": "You edit pages."}),
+            json!({"role": "developer", "content": [{"type": "text", "text": "Be brief."}]}),
+            json!({"role": "user", "content": "Tidy the home page."}),
+            json!({"role": "assistant", "content": null, "tool_calls": [call("call_a", "read_page", r#"{"page": "home"}"#)]}),
+            json!({"role": "tool", "tool_call_id": "call_a", "content": "Title: Home"}),
+            json!({"role": "assistant", "content": "Two changes.", "tool_calls": [
+                call("call_1", "update_title", r#"{"title": "Welcome"}"#),
+                call("call_2", "read_stats", "{}"),
+            ]}),
+        ]
+    }
+
+    /// One denied call (an error) and one that ran.
+    fn results() -> Vec<ToolResult> {
+        vec![
+            denied("call_1", "update_title", Effect::Write, RunOwner, None),
+            executed("call_2", "read_stats", "42 visits".into(), false),
+        ]
+    }
+
+    fn denial() -> String {
+        results()[0].content.clone()
+    }
+
+    /// The call ids answered as results, in the order the output carries them.
+    fn answered(output: &Value) -> Vec<&str> {
+        let list = output.get("messages").or(output.get("input"));
+        let entries = list.and_then(Value::as_array).expect("a list").iter();
+        let nested = entries
+            .flat_map(|e| std::iter::once(e).chain(e["content"].as_array().into_iter().flatten()));
+        let ids = nested.filter_map(|e| match (e["role"].as_str(), e["type"].as_str()) {
+            (Some("tool"), _) => e["tool_call_id"].as_str(),
+            (_, Some("tool_result")) => e["tool_use_id"].as_str(),
+            (_, Some("function_call_output")) => e["call_id"].as_str(),
+            _ => None,
+        });
+        ids.collect()
+    }
+
+    #[test]
+    fn the_openai_chat_input_is_the_transcript_then_one_tool_message_per_result() {
+        let mut messages = transcript();
+        messages.push(json!({"role": "tool", "tool_call_id": "call_1", "content": denial()}));
+        messages.push(json!({"role": "tool", "tool_call_id": "call_2", "content": "42 visits"}));
+        let expected = json!({"format": "openai-chat", "messages": messages});
+        assert_eq!(render(OpenAiChat, &transcript(), &results()), expected);
+    }
+
+    #[test]
+    fn the_anthropic_input_keeps_the_system_apart_and_answers_the_turn_in_one_user_message() {
+        let expected = json!({"format": "anthropic", "system": "You edit pages.\n\nBe brief.", "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "Tidy the home page."}]},
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "call_a", "name": "read_page", "input": {"page": "home"}},
+            ]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "call_a", "content": "Title: Home"}]},
+            {"role": "assistant", "content": [
+                {"type": "text", "text": "Two changes."},
+                {"type": "tool_use", "id": "call_1", "name": "update_title", "input": {"title": "Welcome"}},
+                {"type": "tool_use", "id": "call_2", "name": "read_stats", "input": {}},
+            ]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "call_1", "content": denial(), "is_error": true},
+                {"type": "tool_result", "tool_use_id": "call_2", "content": "42 visits", "is_error": false},
+            ]},
+        ]});
+        assert_eq!(render(Anthropic, &transcript(), &results()), expected);
+    }
+
+    #[test]
+    fn the_responses_input_uses_function_call_items_and_keeps_the_system_apart() {
+        let expected = json!({"format": "openai-responses", "instructions": "You edit pages.\n\nBe brief.", "input": [
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Tidy the home page."}]},
+            {"type": "function_call", "call_id": "call_a", "name": "read_page", "arguments": r#"{"page": "home"}"#},
+            {"type": "function_call_output", "call_id": "call_a", "output": "Title: Home"},
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Two changes."}]},
+            {"type": "function_call", "call_id": "call_1", "name": "update_title", "arguments": r#"{"title": "Welcome"}"#},
+            {"type": "function_call", "call_id": "call_2", "name": "read_stats", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "call_1", "output": denial()},
+            {"type": "function_call_output", "call_id": "call_2", "output": "42 visits"},
+        ]});
+        assert_eq!(render(OpenAiResponses, &transcript(), &results()), expected);
+    }
+
+    #[test]
+    fn call_ids_and_order_are_the_same_in_all_three_formats() {
+        for format in ModelInputFormat::ALL {
+            let output = render(format, &transcript(), &results());
+            let ids = answered(&output);
+            assert_eq!(ids, ["call_a", "call_1", "call_2"], "{format:?}");
+        }
+    }
+
+    #[test]
+    fn anthropic_tool_use_input_is_the_arguments_parsed_to_an_object() {
+        let output = render(Anthropic, &transcript(), &results());
+        let input = &output["messages"][3]["content"][1]["input"];
+        assert_eq!(*input, json!({"title": "Welcome"}));
+    }
+
+    #[test]
+    fn the_next_user_words_join_the_earlier_tool_results_in_one_anthropic_message() {
+        let mut messages = transcript();
+        messages.insert(5, json!({"role": "user", "content": "Also the title."}));
+        let output = render(Anthropic, &messages, &results());
+        let expected = json!([
+            {"type": "tool_result", "tool_use_id": "call_a", "content": "Title: Home"},
+            {"type": "text", "text": "Also the title."},
+        ]);
+        assert_eq!(
+            output["messages"][2]["content"], expected,
+            "no is_error on an earlier turn"
+        );
+        assert_eq!(output["messages"][3]["role"], "assistant");
+    }
+
+    #[test]
+    fn a_transcript_without_system_messages_has_no_system_key() {
+        let no_system = &transcript()[2..];
+        let anthropic = render(Anthropic, no_system, &results());
+        let responses = render(OpenAiResponses, no_system, &results());
+        assert!(anthropic.get("system").is_none() && responses.get("instructions").is_none());
+    }
+
+    #[test]
+    fn user_images_become_image_blocks_where_possible() {
+        let mut messages = transcript();
+        messages[2] = json!({"role": "user", "content": [
+            {"type": "text", "text": "This one?"},
+            {"type": "image_url", "image_url": {"url": "https://x.test/a.png"}},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBOR"}},
+            {"type": "input_audio", "input_audio": {"data": "UklG", "format": "wav"}},
+        ]});
+        let expected = json!([
+            {"type": "text", "text": "This one?"},
+            {"type": "image", "source": {"type": "url", "url": "https://x.test/a.png"}},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBOR"}},
+        ]);
+        assert_eq!(
+            render(Anthropic, &messages, &results())["messages"][0]["content"],
+            expected
+        );
+        let expected = json!({"type": "input_image", "image_url": "https://x.test/a.png"});
+        let responses = render(OpenAiResponses, &messages, &results());
+        assert_eq!(responses["input"][0]["content"][1], expected);
+    }
+
+    #[test]
+    fn every_format_name_parses_back_and_serializes_as_itself() {
+        for format in ModelInputFormat::ALL {
+            assert_eq!(ModelInputFormat::parse(format.as_str()), Some(format));
+            assert_eq!(serde_json::to_value(format).unwrap(), format.as_str());
+        }
+        assert_eq!(ModelInputFormat::default(), OpenAiChat);
+        assert_eq!(ModelInputFormat::parse("claude"), None);
+    }
+
+    proptest! {
+        #[test]
+        fn every_format_answers_each_call_exactly_once_in_order(
+            ids in prop::collection::hash_set("[A-Za-z0-9_-]{1,24}", 1..12)
+                .prop_map(|ids| ids.into_iter().collect::<Vec<String>>())
+                .prop_shuffle(),
+        ) {
+            let calls: Vec<Value> = ids.iter().map(|id| call(id, "x", "{}")).collect();
+            let messages = vec![
+                json!({"role": "user", "content": "go"}),
+                json!({"role": "assistant", "content": null, "tool_calls": calls}),
+            ];
+            let results: Vec<ToolResult> = ids.iter().map(|id| executed(id, "x", format!("done {id}"), false)).collect();
+            for format in ModelInputFormat::ALL {
+                let output = render(format, &messages, &results);
+                prop_assert_eq!(answered(&output), ids.iter().map(String::as_str).collect::<Vec<_>>());
+            }
+        }
+    }
+}

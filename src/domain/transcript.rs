@@ -1,0 +1,365 @@
+//! Validation of a registered transcript and the pending calls of its last assistant turn, with the turn digest.
+//!
+//! Messages are OpenAI chat messages. Only the parts this service relies on are checked (roles, tool calls,
+//! tool-call ids); anything else a provider adds to a message is kept as it came, so the model input round-trips.
+
+use std::collections::HashSet;
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// The model providers' rule for tool names; registration refuses any other name, so texts never need escaping.
+static TOOL_NAME: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new("^[A-Za-z0-9_-]{1,64}$").expect("the tool-name pattern compiles"));
+
+/// The longest tool-call id accepted; providers use a few dozen characters.
+pub const MAX_CALL_ID_LEN: usize = 256;
+
+const ROLES: [&str; 5] = ["system", "developer", "user", "assistant", "tool"];
+
+/// One tool call of the turn that waits for approval.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingCall {
+    pub id: String,
+    pub name: String,
+    /// The JSON text the model produced, kept byte for byte: the digest is over this string.
+    pub arguments: String,
+}
+
+/// Why a transcript was refused; the text is shown to the client as the problem's detail.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TranscriptError {
+    #[error("messages must not be empty")]
+    Empty,
+    #[error("message {index}: {problem}")]
+    Message { index: usize, problem: String },
+    #[error(
+        "the last message must be an assistant message with at least one tool call: it is the turn that waits for approval"
+    )]
+    NoPendingTurn,
+    #[error("tool call id {0:?} is used more than once in this run")]
+    DuplicateCallId(String),
+}
+
+/// Returns true when a tool name matches `^[A-Za-z0-9_-]{1,64}$`.
+pub fn is_valid_tool_name(name: &str) -> bool {
+    TOOL_NAME.is_match(name)
+}
+
+/// Checks every message and returns the pending calls of the last one.
+///
+/// `earlier_call_ids` are the ids already used in this run (earlier turns), which a new turn may not reuse:
+/// the model input would otherwise pair a result with the wrong call.
+pub fn validate(
+    messages: &[Value],
+    earlier_call_ids: &HashSet<String>,
+) -> Result<Vec<PendingCall>, TranscriptError> {
+    if messages.is_empty() {
+        return Err(TranscriptError::Empty);
+    }
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut last_calls = Vec::new();
+    for (index, message) in messages.iter().enumerate() {
+        let calls = check_message(message)
+            .map_err(|problem| TranscriptError::Message { index, problem })?;
+        for call in &calls {
+            if earlier_call_ids.contains(&call.id) || !seen.insert(call.id.clone()) {
+                return Err(TranscriptError::DuplicateCallId(call.id.clone()));
+            }
+        }
+        last_calls = calls;
+    }
+    let last = &messages[messages.len() - 1];
+    if role_of(last) != Some("assistant") || last_calls.is_empty() {
+        return Err(TranscriptError::NoPendingTurn);
+    }
+    Ok(last_calls)
+}
+
+/// Every tool-call id used anywhere in a transcript.
+pub fn call_ids(messages: &[Value]) -> HashSet<String> {
+    messages
+        .iter()
+        .filter_map(|message| message.get("tool_calls").and_then(Value::as_array))
+        .flatten()
+        .filter_map(|call| call.get("id").and_then(Value::as_str))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Lowercase hex SHA-256 of the canonical JSON of `[{"arguments", "id", "name"}, …]` (DESIGN.md §2).
+///
+/// The canonical text is written field by field in sorted order rather than through a map, so it does not depend
+/// on how serde_json happens to order keys. Strings are escaped as serde_json does (UTF-8 kept, control
+/// characters as `\u00XX`), which is RFC 8785's escaping.
+pub fn turn_digest(calls: &[PendingCall]) -> String {
+    let mut canonical = String::from("[");
+    for (i, call) in calls.iter().enumerate() {
+        if i > 0 {
+            canonical.push(',');
+        }
+        canonical.push_str("{\"arguments\":");
+        canonical.push_str(&json_string(&call.arguments));
+        canonical.push_str(",\"id\":");
+        canonical.push_str(&json_string(&call.id));
+        canonical.push_str(",\"name\":");
+        canonical.push_str(&json_string(&call.name));
+        canonical.push('}');
+    }
+    canonical.push(']');
+    hex::encode(Sha256::digest(canonical.as_bytes()))
+}
+
+fn json_string(text: &str) -> String {
+    serde_json::to_string(text).expect("a string always serializes")
+}
+
+fn role_of(message: &Value) -> Option<&str> {
+    message.get("role").and_then(Value::as_str)
+}
+
+fn check_message(message: &Value) -> Result<Vec<PendingCall>, String> {
+    let object = message.as_object().ok_or("must be a JSON object")?;
+    let role = role_of(message).ok_or("must have a string \"role\"")?;
+    if !ROLES.contains(&role) {
+        return Err(format!(
+            "role {role:?} is not one of system, developer, user, assistant, tool"
+        ));
+    }
+    match role {
+        "tool" => {
+            let id = object.get("tool_call_id").and_then(Value::as_str);
+            if id.is_none_or(str::is_empty) {
+                return Err("a tool message needs a non-empty string \"tool_call_id\"".into());
+            }
+            Ok(Vec::new())
+        }
+        "assistant" => match object.get("tool_calls") {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(Value::Array(calls)) => calls
+                .iter()
+                .enumerate()
+                .map(|(i, call)| {
+                    check_tool_call(call).map_err(|problem| format!("tool_calls[{i}]: {problem}"))
+                })
+                .collect(),
+            Some(_) => Err("\"tool_calls\" must be an array".into()),
+        },
+        _ if object.contains_key("tool_calls") => {
+            Err(format!("a {role} message cannot have \"tool_calls\""))
+        }
+        _ => Ok(Vec::new()),
+    }
+}
+
+fn check_tool_call(call: &Value) -> Result<PendingCall, String> {
+    let id = call
+        .get("id")
+        .and_then(Value::as_str)
+        .ok_or("needs a string \"id\"")?;
+    if id.is_empty() || id.len() > MAX_CALL_ID_LEN {
+        return Err(format!(
+            "\"id\" must have 1 to {MAX_CALL_ID_LEN} characters"
+        ));
+    }
+    if call.get("type").is_some_and(|kind| kind != "function") {
+        return Err("\"type\" must be \"function\"".into());
+    }
+    let function = call.get("function").ok_or("needs a \"function\" object")?;
+    let name = function
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or("\"function.name\" must be a string")?;
+    if !is_valid_tool_name(name) {
+        return Err(format!(
+            "tool name {name:?} must match ^[A-Za-z0-9_-]{{1,64}}$"
+        ));
+    }
+    let arguments = function
+        .get("arguments")
+        .and_then(Value::as_str)
+        .ok_or("\"function.arguments\" must be a string holding a JSON object")?;
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(Value::Object(_)) => {}
+        _ => return Err("\"function.arguments\" must be a string holding a JSON object".into()),
+    }
+    Ok(PendingCall {
+        id: id.to_owned(),
+        name: name.to_owned(),
+        arguments: arguments.to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn turn(calls: Value) -> Vec<Value> {
+        vec![
+            json!({"role": "user", "content": "set the meta description"}),
+            json!({"role": "assistant", "content": null, "tool_calls": calls}),
+        ]
+    }
+
+    fn call(id: &str, name: &str, arguments: &str) -> Value {
+        json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}})
+    }
+
+    #[test]
+    fn the_digest_of_the_design_example_is_the_published_value() {
+        let calls = vec![PendingCall {
+            id: "call_1".into(),
+            name: "x".into(),
+            arguments: "{\"a\": 1}".into(),
+        }];
+        assert_eq!(
+            turn_digest(&calls),
+            "f3e51cfe10310ecf575b434e7e3f57607a4d5486849fcac084e7c86b27f8527b"
+        );
+    }
+
+    #[test]
+    fn the_digest_changes_when_the_arguments_change_by_one_byte() {
+        let a = PendingCall {
+            id: "c".into(),
+            name: "x".into(),
+            arguments: "{\"a\":1}".into(),
+        };
+        let b = PendingCall {
+            arguments: "{\"a\":2}".into(),
+            ..a.clone()
+        };
+        assert_ne!(turn_digest(&[a]), turn_digest(&[b]));
+    }
+
+    #[test]
+    fn the_digest_depends_on_the_order_of_the_calls() {
+        let a = PendingCall {
+            id: "a".into(),
+            name: "x".into(),
+            arguments: "{}".into(),
+        };
+        let b = PendingCall {
+            id: "b".into(),
+            ..a.clone()
+        };
+        assert_ne!(turn_digest(&[a.clone(), b.clone()]), turn_digest(&[b, a]));
+    }
+
+    #[test]
+    fn a_valid_turn_yields_its_calls_in_order() {
+        let messages = turn(json!([
+            call("c1", "read_page", "{}"),
+            call("c2", "update_page", "{\"t\":1}")
+        ]));
+        let calls = validate(&messages, &HashSet::new()).unwrap();
+        let ids: Vec<_> = calls.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(ids, ["c1", "c2"]);
+        assert_eq!(calls[1].arguments, "{\"t\":1}");
+    }
+
+    #[test]
+    fn a_transcript_not_ending_in_tool_calls_is_refused() {
+        let messages = vec![json!({"role": "user", "content": "hi"})];
+        assert_eq!(
+            validate(&messages, &HashSet::new()),
+            Err(TranscriptError::NoPendingTurn)
+        );
+        let empty_calls = turn(json!([]));
+        assert_eq!(
+            validate(&empty_calls, &HashSet::new()),
+            Err(TranscriptError::NoPendingTurn)
+        );
+    }
+
+    #[test]
+    fn an_empty_transcript_is_refused() {
+        assert_eq!(validate(&[], &HashSet::new()), Err(TranscriptError::Empty));
+    }
+
+    #[test]
+    fn a_repeated_call_id_is_refused() {
+        let messages = turn(json!([call("c1", "x", "{}"), call("c1", "y", "{}")]));
+        assert_eq!(
+            validate(&messages, &HashSet::new()),
+            Err(TranscriptError::DuplicateCallId("c1".into()))
+        );
+    }
+
+    #[test]
+    fn a_call_id_of_an_earlier_turn_is_refused() {
+        let messages = turn(json!([call("c1", "x", "{}")]));
+        let earlier = HashSet::from(["c1".to_owned()]);
+        assert_eq!(
+            validate(&messages, &earlier),
+            Err(TranscriptError::DuplicateCallId("c1".into()))
+        );
+    }
+
+    #[test]
+    fn a_tool_name_outside_the_provider_rule_is_refused() {
+        for name in ["", "has space", "quote\"", &"x".repeat(65), "ümlaut"] {
+            let messages = turn(json!([call("c1", name, "{}")]));
+            assert!(
+                matches!(
+                    validate(&messages, &HashSet::new()),
+                    Err(TranscriptError::Message { index: 1, .. })
+                ),
+                "{name:?} was accepted"
+            );
+        }
+        assert!(is_valid_tool_name(&"x".repeat(64)));
+    }
+
+    #[test]
+    fn arguments_that_are_not_a_json_object_string_are_refused() {
+        for arguments in [
+            json!({"a": 1}),
+            json!("not json"),
+            json!("[1]"),
+            json!(null),
+        ] {
+            let messages = turn(
+                json!([{"id": "c1", "type": "function", "function": {"name": "x", "arguments": arguments}}]),
+            );
+            assert!(
+                validate(&messages, &HashSet::new()).is_err(),
+                "{arguments} was accepted"
+            );
+        }
+    }
+
+    #[test]
+    fn an_unknown_role_or_a_tool_message_without_its_call_id_is_refused() {
+        let mut messages = turn(json!([call("c1", "x", "{}")]));
+        messages.insert(0, json!({"role": "robot", "content": "beep"}));
+        assert!(matches!(
+            validate(&messages, &HashSet::new()),
+            Err(TranscriptError::Message { index: 0, .. })
+        ));
+        messages[0] = json!({"role": "tool", "content": "result"});
+        assert!(matches!(
+            validate(&messages, &HashSet::new()),
+            Err(TranscriptError::Message { index: 0, .. })
+        ));
+    }
+
+    #[test]
+    fn fields_the_service_does_not_use_are_kept_as_they_came() {
+        let mut messages = turn(json!([call("c1", "x", "{}")]));
+        messages[0]["name"] = json!("alice");
+        assert!(validate(&messages, &HashSet::new()).is_ok());
+    }
+
+    #[test]
+    fn every_call_id_of_a_transcript_is_collected() {
+        let messages = turn(json!([call("c1", "x", "{}"), call("c2", "x", "{}")]));
+        assert_eq!(
+            call_ids(&messages),
+            HashSet::from(["c1".to_owned(), "c2".to_owned()])
+        );
+    }
+}

@@ -1,0 +1,370 @@
+//! Tool executors: the HTTP endpoints that run approved calls under the run owner's identity (DESIGN.md §9).
+//!
+//! The configuration is a TOML file named by `TOOLS_CONFIG`. An executor call never fails the decision: a timeout,
+//! a refused connection, a non-2xx status or a malformed answer becomes the `failed` result.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::config::Secret;
+use crate::domain::redact::TRUNCATION_MARK;
+use crate::domain::results::{self, ToolResult};
+use crate::domain::tokens::Effect;
+use crate::domain::transcript::is_valid_tool_name;
+
+/// Answers larger than this many bytes are not read at all, whatever the content cap: the call is `failed`.
+const HARD_BODY_LIMIT: usize = 16 * 1024 * 1024;
+
+/// One tool's executor.
+#[derive(Debug, Clone)]
+pub struct ToolExecutor {
+    pub url: String,
+    pub timeout: Duration,
+    pub effect: Effect,
+    pub secret: Option<Secret>,
+    pub enabled: bool,
+    /// Executor content longer than this many characters is cut and marked.
+    pub max_content_chars: usize,
+}
+
+/// All configured executors and the HTTP client they share.
+#[derive(Debug, Clone)]
+pub struct Executors {
+    tools: HashMap<String, ToolExecutor>,
+    client: reqwest::Client,
+}
+
+/// What an executor receives.
+#[derive(Debug)]
+pub struct ExecutorCall<'a> {
+    pub run_id: Uuid,
+    pub call_id: &'a str,
+    pub tool: &'a str,
+    /// The JSON text the model produced; validated at registration to hold an object.
+    pub arguments: &'a str,
+    pub owner_uid: i64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExecutorConfigError {
+    #[error("TOOLS_CONFIG: cannot read {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("TOOLS_CONFIG: {path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("TOOLS_CONFIG: tool {tool:?}: {field}: {message}")]
+    Invalid {
+        tool: String,
+        field: &'static str,
+        message: String,
+    },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    #[serde(default)]
+    tools: HashMap<String, FileTool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileTool {
+    url: String,
+    #[serde(default = "default_timeout_ms")]
+    timeout_ms: u64,
+    effect: Effect,
+    /// The name of an environment variable holding the bearer secret, so the file itself holds none.
+    secret_env: Option<String>,
+    #[serde(default = "default_enabled")]
+    enabled: bool,
+    #[serde(default = "default_max_content_chars")]
+    max_content_chars: usize,
+}
+
+fn default_timeout_ms() -> u64 {
+    10_000
+}
+fn default_enabled() -> bool {
+    true
+}
+fn default_max_content_chars() -> usize {
+    65_536
+}
+
+#[derive(Debug, Deserialize)]
+struct Answer {
+    content: String,
+    is_error: bool,
+}
+
+impl Executors {
+    /// No executor at all: every approved call is `not_permitted`.
+    pub fn none() -> Self {
+        Self::from_tools(HashMap::new())
+    }
+
+    pub fn from_tools(tools: HashMap<String, ToolExecutor>) -> Self {
+        Executors {
+            tools,
+            client: reqwest::Client::new(),
+        }
+    }
+
+    /// Reads and checks the TOML file; every error names the tool and the field.
+    pub fn from_file(
+        path: &Path,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, ExecutorConfigError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ExecutorConfigError::Read {
+            path: shown.clone(),
+            source,
+        })?;
+        let file: FileConfig =
+            toml::from_str(&text).map_err(|error| ExecutorConfigError::Parse {
+                path: shown,
+                message: error.to_string(),
+            })?;
+        let mut tools = HashMap::new();
+        for (name, tool) in file.tools {
+            let invalid = |field, message: String| ExecutorConfigError::Invalid {
+                tool: name.clone(),
+                field,
+                message,
+            };
+            if !is_valid_tool_name(&name) {
+                return Err(invalid("name", "must match ^[A-Za-z0-9_-]{1,64}$".into()));
+            }
+            if !(tool.url.starts_with("http://") || tool.url.starts_with("https://")) {
+                return Err(invalid(
+                    "url",
+                    format!("{:?} is not an http(s) URL", tool.url),
+                ));
+            }
+            reqwest::Url::parse(&tool.url).map_err(|error| invalid("url", error.to_string()))?;
+            if tool.timeout_ms == 0 || tool.timeout_ms > 600_000 {
+                return Err(invalid("timeout_ms", "must be between 1 and 600000".into()));
+            }
+            if tool.max_content_chars == 0 {
+                return Err(invalid("max_content_chars", "must be at least 1".into()));
+            }
+            let secret = match tool.secret_env {
+                Some(variable) => {
+                    Some(Secret::new(env(&variable).ok_or_else(|| {
+                        invalid("secret_env", format!("{variable} is not set"))
+                    })?))
+                }
+                None => None,
+            };
+            let executor = ToolExecutor {
+                url: tool.url,
+                timeout: Duration::from_millis(tool.timeout_ms),
+                effect: tool.effect,
+                secret,
+                enabled: tool.enabled,
+                max_content_chars: tool.max_content_chars,
+            };
+            tools.insert(name, executor);
+        }
+        Ok(Self::from_tools(tools))
+    }
+
+    /// The executor of a tool, if it is configured and enabled.
+    pub fn enabled(&self, tool: &str) -> Option<&ToolExecutor> {
+        self.tools.get(tool).filter(|executor| executor.enabled)
+    }
+
+    /// The effect the configuration declares for a tool, used when a run does not declare it itself.
+    pub fn effect_of(&self, tool: &str) -> Option<Effect> {
+        self.tools.get(tool).map(|executor| executor.effect)
+    }
+
+    pub fn client(&self) -> &reqwest::Client {
+        &self.client
+    }
+
+    /// How long a `resuming` turn is held: longer than any one executor call may take.
+    pub fn lease(&self) -> Duration {
+        let longest = self
+            .tools
+            .values()
+            .map(|executor| executor.timeout)
+            .max()
+            .unwrap_or_default();
+        crate::resume::lease_for(longest)
+    }
+}
+
+impl ToolExecutor {
+    /// Sends one call; whatever happens becomes a tool result.
+    pub async fn execute(&self, client: &reqwest::Client, call: &ExecutorCall<'_>) -> ToolResult {
+        let started = Instant::now();
+        let answer = self.send(client, call).await;
+        let elapsed_ms = started.elapsed().as_millis() as u64;
+        match answer {
+            Ok(answer) => {
+                let content = cut(answer.content, self.max_content_chars);
+                let result = results::executed(call.call_id, call.tool, content, answer.is_error);
+                tracing::info!(
+                    tool = call.tool,
+                    outcome = result.outcome.as_str(),
+                    elapsed_ms,
+                    "executor answered"
+                );
+                result
+            }
+            Err(problem) => {
+                tracing::warn!(
+                    tool = call.tool,
+                    problem,
+                    elapsed_ms,
+                    "executor call failed"
+                );
+                results::failed(call.call_id, call.tool)
+            }
+        }
+    }
+
+    async fn send(
+        &self,
+        client: &reqwest::Client,
+        call: &ExecutorCall<'_>,
+    ) -> Result<Answer, &'static str> {
+        let arguments: Value =
+            serde_json::from_str(call.arguments).map_err(|_| "arguments are not JSON")?;
+        let body = serde_json::json!({
+            "run_id": call.run_id,
+            "call_id": call.call_id,
+            "tool": call.tool,
+            "arguments": arguments,
+            "owner_uid": call.owner_uid,
+        });
+        let mut request = client
+            .post(&self.url)
+            .timeout(self.timeout)
+            .header(
+                "Idempotency-Key",
+                format!("{}:{}", call.run_id, call.call_id),
+            )
+            .json(&body);
+        if let Some(secret) = &self.secret {
+            request = request.bearer_auth(secret.expose());
+        }
+        let mut response = request.send().await.map_err(|error| {
+            if error.is_timeout() {
+                "timeout"
+            } else {
+                "connection failed"
+            }
+        })?;
+        if !response.status().is_success() {
+            return Err("non-2xx status");
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(|error| {
+            if error.is_timeout() {
+                "timeout"
+            } else {
+                "answer broken off"
+            }
+        })? {
+            if body.len() + chunk.len() > HARD_BODY_LIMIT {
+                return Err("answer over the hard size limit");
+            }
+            body.extend_from_slice(&chunk);
+        }
+        serde_json::from_slice(&body).map_err(|_| "malformed answer")
+    }
+}
+
+/// Cuts content over `max_chars` characters and marks the cut, so the model knows it saw only a part.
+fn cut(content: String, max_chars: usize) -> String {
+    match content.char_indices().nth(max_chars) {
+        Some((byte_index, _)) => {
+            let mut kept = content[..byte_index].to_owned();
+            kept.push_str(TRUNCATION_MARK);
+            kept
+        }
+        None => content,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_within_the_cap_is_left_whole() {
+        assert_eq!(cut("héllo".into(), 5), "héllo");
+    }
+
+    #[test]
+    fn content_over_the_cap_is_cut_on_a_character_boundary_and_marked() {
+        assert_eq!(cut("héllo".into(), 2), format!("hé{TRUNCATION_MARK}"));
+    }
+
+    #[test]
+    fn a_config_error_names_the_tool_and_the_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tools.toml");
+        std::fs::write(
+            &path,
+            "[tools.send_mail]\nurl = \"ftp://x\"\neffect = \"write\"\n",
+        )
+        .unwrap();
+        let error = Executors::from_file(&path, |_| None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("\"send_mail\"") && error.contains("url"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_missing_secret_variable_is_refused_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tools.toml");
+        std::fs::write(
+            &path,
+            "[tools.x]\nurl = \"http://127.0.0.1:1/\"\neffect = \"read\"\nsecret_env = \"X_SECRET\"\n",
+        )
+        .unwrap();
+        let error = Executors::from_file(&path, |_| None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("secret_env") && error.contains("X_SECRET"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_valid_config_yields_enabled_and_disabled_tools() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tools.toml");
+        std::fs::write(
+            &path,
+            "[tools.a]\nurl = \"http://127.0.0.1:1/a\"\neffect = \"write\"\ntimeout_ms = 2000\n\
+             [tools.b]\nurl = \"http://127.0.0.1:1/b\"\neffect = \"read\"\nenabled = false\n",
+        )
+        .unwrap();
+        let executors = Executors::from_file(&path, |_| None).unwrap();
+        assert!(executors.enabled("a").is_some());
+        assert!(executors.enabled("b").is_none());
+        assert_eq!(executors.effect_of("b"), Some(Effect::Read));
+        assert_eq!(
+            executors.lease(),
+            Duration::from_secs(40),
+            "the longest timeout, 10 s by default, plus 30 s"
+        );
+    }
+}

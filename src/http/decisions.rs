@@ -1,0 +1,133 @@
+//! `POST /v1/runs/{id}/decision` and `GET /v1/runs/{id}/model-input`: deciding a turn and reading what it resumed.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::response::IntoResponse;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::error::ApiError;
+use super::extract::{Caller, Json, Query, RunId};
+use super::views::DecisionView;
+use crate::app::AppState;
+use crate::domain::model_input::{self, ModelInputFormat};
+use crate::domain::results::ToolResult;
+use crate::domain::scopes::Scope;
+use crate::domain::tokens::{DenialReason, RunStatus};
+use crate::resume::{self, Actor, DecisionRequest, Resumed};
+use crate::storage::{decisions, runs};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionBody {
+    approved: bool,
+    /// Required, and `null` on purpose: a decision by nobody must be said, not forgotten.
+    #[serde(deserialize_with = "present_or_null")]
+    decider_uid: Option<i64>,
+    turn_digest: String,
+    #[serde(default)]
+    reason: Option<DenialReason>,
+}
+
+fn present_or_null<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<i64>, D::Error> {
+    Option::<i64>::deserialize(deserializer)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FormatQuery {
+    #[serde(default)]
+    format: ModelInputFormat,
+}
+
+/// The answer to a decision: built only from stored rows, so the same decision again gets the same bytes.
+#[derive(Debug, Serialize)]
+pub struct DecisionAnswer {
+    run_id: Uuid,
+    /// The status the decision brought the run to.
+    status: RunStatus,
+    decision: DecisionView,
+    results: Vec<ToolResult>,
+    model_input: Value,
+}
+
+impl DecisionAnswer {
+    fn of(resumed: Resumed, format: ModelInputFormat) -> Result<Self, ApiError> {
+        let model_input = model_input::render(format, &resumed.transcript, &resumed.results);
+        Ok(DecisionAnswer {
+            run_id: resumed.run_id,
+            status: RunStatus::Resumed,
+            decision: DecisionView::of(&resumed.decision)?,
+            results: resumed.results,
+            model_input,
+        })
+    }
+}
+
+pub async fn decide(
+    State(state): State<AppState>,
+    caller: Caller,
+    RunId(run_id): RunId,
+    Query(query): Query<FormatQuery>,
+    Json(body): Json<DecisionBody>,
+) -> Result<impl IntoResponse, ApiError> {
+    match body.decider_uid {
+        Some(_) => caller.require(Scope::DecisionsWrite)?,
+        None => caller.require(Scope::DecisionsAnonymous)?,
+    }
+    if body.decider_uid.is_some_and(|uid| uid < 1) {
+        return Err(ApiError::unprocessable(
+            "invalid_uid",
+            "decider_uid must be a uid of at least 1, or null",
+        ));
+    }
+    if body.approved && body.reason.is_some() {
+        return Err(ApiError::unprocessable(
+            "reason_requires_denial",
+            "a reason is given only with a denial",
+        ));
+    }
+    let actor = Actor {
+        tenant: caller.tenant.clone(),
+        client_name: caller.name.clone(),
+        may_decide_anonymously: caller.has(Scope::DecisionsAnonymous),
+    };
+    let request = DecisionRequest {
+        run_id,
+        approved: body.approved,
+        decider_uid: body.decider_uid,
+        turn_digest: body.turn_digest,
+        reason: body.reason,
+    };
+    let resumed = resume::decide(Arc::clone(&state.resumer), actor, request).await?;
+    Ok(axum::Json(DecisionAnswer::of(resumed, query.format)?))
+}
+
+pub async fn model_input(
+    State(state): State<AppState>,
+    caller: Caller,
+    RunId(run_id): RunId,
+    Query(query): Query<FormatQuery>,
+) -> Result<impl IntoResponse, ApiError> {
+    caller.require(Scope::RunsRead)?;
+    let run = runs::find(&state.pool, &caller.tenant, run_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("run"))?;
+    let Some(decision) = decisions::latest(&state.pool, run.id).await? else {
+        return Err(ApiError::conflict(
+            "not_resumed",
+            "the run has not been resumed yet",
+        ));
+    };
+    if decision.turn_index == run.turn_index && run.status() == RunStatus::Resuming {
+        return Err(ApiError::conflict(
+            "resume_in_progress",
+            "the approved turn's tools are still running",
+        ));
+    }
+    let resumed = resume::load_resumed(&state.pool, run.id, decision).await?;
+    let model_input = model_input::render(query.format, &resumed.transcript, &resumed.results);
+    Ok(axum::Json(model_input))
+}

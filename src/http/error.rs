@@ -1,0 +1,194 @@
+//! One error type for every HTTP answer that is not a success: `application/problem+json` (RFC 9457) with a
+//! stable `code` member and the request id. 5xx bodies never carry internal text; the cause is attached to the
+//! response for the trace layer to log once.
+
+use std::sync::Arc;
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use crate::domain::authorize::Refusal;
+use crate::resume::ResumeError;
+use crate::storage::StorageError;
+
+tokio::task_local! {
+    /// The id of the request being served, so that an error built anywhere in its handler can name it.
+    pub static REQUEST_ID: String;
+}
+
+/// Seconds a client is told to wait when the database is unavailable.
+const RETRY_AFTER_SECS: &str = "2";
+
+/// A failed request, as the client will see it.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    /// Stable, machine-readable: clients switch on it.
+    pub code: &'static str,
+    /// For a person reading the answer; never internal text on a 5xx.
+    pub detail: String,
+    /// The cause of a 5xx, logged by the trace layer and never sent.
+    internal: Option<String>,
+}
+
+/// The cause of a 5xx, carried in the response's extensions to the trace layer.
+#[derive(Debug, Clone)]
+pub struct InternalCause(pub Arc<str>);
+
+#[derive(Serialize)]
+struct Problem<'a> {
+    #[serde(rename = "type")]
+    kind: String,
+    title: &'a str,
+    status: u16,
+    detail: &'a str,
+    code: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    request_id: Option<String>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, detail: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            detail: detail.into(),
+            internal: None,
+        }
+    }
+
+    pub fn unauthorized(detail: &str) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "unauthorized", detail)
+    }
+
+    pub fn missing_scope(scope: &str) -> Self {
+        Self::new(
+            StatusCode::FORBIDDEN,
+            "missing_scope",
+            format!("this client lacks the scope {scope}"),
+        )
+    }
+
+    pub fn not_found(what: &str) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no such {what}"),
+        )
+    }
+
+    pub fn unprocessable(code: &'static str, detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, code, detail)
+    }
+
+    pub fn conflict(code: &'static str, detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, code, detail)
+    }
+
+    pub fn unavailable() -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "database_unavailable",
+            "the database is unavailable; retry after the time in Retry-After",
+        )
+    }
+
+    pub fn internal(cause: impl std::fmt::Display) -> Self {
+        ApiError {
+            internal: Some(cause.to_string()),
+            ..Self::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "an internal error occurred; it was logged",
+            )
+        }
+    }
+}
+
+impl From<StorageError> for ApiError {
+    fn from(error: StorageError) -> Self {
+        match error {
+            StorageError::Unavailable(cause) => ApiError {
+                internal: Some(cause.to_string()),
+                ..ApiError::unavailable()
+            },
+            other => ApiError::internal(other),
+        }
+    }
+}
+
+impl From<Refusal> for ApiError {
+    fn from(refusal: Refusal) -> Self {
+        ApiError::new(StatusCode::FORBIDDEN, refusal.code(), refusal.to_string())
+    }
+}
+
+impl From<ResumeError> for ApiError {
+    fn from(error: ResumeError) -> Self {
+        match error {
+            ResumeError::RunNotFound => ApiError::not_found("run"),
+            ResumeError::Refused(refusal) => refusal.into(),
+            ResumeError::StaleTurn => ApiError::conflict(
+                "stale_turn",
+                "turn_digest is not the digest of the run's current turn; read the run again",
+            ),
+            ResumeError::AlreadyDecided => ApiError::conflict(
+                "already_decided",
+                "this turn was already decided, differently",
+            ),
+            ResumeError::NotAwaitingApproval => ApiError::conflict(
+                "not_awaiting_approval",
+                "the run is not waiting for approval",
+            ),
+            ResumeError::ResumeInProgress => ApiError::conflict(
+                "resume_in_progress",
+                "the approved turn's tools are still running; ask again shortly",
+            ),
+            ResumeError::TaskFailed(cause) => ApiError::internal(cause),
+            ResumeError::Storage(storage) => storage.into(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let title = self.status.canonical_reason().unwrap_or("Error");
+        let problem = Problem {
+            kind: format!("urn:approval-resume:problem:{}", self.code),
+            title,
+            status: self.status.as_u16(),
+            detail: &self.detail,
+            code: self.code,
+            request_id: REQUEST_ID.try_with(Clone::clone).ok(),
+        };
+        let body = serde_json::to_vec(&problem).unwrap_or_default();
+        let mut response = (self.status, body).into_response();
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        if self.status == StatusCode::UNAUTHORIZED {
+            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            headers.insert(
+                header::RETRY_AFTER,
+                HeaderValue::from_static(RETRY_AFTER_SECS),
+            );
+        }
+        if let Some(cause) = self.internal {
+            response
+                .extensions_mut()
+                .insert(InternalCause(cause.into()));
+        }
+        response
+    }
+}
+
+impl From<sqlx::Error> for ApiError {
+    fn from(error: sqlx::Error) -> Self {
+        StorageError::from(error).into()
+    }
+}

@@ -1,0 +1,64 @@
+//! `GET /v1/runs/{id}/events`: the approval and tool events of a run as stored, for an auditor.
+
+use axum::extract::State;
+use axum::response::IntoResponse;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::error::ApiError;
+use super::extract::{Caller, RunId};
+use crate::app::AppState;
+use crate::domain::scopes::Scope;
+use crate::storage::decisions::{self, StoredToolEvent};
+use crate::storage::runs;
+
+#[derive(Debug, Serialize)]
+struct EventsView {
+    run_id: Uuid,
+    approval_events: Vec<ApprovalEventView>,
+    tool_events: Vec<StoredToolEvent>,
+}
+
+#[derive(Debug, Serialize)]
+struct ApprovalEventView {
+    turn_index: i32,
+    approved: bool,
+    decider_uid: Option<i64>,
+    decided_by: String,
+    reason: Option<String>,
+    turn_digest: String,
+    client_name: String,
+    decided_at: DateTime<Utc>,
+}
+
+pub async fn list_events(
+    State(state): State<AppState>,
+    caller: Caller,
+    RunId(run_id): RunId,
+) -> Result<impl IntoResponse, ApiError> {
+    caller.require(Scope::RunsRead)?;
+    let run = runs::find(&state.pool, &caller.tenant, run_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("run"))?;
+    let approval_events = decisions::all_of_run(&state.pool, run.id)
+        .await?
+        .into_iter()
+        .map(|row| ApprovalEventView {
+            turn_index: row.turn_index,
+            approved: row.approved,
+            decider_uid: row.decider_uid,
+            decided_by: row.decided_by,
+            reason: row.reason,
+            turn_digest: row.turn_digest,
+            client_name: row.client_name,
+            decided_at: row.decided_at,
+        })
+        .collect();
+    let tool_events = decisions::tool_events_of_run(&state.pool, run.id).await?;
+    Ok(axum::Json(EventsView {
+        run_id: run.id,
+        approval_events,
+        tool_events,
+    }))
+}

@@ -1,0 +1,12 @@
+//! The HTTP layer: one module per resource. Handlers extract, call `domain`, `resume` and `storage`, and map the
+//! outcome to a response. Only this layer knows status codes.
+
+pub mod decisions;
+pub mod error;
+pub mod events;
+pub mod extract;
+pub mod ops;
+pub mod runs;
+pub mod turns;
+pub mod users;
+pub mod views;

@@ -1,0 +1,255 @@
+//! Runs: registration of a suspended run, reading it, cancelling and completing it.
+
+use std::collections::{HashMap, HashSet};
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use super::error::ApiError;
+use super::extract::{Caller, Json, RunId};
+use super::views::RunView;
+use crate::app::AppState;
+use crate::domain::scopes::Scope;
+use crate::domain::tokens::{Effect, PrivacyLevel, RunStatus};
+use crate::domain::transcript::{self, PendingCall, is_valid_tool_name};
+use crate::storage::runs::{self, DeclaredTool, NewRun, RunRow};
+use crate::storage::{decisions, users};
+
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegisterRun {
+    id: Uuid,
+    owner_uid: i64,
+    messages: Vec<Value>,
+    #[serde(default)]
+    tools: Vec<DeclaredToolBody>,
+    #[serde(default)]
+    privacy_level: PrivacyLevel,
+    #[serde(default)]
+    require_second_approver: bool,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeclaredToolBody {
+    name: String,
+    effect: Effect,
+}
+
+pub async fn register_run(
+    State(state): State<AppState>,
+    caller: Caller,
+    Json(body): Json<RegisterRun>,
+) -> Result<impl IntoResponse, ApiError> {
+    caller.require(Scope::RunsWrite)?;
+    if body.owner_uid < 0 {
+        return Err(ApiError::unprocessable(
+            "invalid_owner",
+            "owner_uid must be 0 (a service run) or a uid of at least 1",
+        ));
+    }
+    let declared = declared_tools(&body.tools)?;
+    let pending = transcript::validate(&body.messages, &HashSet::new())
+        .map_err(|error| ApiError::unprocessable("invalid_transcript", error.to_string()))?;
+    // Serializing the parsed body gives one text per meaning: keys sorted, defaults filled in.
+    let registration_hash: [u8; 32] =
+        Sha256::digest(serde_json::to_vec(&body).map_err(ApiError::internal)?).into();
+    let with_effects = with_effects(&state, &declared, pending);
+
+    let mut tx = state.pool.begin().await?;
+    if body.owner_uid >= 1
+        && users::find(&mut *tx, &caller.tenant, body.owner_uid)
+            .await?
+            .is_none()
+    {
+        return Err(ApiError::unprocessable(
+            "unknown_owner",
+            "owner_uid names no backend user; PUT /v1/users/{uid} first",
+        ));
+    }
+    let digest = transcript::turn_digest(
+        &with_effects
+            .iter()
+            .map(|(call, _)| call.clone())
+            .collect::<Vec<_>>(),
+    );
+    let new_run = NewRun {
+        id: body.id,
+        tenant: &caller.tenant,
+        owner_uid: body.owner_uid,
+        privacy_level: body.privacy_level,
+        require_second_approver: body.require_second_approver,
+        registration_hash: &registration_hash,
+        tools: &declared_list(&body.tools),
+        messages: &body.messages,
+        turn_digest: &digest,
+    };
+    let Some(run) = runs::insert(&mut tx, &new_run).await? else {
+        tx.rollback().await?;
+        return existing_registration(&state, &caller, body.id, &registration_hash).await;
+    };
+    runs::insert_calls(&mut tx, run.id, 0, &with_effects).await?;
+    tx.commit().await?;
+    tracing::info!(run_id = %run.id, calls = with_effects.len(), "run registered");
+    let view = run_view(&state, &run).await?;
+    Ok((StatusCode::CREATED, axum::Json(view)).into_response())
+}
+
+/// A registration under a taken id: the same body is answered with the run, anything else is a conflict.
+async fn existing_registration(
+    state: &AppState,
+    caller: &Caller,
+    id: Uuid,
+    registration_hash: &[u8],
+) -> Result<axum::response::Response, ApiError> {
+    let conflict = || {
+        ApiError::conflict(
+            "run_exists",
+            "a different run was already registered under this id",
+        )
+    };
+    let run = runs::find(&state.pool, &caller.tenant, id)
+        .await?
+        .ok_or_else(conflict)?;
+    if run.registration_hash != registration_hash {
+        return Err(conflict());
+    }
+    let view = run_view(state, &run).await?;
+    Ok((StatusCode::OK, axum::Json(view)).into_response())
+}
+
+fn declared_tools(tools: &[DeclaredToolBody]) -> Result<HashMap<&str, Effect>, ApiError> {
+    let mut declared = HashMap::new();
+    for tool in tools {
+        if !is_valid_tool_name(&tool.name) {
+            return Err(ApiError::unprocessable(
+                "invalid_tool",
+                format!(
+                    "tool name {:?} must match ^[A-Za-z0-9_-]{{1,64}}$",
+                    tool.name
+                ),
+            ));
+        }
+        if declared.insert(tool.name.as_str(), tool.effect).is_some() {
+            return Err(ApiError::unprocessable(
+                "invalid_tool",
+                format!("tool {:?} is declared twice", tool.name),
+            ));
+        }
+    }
+    Ok(declared)
+}
+
+fn declared_list(tools: &[DeclaredToolBody]) -> Vec<DeclaredTool> {
+    tools
+        .iter()
+        .map(|tool| DeclaredTool {
+            name: tool.name.clone(),
+            effect: tool.effect,
+        })
+        .collect()
+}
+
+/// Each call's effect: as the run declared it, else as the executor configuration says, else `read`.
+pub fn with_effects(
+    state: &AppState,
+    declared: &HashMap<&str, Effect>,
+    calls: Vec<PendingCall>,
+) -> Vec<(PendingCall, Effect)> {
+    calls
+        .into_iter()
+        .map(|call| {
+            let effect = declared
+                .get(call.name.as_str())
+                .copied()
+                .or_else(|| state.resumer.executors.effect_of(&call.name))
+                .unwrap_or(Effect::Read);
+            (call, effect)
+        })
+        .collect()
+}
+
+/// The run as answered everywhere: its current turn's calls and decision.
+pub async fn run_view(state: &AppState, run: &RunRow) -> Result<RunView, ApiError> {
+    let calls = runs::calls(&state.pool, run.id, run.turn_index).await?;
+    let decision = decisions::find(&state.pool, run.id, run.turn_index).await?;
+    Ok(RunView::of(
+        run,
+        &calls,
+        decision.as_ref(),
+        state.resumer.privacy_floor,
+    )?)
+}
+
+pub async fn get_run(
+    State(state): State<AppState>,
+    caller: Caller,
+    RunId(id): RunId,
+) -> Result<impl IntoResponse, ApiError> {
+    caller.require(Scope::RunsRead)?;
+    let run = runs::find(&state.pool, &caller.tenant, id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("run"))?;
+    Ok(axum::Json(run_view(&state, &run).await?))
+}
+
+pub async fn cancel_run(
+    State(state): State<AppState>,
+    caller: Caller,
+    RunId(id): RunId,
+) -> Result<impl IntoResponse, ApiError> {
+    caller.require(Scope::RunsWrite)?;
+    change_status(&state, &caller, id, RunStatus::Cancelled).await
+}
+
+pub async fn complete_run(
+    State(state): State<AppState>,
+    caller: Caller,
+    RunId(id): RunId,
+) -> Result<impl IntoResponse, ApiError> {
+    caller.require(Scope::RunsWrite)?;
+    change_status(&state, &caller, id, RunStatus::Completed).await
+}
+
+/// Cancels or completes a run under its row lock; asking for the state the run is already in answers the run.
+async fn change_status(
+    state: &AppState,
+    caller: &Caller,
+    id: Uuid,
+    target: RunStatus,
+) -> Result<axum::Json<RunView>, ApiError> {
+    let mut tx = state.pool.begin().await?;
+    let run = runs::lock(&mut tx, &caller.tenant, id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("run"))?;
+    let run = match (run.status(), target) {
+        (current, target) if current == target => run,
+        // The approved turn's tools are running: stopping now would leave their results unrecorded.
+        (RunStatus::Resuming, _) => {
+            return Err(ApiError::conflict(
+                "resume_in_progress",
+                "the approved turn's tools are still running",
+            ));
+        }
+        (current, _) if current.is_final() => {
+            return Err(ApiError::conflict(
+                "run_finished",
+                format!("the run is already {}", current.as_str()),
+            ));
+        }
+        (RunStatus::WaitingForApproval, RunStatus::Completed) => {
+            return Err(ApiError::conflict(
+                "not_resumed",
+                "a run waiting for approval cannot be completed",
+            ));
+        }
+        (_, target) => runs::set_status(&mut tx, id, target).await?,
+    };
+    tx.commit().await?;
+    Ok(axum::Json(run_view(state, &run).await?))
+}

@@ -1,0 +1,96 @@
+//! `POST /v1/runs/{id}/turns`: a resumed run is suspended again on its next assistant turn.
+
+use std::collections::HashMap;
+
+use axum::extract::State;
+use axum::response::IntoResponse;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::error::ApiError;
+use super::extract::{Caller, Json, RunId};
+use super::runs::{run_view, with_effects};
+use crate::app::AppState;
+use crate::domain::model_input::tool_messages;
+use crate::domain::scopes::Scope;
+use crate::domain::tokens::{Effect, RunStatus};
+use crate::domain::transcript;
+use crate::resume::load_resumed;
+use crate::storage::{decisions, runs};
+
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct AppendTurn {
+    /// What followed the resumed model input, ending with the next assistant turn.
+    messages: Vec<Value>,
+}
+
+pub async fn append_turn(
+    State(state): State<AppState>,
+    caller: Caller,
+    RunId(id): RunId,
+    Json(body): Json<AppendTurn>,
+) -> Result<impl IntoResponse, ApiError> {
+    caller.require(Scope::RunsWrite)?;
+    let request_hash: [u8; 32] =
+        Sha256::digest(serde_json::to_vec(&body).map_err(ApiError::internal)?).into();
+
+    let mut tx = state.pool.begin().await?;
+    let run = runs::lock(&mut tx, &caller.tenant, id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("run"))?;
+    if run.status() == RunStatus::WaitingForApproval
+        && run.turn_request_hash.as_deref() == Some(&request_hash[..])
+    {
+        // The same append again, after it succeeded: answer the run as it stands.
+        tx.rollback().await?;
+        return Ok(axum::Json(run_view(&state, &run).await?));
+    }
+    if run.status() != RunStatus::Resumed {
+        return Err(ApiError::conflict(
+            "not_resumed",
+            format!(
+                "a new turn follows a resumed run; this one is {}",
+                run.status().as_str()
+            ),
+        ));
+    }
+    let decision = decisions::find(&mut *tx, run.id, run.turn_index)
+        .await?
+        .ok_or_else(|| ApiError::internal("a resumed run has no decision on its turn"))?;
+    let resumed = load_resumed(&state.pool, run.id, decision).await?;
+    let earlier_ids = transcript::call_ids(&resumed.transcript);
+    let pending = transcript::validate(&body.messages, &earlier_ids)
+        .map_err(|error| ApiError::unprocessable("invalid_transcript", error.to_string()))?;
+    let declared: HashMap<&str, Effect> = run
+        .tools
+        .0
+        .iter()
+        .map(|tool| (tool.name.as_str(), tool.effect))
+        .collect();
+    let calls = with_effects(&state, &declared, pending);
+    let digest = transcript::turn_digest(
+        &calls
+            .iter()
+            .map(|(call, _)| call.clone())
+            .collect::<Vec<_>>(),
+    );
+
+    let mut appended = tool_messages(&resumed.results);
+    appended.extend(body.messages);
+    let turn_index = run.turn_index + 1;
+    let run = runs::append_turn(
+        &mut tx,
+        run.id,
+        &appended,
+        turn_index,
+        &digest,
+        &request_hash,
+    )
+    .await?;
+    runs::insert_calls(&mut tx, run.id, turn_index, &calls).await?;
+    tx.commit().await?;
+    tracing::info!(run_id = %run.id, turn = turn_index, calls = calls.len(), "run suspended on a new turn");
+    Ok(axum::Json(run_view(&state, &run).await?))
+}

@@ -1,0 +1,70 @@
+//! `PUT /v1/users/{uid}`: the host application keeps its backend users in step.
+
+use axum::extract::{Path, State};
+use axum::response::IntoResponse;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::error::ApiError;
+use super::extract::{Caller, Json};
+use crate::app::AppState;
+use crate::domain::scopes::Scope;
+use crate::storage::users::{self, UserFields};
+
+/// The longest username accepted.
+const MAX_USERNAME_CHARS: usize = 256;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PutUser {
+    username: String,
+    is_admin: bool,
+    can_approve_others: bool,
+    disabled: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct UserView {
+    uid: i64,
+    username: String,
+    is_admin: bool,
+    can_approve_others: bool,
+    disabled: bool,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+pub async fn put_user(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(uid): Path<String>,
+    Json(body): Json<PutUser>,
+) -> Result<impl IntoResponse, ApiError> {
+    caller.require(Scope::UsersWrite)?;
+    let uid: i64 = uid.parse().ok().filter(|uid| *uid >= 1).ok_or_else(|| {
+        ApiError::unprocessable("invalid_uid", "uid must be an integer of at least 1")
+    })?;
+    let length = body.username.chars().count();
+    if length == 0 || length > MAX_USERNAME_CHARS {
+        return Err(ApiError::unprocessable(
+            "invalid_username",
+            format!("username must have 1 to {MAX_USERNAME_CHARS} characters"),
+        ));
+    }
+    let fields = UserFields {
+        username: &body.username,
+        is_admin: body.is_admin,
+        can_approve_others: body.can_approve_others,
+        disabled: body.disabled,
+    };
+    let user = users::upsert(&state.pool, &caller.tenant, uid, &fields).await?;
+    Ok(axum::Json(UserView {
+        uid: user.uid,
+        username: user.username,
+        is_admin: user.is_admin,
+        can_approve_others: user.can_approve_others,
+        disabled: user.disabled,
+        created_at: user.created_at,
+        updated_at: user.updated_at,
+    }))
+}

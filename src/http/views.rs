@@ -1,0 +1,96 @@
+//! The JSON shapes of answers shared by several routes: a run, and a decision.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use uuid::Uuid;
+
+use crate::domain::tokens::{DecidedBy, DenialReason, Effect, PrivacyLevel, RunStatus};
+use crate::storage::StorageError;
+use crate::storage::decisions::DecisionRow;
+use crate::storage::runs::{CallRow, RunRow};
+
+#[derive(Debug, Serialize)]
+pub struct RunView {
+    pub id: Uuid,
+    pub owner_uid: i64,
+    pub status: RunStatus,
+    /// The level that applies: the stricter of the service's and the run's own.
+    pub privacy_level: PrivacyLevel,
+    pub require_second_approver: bool,
+    pub turn: TurnView,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decision: Option<DecisionView>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct TurnView {
+    pub index: i32,
+    pub digest: String,
+    pub pending_calls: Vec<PendingCallView>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PendingCallView {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+    pub effect: Effect,
+}
+
+#[derive(Debug, Serialize)]
+pub struct DecisionView {
+    pub approved: bool,
+    pub decided_by: DecidedBy,
+    pub decider_uid: Option<i64>,
+    pub reason: Option<DenialReason>,
+    pub turn_digest: String,
+    pub decided_at: DateTime<Utc>,
+}
+
+impl DecisionView {
+    pub fn of(row: &DecisionRow) -> Result<Self, StorageError> {
+        Ok(DecisionView {
+            approved: row.approved,
+            decided_by: row.decided_by()?,
+            decider_uid: row.decider_uid,
+            reason: row.reason()?,
+            turn_digest: row.turn_digest.clone(),
+            decided_at: row.decided_at,
+        })
+    }
+}
+
+impl RunView {
+    pub fn of(
+        run: &RunRow,
+        calls: &[CallRow],
+        decision: Option<&DecisionRow>,
+        privacy_floor: PrivacyLevel,
+    ) -> Result<Self, StorageError> {
+        Ok(RunView {
+            id: run.id,
+            owner_uid: run.owner_uid,
+            status: run.status(),
+            privacy_level: privacy_floor.stricter(run.privacy_level()),
+            require_second_approver: run.require_second_approver,
+            turn: TurnView {
+                index: run.turn_index,
+                digest: run.turn_digest.clone(),
+                pending_calls: calls
+                    .iter()
+                    .map(|call| PendingCallView {
+                        id: call.call_id.clone(),
+                        name: call.tool.clone(),
+                        arguments: call.arguments.clone(),
+                        effect: call.effect(),
+                    })
+                    .collect(),
+            },
+            decision: decision.map(DecisionView::of).transpose()?,
+            created_at: run.created_at,
+            updated_at: run.updated_at,
+        })
+    }
+}

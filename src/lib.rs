@@ -1,0 +1,25 @@
+//! approval-resume: resumes AI-agent runs suspended for human approval, telling the model who declined.
+
+/// Shared state, the router, and serving.
+pub mod app;
+/// The `clients` and `migrate` subcommands.
+pub mod commands;
+/// The command line and every setting.
+pub mod config;
+/// The pure core: texts, digest, rules, privacy, formats.
+pub mod domain;
+/// The tool-executor client of the approve path.
+pub mod executor;
+/// Handlers, extractors and the problem+json error.
+pub mod http;
+/// API keys: generation and hashing.
+pub mod keys;
+/// Recording decisions and resuming runs.
+pub mod resume;
+/// Postgres: pool, migrations, queries.
+pub mod storage;
+/// Logging and the request span.
+pub mod telemetry;
+
+/// The public tokens (DESIGN.md §3), at the crate root for consumers that match on them.
+pub use domain::tokens;

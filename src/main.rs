@@ -1,0 +1,109 @@
+//! The `approval-resume` binary: parse the configuration, start logging, run the chosen subcommand.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use uuid::Uuid;
+
+use approval_resume::app::{self, AppState, Limits};
+use approval_resume::config::{Cli, Command, Config};
+use approval_resume::executor::Executors;
+use approval_resume::resume::{self, Resumer};
+use approval_resume::{commands, telemetry};
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Err(error) = cli.config.validate() {
+        eprintln!("error: invalid configuration: {error}");
+        return ExitCode::from(2);
+    }
+    telemetry::init(cli.config.log_format, &cli.config.log_level);
+    let outcome = match cli.command.unwrap_or(Command::Serve) {
+        Command::Serve => serve(cli.config).await,
+        Command::Migrate => commands::open_database(&cli.config)
+            .await
+            .map(|_| println!("migrations applied"))
+            .map_err(|error| error.to_string()),
+        Command::Clients(command) => match commands::open_database(&cli.config).await {
+            Ok(pool) => commands::clients(&pool, command)
+                .await
+                .map_err(|error| error.to_string()),
+            Err(error) => Err(error.to_string()),
+        },
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(config: Config) -> Result<(), String> {
+    let executors = match &config.tools_config {
+        Some(path) => Executors::from_file(path, |name| std::env::var(name).ok())
+            .map_err(|error| error.to_string())?,
+        None => Executors::none(),
+    };
+    let pool = commands::open_database(&config)
+        .await
+        .map_err(|error| error.to_string())?;
+    let resumer = Arc::new(Resumer {
+        pool: pool.clone(),
+        executors,
+        privacy_floor: config.privacy_level,
+        instance_id: Uuid::new_v4(),
+    });
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let recovery = resume::spawn_recovery(
+        Arc::clone(&resumer),
+        Duration::from_secs(config.recovery_interval_secs),
+        stop_rx,
+    );
+    let state = AppState {
+        pool,
+        resumer,
+        limits: Limits {
+            max_body_bytes: usize::try_from(config.max_body_bytes).unwrap_or(usize::MAX),
+            request_timeout: config.request_timeout(),
+        },
+    };
+    let listener = tokio::net::TcpListener::bind(config.listen_addr)
+        .await
+        .map_err(|error| format!("LISTEN_ADDR {}: {error}", config.listen_addr))?;
+    let address = listener.local_addr().map_err(|error| error.to_string())?;
+    tracing::info!(%address, privacy_level = config.privacy_level.as_str(), "listening");
+    let grace = Duration::from_secs(config.shutdown_grace_secs);
+    let served = app::serve(listener, state, shutdown_signal(), grace).await;
+    let _ = stop_tx.send(true);
+    let _ = recovery.await;
+    tracing::info!("stopped");
+    served.map_err(|error| error.to_string())
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+    tracing::info!("shutting down");
+}

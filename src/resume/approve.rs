@@ -1,0 +1,158 @@
+//! The approve path: the turn's calls run one after another through their executors, outside any transaction,
+//! each outcome stored as soon as it is known; then one transaction writes the tool events and resumes the run.
+//!
+//! A `resuming` turn is held by a lease. If the instance holding it dies, the lease runs out and the recovery task
+//! of any instance takes the turn over: calls with an outcome keep it, a call that had started but has no outcome
+//! gets `interrupted` (it is never sent again), and calls not yet started run.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use uuid::Uuid;
+
+use super::{ResumeError, Resumed, Resumer, load_resumed, write_tool_events};
+use crate::domain::results::{self, ToolResult};
+use crate::domain::tokens::RunStatus;
+use crate::executor::ExecutorCall;
+use crate::storage::decisions;
+use crate::storage::runs::{self, CallRow, RunRow};
+
+/// Runs whatever is left of an approved turn held by this instance, then resumes the run.
+pub async fn finish_turn(
+    resumer: &Resumer,
+    tenant: &str,
+    run_id: Uuid,
+) -> Result<Resumed, ResumeError> {
+    let run = runs::find(&resumer.pool, tenant, run_id)
+        .await?
+        .ok_or(ResumeError::RunNotFound)?;
+    let calls = runs::calls(&resumer.pool, run.id, run.turn_index).await?;
+    for call in calls.iter().filter(|call| call.outcome.is_none()) {
+        let result = run_call(resumer, &run, call).await?;
+        decisions::store_result(
+            &resumer.pool,
+            run.id,
+            run.turn_index,
+            call.position,
+            &result,
+        )
+        .await?;
+    }
+
+    let mut tx = resumer.pool.begin().await?;
+    let run = runs::lock(&mut tx, tenant, run_id)
+        .await?
+        .ok_or(ResumeError::RunNotFound)?;
+    let decision = decisions::find(&mut *tx, run.id, run.turn_index)
+        .await?
+        .ok_or(ResumeError::NotAwaitingApproval)?;
+    if run.status() != RunStatus::Resuming || run.lease_owner != Some(resumer.instance_id) {
+        // Another instance took the turn over (our lease ran out) or already finished it.
+        tx.rollback().await?;
+        return Err(ResumeError::ResumeInProgress);
+    }
+    let calls = runs::calls(&mut *tx, run.id, run.turn_index).await?;
+    let results = calls
+        .iter()
+        .map(super::stored_result)
+        .collect::<Result<Vec<_>, _>>()?;
+    write_tool_events(
+        &mut tx,
+        resumer,
+        &run,
+        &calls,
+        &results,
+        decision.decided_by()?,
+    )
+    .await?;
+    runs::set_status(&mut tx, run.id, RunStatus::Resumed).await?;
+    tx.commit().await?;
+    tracing::info!(run_id = %run.id, turn = run.turn_index, calls = calls.len(), "approved turn resumed");
+    load_resumed(&resumer.pool, run.id, decision).await
+}
+
+/// The outcome of one call that has none yet.
+async fn run_call(
+    resumer: &Resumer,
+    run: &RunRow,
+    call: &CallRow,
+) -> Result<ToolResult, ResumeError> {
+    if call.started_at.is_some() {
+        // It was sent once and its outcome never stored: it may have taken effect, so it is never sent again.
+        return Ok(results::interrupted(&call.call_id, &call.tool));
+    }
+    let Some(executor) = resumer.executors.enabled(&call.tool) else {
+        return Ok(results::not_permitted(&call.call_id, &call.tool));
+    };
+    let lease = resumer.executors.lease();
+    if !runs::renew_lease(&resumer.pool, run.id, resumer.instance_id, lease).await? {
+        return Err(ResumeError::ResumeInProgress);
+    }
+    if !decisions::mark_started(
+        &resumer.pool,
+        run.id,
+        run.turn_index,
+        call.position,
+        resumer.instance_id,
+    )
+    .await?
+    {
+        return Err(ResumeError::ResumeInProgress);
+    }
+    let result = executor
+        .execute(
+            resumer.executors.client(),
+            &ExecutorCall {
+                run_id: run.id,
+                call_id: &call.call_id,
+                tool: &call.tool,
+                arguments: &call.arguments,
+                owner_uid: run.owner_uid,
+            },
+        )
+        .await;
+    Ok(result)
+}
+
+/// Every `interval`, takes over turns whose lease ran out and finishes them. Ends when `shutdown` resolves.
+pub fn spawn_recovery(
+    resumer: Arc<Resumer>,
+    interval: Duration,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut shutdown = shutdown;
+        let mut ticker = tokio::time::interval(interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => recover_once(&resumer).await,
+                _ = shutdown.changed() => return,
+            }
+        }
+    })
+}
+
+/// One sweep: claim expired leases and finish each claimed turn.
+pub async fn recover_once(resumer: &Resumer) {
+    let claimed = match runs::claim_expired_leases(
+        &resumer.pool,
+        resumer.instance_id,
+        resumer.executors.lease(),
+        16,
+    )
+    .await
+    {
+        Ok(claimed) => claimed,
+        Err(error) => {
+            tracing::warn!(error = %error, "could not look for abandoned turns");
+            return;
+        }
+    };
+    for (run_id, tenant) in claimed {
+        tracing::warn!(run_id = %run_id, "taking over an approved turn whose instance stopped");
+        if let Err(error) = finish_turn(resumer, &tenant, run_id).await {
+            tracing::warn!(run_id = %run_id, error = %error, "could not finish an abandoned turn; will retry");
+        }
+    }
+}

@@ -1,0 +1,308 @@
+//! Recording a decision and resuming the run: the rules of DESIGN.md §4 and §5 over the run's row lock.
+//!
+//! Each decision runs in a task of its own (`tokio::spawn`), so a client that disconnects or an HTTP timeout
+//! never cancels it half-way: in particular never inside `BEGIN`, where sqlx 0.9 would return the connection to
+//! the pool still inside a transaction (transact-rs/sqlx#4393). The caller only stops waiting for the answer.
+
+mod approve;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use sqlx::{PgConnection, PgPool};
+use uuid::Uuid;
+
+pub use approve::{finish_turn, spawn_recovery};
+
+use crate::domain::authorize::{self, DeciderFacts, DecisionAsk, Refusal};
+use crate::domain::privacy;
+use crate::domain::results::{self, ToolResult};
+use crate::domain::tokens::{DecidedBy, DenialReason, PrivacyLevel, RunStatus};
+use crate::executor::Executors;
+use crate::storage::decisions::{self, DecisionRow, NewDecision};
+use crate::storage::runs::{self, CallRow, RunRow};
+use crate::storage::{StorageError, users};
+
+/// What the decision path needs, shared by every request and the recovery task.
+pub struct Resumer {
+    pub pool: PgPool,
+    pub executors: Executors,
+    /// The service's privacy level; a run may only make it stricter.
+    pub privacy_floor: PrivacyLevel,
+    /// Identifies this process as the holder of a `resuming` turn's lease.
+    pub instance_id: Uuid,
+}
+
+/// The client on whose behalf a decision is made.
+#[derive(Debug, Clone)]
+pub struct Actor {
+    pub tenant: String,
+    pub client_name: String,
+    pub may_decide_anonymously: bool,
+}
+
+/// A decision as the client posted it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecisionRequest {
+    pub run_id: Uuid,
+    pub approved: bool,
+    pub decider_uid: Option<i64>,
+    pub turn_digest: String,
+    pub reason: Option<DenialReason>,
+}
+
+/// A resumed turn: everything the answer and the model input are rendered from, all of it as stored.
+#[derive(Debug, Clone)]
+pub struct Resumed {
+    pub run_id: Uuid,
+    pub decision: DecisionRow,
+    pub results: Vec<ToolResult>,
+    /// The transcript through the decided turn's assistant message.
+    pub transcript: Vec<Value>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ResumeError {
+    #[error("no such run")]
+    RunNotFound,
+    #[error("decision refused: {0}")]
+    Refused(#[from] Refusal),
+    #[error("the turn digest is not the current turn's")]
+    StaleTurn,
+    #[error("this turn was already decided differently")]
+    AlreadyDecided,
+    #[error("the run is not waiting for approval")]
+    NotAwaitingApproval,
+    #[error("the approved turn's tools are still running")]
+    ResumeInProgress,
+    #[error("the decision task failed: {0}")]
+    TaskFailed(String),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+impl From<sqlx::Error> for ResumeError {
+    fn from(error: sqlx::Error) -> Self {
+        ResumeError::Storage(error.into())
+    }
+}
+
+/// Records a decision exactly once and resumes the run; the same decision again returns the stored outcome.
+pub async fn decide(
+    resumer: Arc<Resumer>,
+    actor: Actor,
+    request: DecisionRequest,
+) -> Result<Resumed, ResumeError> {
+    tokio::spawn(async move { decide_to_completion(&resumer, &actor, &request).await })
+        .await
+        .map_err(|join| ResumeError::TaskFailed(join.to_string()))?
+}
+
+async fn decide_to_completion(
+    resumer: &Resumer,
+    actor: &Actor,
+    request: &DecisionRequest,
+) -> Result<Resumed, ResumeError> {
+    let mut tx = resumer.pool.begin().await?;
+    let run = runs::lock(&mut tx, &actor.tenant, request.run_id)
+        .await?
+        .ok_or(ResumeError::RunNotFound)?;
+    let decided_by = authorize_decider(&mut tx, actor, &run, request).await?;
+
+    if request.turn_digest != run.turn_digest {
+        return Err(ResumeError::StaleTurn);
+    }
+    if let Some(existing) = decisions::find(&mut *tx, run.id, run.turn_index).await? {
+        tx.rollback().await?;
+        return replay(resumer, &run, existing, request).await;
+    }
+    if run.status() != RunStatus::WaitingForApproval {
+        return Err(ResumeError::NotAwaitingApproval);
+    }
+
+    let decision = decisions::insert(
+        &mut tx,
+        &NewDecision {
+            run_id: run.id,
+            turn_index: run.turn_index,
+            approved: request.approved,
+            decider_uid: request.decider_uid,
+            decided_by,
+            reason: request.reason,
+            turn_digest: &run.turn_digest,
+            client_name: &actor.client_name,
+        },
+    )
+    .await?;
+
+    if request.approved {
+        runs::start_resuming(
+            &mut tx,
+            run.id,
+            resumer.instance_id,
+            resumer.executors.lease(),
+        )
+        .await?;
+        tx.commit().await?;
+        tracing::info!(run_id = %run.id, turn = run.turn_index, decided_by = decided_by.as_str(), "turn approved");
+        return finish_turn(resumer, &actor.tenant, run.id).await;
+    }
+
+    let calls = runs::calls(&mut *tx, run.id, run.turn_index).await?;
+    let results: Vec<ToolResult> = calls
+        .iter()
+        .map(|call| {
+            results::denied(
+                &call.call_id,
+                &call.tool,
+                call.effect(),
+                decided_by,
+                request.reason,
+            )
+        })
+        .collect();
+    let positioned: Vec<(i32, &ToolResult)> = calls
+        .iter()
+        .map(|c| c.position)
+        .zip(results.iter())
+        .collect();
+    decisions::store_results(&mut tx, run.id, run.turn_index, &positioned).await?;
+    write_tool_events(&mut tx, resumer, &run, &calls, &results, decided_by).await?;
+    runs::set_status(&mut tx, run.id, RunStatus::Resumed).await?;
+    let transcript = runs::messages(&mut *tx, run.id).await?;
+    tx.commit().await?;
+    tracing::info!(run_id = %run.id, turn = run.turn_index, decided_by = decided_by.as_str(), "turn denied");
+    Ok(Resumed {
+        run_id: run.id,
+        decision,
+        results,
+        transcript,
+    })
+}
+
+/// Applies §4 with the decider's row, loaded inside the decision's transaction.
+async fn authorize_decider(
+    conn: &mut PgConnection,
+    actor: &Actor,
+    run: &RunRow,
+    request: &DecisionRequest,
+) -> Result<DecidedBy, ResumeError> {
+    let decider = match request.decider_uid {
+        Some(uid) => users::find(&mut *conn, &actor.tenant, uid)
+            .await?
+            .map(|user| DeciderFacts {
+                is_admin: user.is_admin,
+                can_approve_others: user.can_approve_others,
+                disabled: user.disabled,
+            }),
+        None => None,
+    };
+    let decided_by = authorize::authorize(&DecisionAsk {
+        decider_uid: request.decider_uid,
+        decider,
+        owner_uid: run.owner_uid,
+        require_second_approver: run.require_second_approver,
+        approved: request.approved,
+        client_may_decide_anonymously: actor.may_decide_anonymously,
+    })?;
+    Ok(decided_by)
+}
+
+/// A decided turn asked again: the same decision gets the stored outcome, any other one a conflict.
+async fn replay(
+    resumer: &Resumer,
+    run: &RunRow,
+    existing: DecisionRow,
+    request: &DecisionRequest,
+) -> Result<Resumed, ResumeError> {
+    let same = existing.approved == request.approved
+        && existing.decider_uid == request.decider_uid
+        && existing.turn_digest == request.turn_digest
+        && existing.reason()? == request.reason;
+    if run.status() == RunStatus::Resuming {
+        return Err(ResumeError::ResumeInProgress);
+    }
+    if !same {
+        return Err(ResumeError::AlreadyDecided);
+    }
+    load_resumed(&resumer.pool, run.id, existing).await
+}
+
+/// Rebuilds a resumed turn from what is stored, byte for byte what its first answer was built from.
+pub async fn load_resumed(
+    pool: &PgPool,
+    run_id: Uuid,
+    decision: DecisionRow,
+) -> Result<Resumed, ResumeError> {
+    let calls = runs::calls(pool, run_id, decision.turn_index).await?;
+    let results = calls
+        .iter()
+        .map(stored_result)
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut transcript = runs::messages(pool, run_id).await?;
+    truncate_to_turn(&mut transcript, &calls);
+    Ok(Resumed {
+        run_id,
+        decision,
+        results,
+        transcript,
+    })
+}
+
+/// Cuts a transcript back to the assistant message that holds these calls, in case later turns were appended.
+fn truncate_to_turn(transcript: &mut Vec<Value>, calls: &[CallRow]) {
+    let Some(first) = calls.first() else { return };
+    let holds_call = |message: &Value| {
+        message["tool_calls"].as_array().is_some_and(|tool_calls| {
+            tool_calls
+                .iter()
+                .any(|call| call["id"] == first.call_id.as_str())
+        })
+    };
+    if let Some(turn_at) = transcript.iter().rposition(holds_call) {
+        transcript.truncate(turn_at + 1);
+    }
+}
+
+fn stored_result(call: &CallRow) -> Result<ToolResult, StorageError> {
+    let missing = || {
+        StorageError::Corrupt(format!(
+            "call {} of a resumed turn has no result",
+            call.call_id
+        ))
+    };
+    Ok(ToolResult {
+        call_id: call.call_id.clone(),
+        tool: call.tool.clone(),
+        outcome: call.outcome()?.ok_or_else(missing)?,
+        is_error: call.is_error.ok_or_else(missing)?,
+        content: call.content.clone().ok_or_else(missing)?,
+    })
+}
+
+/// Writes one tool event per call, filtered by the stricter of the service's and the run's privacy level.
+async fn write_tool_events(
+    conn: &mut PgConnection,
+    resumer: &Resumer,
+    run: &RunRow,
+    calls: &[CallRow],
+    results: &[ToolResult],
+    decided_by: DecidedBy,
+) -> Result<(), StorageError> {
+    let level = resumer.privacy_floor.stricter(run.privacy_level());
+    let events: Vec<(i32, privacy::ToolEvent)> = calls
+        .iter()
+        .zip(results)
+        .filter_map(|(call, result)| {
+            privacy::tool_event(level, &call.arguments, result, decided_by)
+                .map(|event| (call.position, event))
+        })
+        .collect();
+    decisions::insert_tool_events(conn, run.id, run.turn_index, &events).await
+}
+
+/// How long a `resuming` turn is held before another instance may take it over.
+pub fn lease_for(longest_executor_timeout: Duration) -> Duration {
+    longest_executor_timeout + Duration::from_secs(30)
+}

@@ -1,0 +1,287 @@
+//! Decisions and their consequences: approval events, tool results on the turn's calls, and tool events.
+
+use chrono::{DateTime, Utc};
+use sqlx::{PgConnection, PgExecutor};
+use uuid::Uuid;
+
+use super::StorageError;
+use crate::domain::privacy::ToolEvent;
+use crate::domain::results::ToolResult;
+use crate::domain::tokens::{DecidedBy, DenialReason};
+
+/// The approval event of one run turn.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct DecisionRow {
+    pub turn_index: i32,
+    pub approved: bool,
+    pub decider_uid: Option<i64>,
+    pub decided_by: String,
+    pub reason: Option<String>,
+    pub turn_digest: String,
+    pub client_name: String,
+    pub decided_at: DateTime<Utc>,
+}
+
+impl DecisionRow {
+    pub fn decided_by(&self) -> Result<DecidedBy, StorageError> {
+        DecidedBy::parse(&self.decided_by)
+            .ok_or_else(|| StorageError::Corrupt(format!("decided_by {:?}", self.decided_by)))
+    }
+
+    pub fn reason(&self) -> Result<Option<DenialReason>, StorageError> {
+        self.reason
+            .as_deref()
+            .map(|text| {
+                DenialReason::parse(text)
+                    .ok_or_else(|| StorageError::Corrupt(format!("reason {text:?}")))
+            })
+            .transpose()
+    }
+}
+
+/// What a decision records.
+#[derive(Debug, Clone)]
+pub struct NewDecision<'a> {
+    pub run_id: Uuid,
+    pub turn_index: i32,
+    pub approved: bool,
+    pub decider_uid: Option<i64>,
+    pub decided_by: DecidedBy,
+    pub reason: Option<DenialReason>,
+    pub turn_digest: &'a str,
+    pub client_name: &'a str,
+}
+
+const DECISION_COLUMNS: &str =
+    "turn_index, approved, decider_uid, decided_by, reason, turn_digest, client_name, decided_at";
+
+pub async fn find(
+    db: impl PgExecutor<'_>,
+    run_id: Uuid,
+    turn_index: i32,
+) -> Result<Option<DecisionRow>, StorageError> {
+    let row = sqlx::query_as::<_, DecisionRow>(sqlx::AssertSqlSafe(format!(
+        "select {DECISION_COLUMNS} from approval_events where run_id = $1 and turn_index = $2"
+    )))
+    .bind(run_id)
+    .bind(turn_index)
+    .fetch_optional(db)
+    .await?;
+    Ok(row)
+}
+
+/// The decision of the run's latest decided turn.
+pub async fn latest(
+    db: impl PgExecutor<'_>,
+    run_id: Uuid,
+) -> Result<Option<DecisionRow>, StorageError> {
+    let row = sqlx::query_as::<_, DecisionRow>(sqlx::AssertSqlSafe(format!(
+        "select {DECISION_COLUMNS} from approval_events where run_id = $1 order by turn_index desc limit 1"
+    )))
+    .bind(run_id)
+    .fetch_optional(db)
+    .await?;
+    Ok(row)
+}
+
+/// Every approval event of a run, oldest turn first.
+pub async fn all_of_run(
+    db: impl PgExecutor<'_>,
+    run_id: Uuid,
+) -> Result<Vec<DecisionRow>, StorageError> {
+    let rows = sqlx::query_as::<_, DecisionRow>(sqlx::AssertSqlSafe(format!(
+        "select {DECISION_COLUMNS} from approval_events where run_id = $1 order by turn_index"
+    )))
+    .bind(run_id)
+    .fetch_all(db)
+    .await?;
+    Ok(rows)
+}
+
+/// Records a decision. The primary key (run, turn) is the backstop of "one decision per turn": callers hold the run
+/// lock and have checked, so a conflict here is a defect and surfaces as an error rather than being ignored.
+pub async fn insert(
+    conn: &mut PgConnection,
+    decision: &NewDecision<'_>,
+) -> Result<DecisionRow, StorageError> {
+    let row = sqlx::query_as::<_, DecisionRow>(sqlx::AssertSqlSafe(format!(
+        "insert into approval_events (run_id, turn_index, approved, decider_uid, decided_by, reason, turn_digest, client_name)
+         values ($1, $2, $3, $4, $5, $6, $7, $8)
+         returning {DECISION_COLUMNS}"
+    )))
+    .bind(decision.run_id)
+    .bind(decision.turn_index)
+    .bind(decision.approved)
+    .bind(decision.decider_uid)
+    .bind(decision.decided_by.as_str())
+    .bind(decision.reason.map(DenialReason::as_str))
+    .bind(decision.turn_digest)
+    .bind(decision.client_name)
+    .fetch_one(conn)
+    .await?;
+    Ok(row)
+}
+
+/// Stores the results of several calls at once; a call that already has a result keeps it.
+pub async fn store_results(
+    conn: &mut PgConnection,
+    run_id: Uuid,
+    turn_index: i32,
+    results: &[(i32, &ToolResult)],
+) -> Result<(), StorageError> {
+    let positions: Vec<i32> = results.iter().map(|(position, _)| *position).collect();
+    let outcomes: Vec<&str> = results.iter().map(|(_, r)| r.outcome.as_str()).collect();
+    let errors: Vec<bool> = results.iter().map(|(_, r)| r.is_error).collect();
+    let contents: Vec<&str> = results.iter().map(|(_, r)| r.content.as_str()).collect();
+    sqlx::query(
+        "update turn_calls c set outcome = r.outcome, is_error = r.is_error, content = r.content, finished_at = now()
+         from unnest($3::int[], $4::text[], $5::bool[], $6::text[]) as r(position, outcome, is_error, content)
+         where c.run_id = $1 and c.turn_index = $2 and c.position = r.position and c.outcome is null",
+    )
+    .bind(run_id)
+    .bind(turn_index)
+    .bind(&positions)
+    .bind(&outcomes)
+    .bind(&errors)
+    .bind(&contents)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Stores one call's result as soon as it is known; `false` when it already had one.
+pub async fn store_result(
+    db: impl PgExecutor<'_>,
+    run_id: Uuid,
+    turn_index: i32,
+    position: i32,
+    result: &ToolResult,
+) -> Result<bool, StorageError> {
+    let done = sqlx::query(
+        "update turn_calls set outcome = $4, is_error = $5, content = $6, finished_at = now()
+         where run_id = $1 and turn_index = $2 and position = $3 and outcome is null",
+    )
+    .bind(run_id)
+    .bind(turn_index)
+    .bind(position)
+    .bind(result.outcome.as_str())
+    .bind(result.is_error)
+    .bind(&result.content)
+    .execute(db)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Marks a call as started, while `lease_owner` still holds the turn. `false` means: do not call the executor,
+/// because the call already started once (its outcome is unknown) or another instance holds the turn now.
+pub async fn mark_started(
+    db: impl PgExecutor<'_>,
+    run_id: Uuid,
+    turn_index: i32,
+    position: i32,
+    lease_owner: Uuid,
+) -> Result<bool, StorageError> {
+    let done = sqlx::query(
+        "update turn_calls c set started_at = now()
+         where c.run_id = $1 and c.turn_index = $2 and c.position = $3
+           and c.started_at is null and c.outcome is null
+           and exists (select 1 from runs r where r.id = $1 and r.status = 'resuming' and r.lease_owner = $4)",
+    )
+    .bind(run_id)
+    .bind(turn_index)
+    .bind(position)
+    .bind(lease_owner)
+    .execute(db)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Stores the tool events of a turn, one per call that has one, in one statement.
+pub async fn insert_tool_events(
+    conn: &mut PgConnection,
+    run_id: Uuid,
+    turn_index: i32,
+    events: &[(i32, ToolEvent)],
+) -> Result<(), StorageError> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    let positions: Vec<i32> = events.iter().map(|(position, _)| *position).collect();
+    let call_ids: Vec<&str> = events.iter().map(|(_, e)| e.call_id.as_str()).collect();
+    let tools: Vec<&str> = events.iter().map(|(_, e)| e.tool.as_str()).collect();
+    let outcomes: Vec<&str> = events.iter().map(|(_, e)| e.outcome.as_str()).collect();
+    let errors: Vec<bool> = events.iter().map(|(_, e)| e.is_error).collect();
+    let decided_by: Vec<&str> = events.iter().map(|(_, e)| e.decided_by.as_str()).collect();
+    let levels: Vec<&str> = events
+        .iter()
+        .map(|(_, e)| e.privacy_level.as_str())
+        .collect();
+    let argument_bytes: Vec<i32> = events.iter().map(|(_, e)| e.arguments_bytes).collect();
+    let result_bytes: Vec<i32> = events.iter().map(|(_, e)| e.result_bytes).collect();
+    let arguments: Vec<Option<&str>> = events.iter().map(|(_, e)| e.arguments.as_deref()).collect();
+    let results: Vec<Option<&str>> = events.iter().map(|(_, e)| e.result.as_deref()).collect();
+    sqlx::query(
+        "insert into tool_events (run_id, turn_index, position, call_id, tool, outcome, is_error, decided_by,
+                                  privacy_level, arguments_bytes, result_bytes, arguments, result,
+                                  started_at, finished_at)
+         select $1, $2, e.position, e.call_id, e.tool, e.outcome, e.is_error, e.decided_by, e.privacy_level,
+                e.arguments_bytes, e.result_bytes, e.arguments, e.result, c.started_at, c.finished_at
+         from unnest($3::int[], $4::text[], $5::text[], $6::text[], $7::bool[], $8::text[], $9::text[],
+                     $10::int[], $11::int[], $12::text[], $13::text[])
+              as e(position, call_id, tool, outcome, is_error, decided_by, privacy_level,
+                   arguments_bytes, result_bytes, arguments, result)
+         join turn_calls c on c.run_id = $1 and c.turn_index = $2 and c.position = e.position",
+    )
+    .bind(run_id)
+    .bind(turn_index)
+    .bind(&positions)
+    .bind(&call_ids)
+    .bind(&tools)
+    .bind(&outcomes)
+    .bind(&errors)
+    .bind(&decided_by)
+    .bind(&levels)
+    .bind(&argument_bytes)
+    .bind(&result_bytes)
+    .bind(&arguments)
+    .bind(&results)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// A tool event as stored, for the audit view.
+#[derive(Debug, Clone, sqlx::FromRow, serde::Serialize)]
+pub struct StoredToolEvent {
+    pub turn_index: i32,
+    pub position: i32,
+    pub call_id: String,
+    pub tool: String,
+    pub outcome: String,
+    pub is_error: bool,
+    pub decided_by: String,
+    pub privacy_level: String,
+    pub arguments_bytes: i32,
+    pub result_bytes: i32,
+    pub arguments: Option<String>,
+    pub result: Option<String>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub recorded_at: DateTime<Utc>,
+}
+
+/// Every tool event of a run, in turn and call order.
+pub async fn tool_events_of_run(
+    db: impl PgExecutor<'_>,
+    run_id: Uuid,
+) -> Result<Vec<StoredToolEvent>, StorageError> {
+    let rows = sqlx::query_as::<_, StoredToolEvent>(
+        "select turn_index, position, call_id, tool, outcome, is_error, decided_by, privacy_level,
+                arguments_bytes, result_bytes, arguments, result, started_at, finished_at, recorded_at
+         from tool_events where run_id = $1 order by turn_index, position",
+    )
+    .bind(run_id)
+    .fetch_all(db)
+    .await?;
+    Ok(rows)
+}

@@ -1,0 +1,351 @@
+//! Runs, their working transcripts and the pending calls of each turn.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::types::Json;
+use sqlx::{PgConnection, PgExecutor};
+use uuid::Uuid;
+
+use super::StorageError;
+use crate::domain::tokens::{Effect, Outcome, PrivacyLevel, RunStatus};
+use crate::domain::transcript::PendingCall;
+
+/// A run without its transcript, which can be large and is loaded only where it is needed.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct RunRow {
+    pub id: Uuid,
+    pub tenant: String,
+    pub owner_uid: i64,
+    #[sqlx(try_from = "String")]
+    pub status: StoredStatus,
+    #[sqlx(try_from = "String")]
+    pub privacy_level: StoredLevel,
+    pub require_second_approver: bool,
+    pub registration_hash: Vec<u8>,
+    pub tools: Json<Vec<DeclaredTool>>,
+    pub turn_index: i32,
+    pub turn_digest: String,
+    pub turn_request_hash: Option<Vec<u8>>,
+    pub lease_owner: Option<Uuid>,
+    pub lease_until: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A tool as the run declared it at registration.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DeclaredTool {
+    pub name: String,
+    pub effect: Effect,
+}
+
+/// `RunStatus` read from its column; an unknown text is a corrupt row, not a panic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoredStatus(pub RunStatus);
+
+impl TryFrom<String> for StoredStatus {
+    type Error = StorageError;
+    fn try_from(text: String) -> Result<Self, Self::Error> {
+        RunStatus::parse(&text)
+            .map(StoredStatus)
+            .ok_or_else(|| StorageError::Corrupt(format!("run status {text:?}")))
+    }
+}
+
+/// `PrivacyLevel` read from its column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoredLevel(pub PrivacyLevel);
+
+impl TryFrom<String> for StoredLevel {
+    type Error = StorageError;
+    fn try_from(text: String) -> Result<Self, Self::Error> {
+        PrivacyLevel::parse(&text)
+            .map(StoredLevel)
+            .ok_or_else(|| StorageError::Corrupt(format!("privacy level {text:?}")))
+    }
+}
+
+impl RunRow {
+    pub fn status(&self) -> RunStatus {
+        self.status.0
+    }
+
+    pub fn privacy_level(&self) -> PrivacyLevel {
+        self.privacy_level.0
+    }
+}
+
+/// One pending call of a turn, with its result once known.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct CallRow {
+    pub position: i32,
+    pub call_id: String,
+    pub tool: String,
+    pub arguments: String,
+    pub effect: String,
+    pub started_at: Option<DateTime<Utc>>,
+    pub outcome: Option<String>,
+    pub is_error: Option<bool>,
+    pub content: Option<String>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+impl CallRow {
+    pub fn effect(&self) -> Effect {
+        // The column's check constraint allows only the two values.
+        Effect::parse(&self.effect).unwrap_or(Effect::Read)
+    }
+
+    pub fn outcome(&self) -> Result<Option<Outcome>, StorageError> {
+        self.outcome
+            .as_deref()
+            .map(|text| {
+                Outcome::parse(text)
+                    .ok_or_else(|| StorageError::Corrupt(format!("outcome {text:?}")))
+            })
+            .transpose()
+    }
+}
+
+/// What registration stores.
+#[derive(Debug)]
+pub struct NewRun<'a> {
+    pub id: Uuid,
+    pub tenant: &'a str,
+    pub owner_uid: i64,
+    pub privacy_level: PrivacyLevel,
+    pub require_second_approver: bool,
+    pub registration_hash: &'a [u8],
+    pub tools: &'a [DeclaredTool],
+    pub messages: &'a [Value],
+    pub turn_digest: &'a str,
+}
+
+const RUN_COLUMNS: &str = "id, tenant, owner_uid, status, privacy_level, require_second_approver, registration_hash,
+     tools, turn_index, turn_digest, turn_request_hash, lease_owner, lease_until, created_at, updated_at";
+
+/// Inserts a run waiting for approval on turn 0; `None` when the id is taken (by any tenant).
+pub async fn insert(
+    conn: &mut PgConnection,
+    run: &NewRun<'_>,
+) -> Result<Option<RunRow>, StorageError> {
+    let row = sqlx::query_as::<_, RunRow>(sqlx::AssertSqlSafe(format!(
+        "insert into runs (id, tenant, owner_uid, status, privacy_level, require_second_approver,
+                           registration_hash, tools, messages, turn_index, turn_digest)
+         values ($1, $2, $3, 'waiting_for_approval', $4, $5, $6, $7, $8, 0, $9)
+         on conflict (id) do nothing
+         returning {RUN_COLUMNS}"
+    )))
+    .bind(run.id)
+    .bind(run.tenant)
+    .bind(run.owner_uid)
+    .bind(run.privacy_level.as_str())
+    .bind(run.require_second_approver)
+    .bind(run.registration_hash)
+    .bind(Json(run.tools))
+    .bind(Json(run.messages))
+    .bind(run.turn_digest)
+    .fetch_optional(conn)
+    .await?;
+    Ok(row)
+}
+
+/// Stores the pending calls of a turn in one statement.
+pub async fn insert_calls(
+    conn: &mut PgConnection,
+    run_id: Uuid,
+    turn_index: i32,
+    calls: &[(PendingCall, Effect)],
+) -> Result<(), StorageError> {
+    let positions: Vec<i32> = (0..calls.len() as i32).collect();
+    let ids: Vec<&str> = calls.iter().map(|(call, _)| call.id.as_str()).collect();
+    let tools: Vec<&str> = calls.iter().map(|(call, _)| call.name.as_str()).collect();
+    let arguments: Vec<&str> = calls
+        .iter()
+        .map(|(call, _)| call.arguments.as_str())
+        .collect();
+    let effects: Vec<&str> = calls.iter().map(|(_, effect)| effect.as_str()).collect();
+    sqlx::query(
+        "insert into turn_calls (run_id, turn_index, position, call_id, tool, arguments, effect)
+         select $1, $2, * from unnest($3::int[], $4::text[], $5::text[], $6::text[], $7::text[])",
+    )
+    .bind(run_id)
+    .bind(turn_index)
+    .bind(&positions)
+    .bind(&ids)
+    .bind(&tools)
+    .bind(&arguments)
+    .bind(&effects)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// The run with this id in this tenant; another tenant's run is `None`, exactly like a missing one.
+pub async fn find(
+    db: impl PgExecutor<'_>,
+    tenant: &str,
+    id: Uuid,
+) -> Result<Option<RunRow>, StorageError> {
+    let row = sqlx::query_as::<_, RunRow>(sqlx::AssertSqlSafe(format!(
+        "select {RUN_COLUMNS} from runs where id = $1 and tenant = $2"
+    )))
+    .bind(id)
+    .bind(tenant)
+    .fetch_optional(db)
+    .await?;
+    Ok(row)
+}
+
+/// Like [`find`], holding the run's row lock until the transaction ends. Every writer locks the run row first.
+pub async fn lock(
+    conn: &mut PgConnection,
+    tenant: &str,
+    id: Uuid,
+) -> Result<Option<RunRow>, StorageError> {
+    let row = sqlx::query_as::<_, RunRow>(sqlx::AssertSqlSafe(format!(
+        "select {RUN_COLUMNS} from runs where id = $1 and tenant = $2 for update"
+    )))
+    .bind(id)
+    .bind(tenant)
+    .fetch_optional(conn)
+    .await?;
+    Ok(row)
+}
+
+/// Whether some run holds this id, whichever tenant it belongs to.
+pub async fn id_taken(db: impl PgExecutor<'_>, id: Uuid) -> Result<bool, StorageError> {
+    let taken = sqlx::query_scalar("select exists (select 1 from runs where id = $1)")
+        .bind(id)
+        .fetch_one(db)
+        .await?;
+    Ok(taken)
+}
+
+/// The working transcript through the current turn.
+pub async fn messages(db: impl PgExecutor<'_>, id: Uuid) -> Result<Vec<Value>, StorageError> {
+    let Json(messages) =
+        sqlx::query_scalar::<_, Json<Vec<Value>>>("select messages from runs where id = $1")
+            .bind(id)
+            .fetch_one(db)
+            .await?;
+    Ok(messages)
+}
+
+/// The calls of one turn in the turn's order.
+pub async fn calls(
+    db: impl PgExecutor<'_>,
+    run_id: Uuid,
+    turn_index: i32,
+) -> Result<Vec<CallRow>, StorageError> {
+    let rows = sqlx::query_as::<_, CallRow>(
+        "select position, call_id, tool, arguments, effect, started_at, outcome, is_error, content, finished_at
+         from turn_calls where run_id = $1 and turn_index = $2 order by position",
+    )
+    .bind(run_id)
+    .bind(turn_index)
+    .fetch_all(db)
+    .await?;
+    Ok(rows)
+}
+
+/// Moves a run to `status`, ending any lease.
+pub async fn set_status(
+    conn: &mut PgConnection,
+    id: Uuid,
+    status: RunStatus,
+) -> Result<RunRow, StorageError> {
+    let row = sqlx::query_as::<_, RunRow>(sqlx::AssertSqlSafe(format!(
+        "update runs set status = $2, lease_owner = null, lease_until = null, updated_at = now()
+         where id = $1 returning {RUN_COLUMNS}"
+    )))
+    .bind(id)
+    .bind(status.as_str())
+    .fetch_one(conn)
+    .await?;
+    Ok(row)
+}
+
+/// Moves a run to `resuming`, held by `lease_owner` for `lease` from now.
+pub async fn start_resuming(
+    conn: &mut PgConnection,
+    id: Uuid,
+    lease_owner: Uuid,
+    lease: std::time::Duration,
+) -> Result<(), StorageError> {
+    sqlx::query(
+        "update runs set status = 'resuming', lease_owner = $2,
+             lease_until = now() + make_interval(secs => $3), updated_at = now()
+         where id = $1",
+    )
+    .bind(id)
+    .bind(lease_owner)
+    .bind(lease.as_secs_f64())
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Extends the lease while its holder still has it; `false` when another instance took the turn over.
+pub async fn renew_lease(
+    db: impl PgExecutor<'_>,
+    id: Uuid,
+    lease_owner: Uuid,
+    lease: std::time::Duration,
+) -> Result<bool, StorageError> {
+    let result = sqlx::query(
+        "update runs set lease_until = now() + make_interval(secs => $3)
+         where id = $1 and status = 'resuming' and lease_owner = $2",
+    )
+    .bind(id)
+    .bind(lease_owner)
+    .bind(lease.as_secs_f64())
+    .execute(db)
+    .await?;
+    Ok(result.rows_affected() == 1)
+}
+
+/// Takes over turns whose lease ran out (their instance died); returns `(run id, tenant)` of each one taken.
+pub async fn claim_expired_leases(
+    db: impl PgExecutor<'_>,
+    lease_owner: Uuid,
+    lease: std::time::Duration,
+    limit: i64,
+) -> Result<Vec<(Uuid, String)>, StorageError> {
+    let rows = sqlx::query_as::<_, (Uuid, String)>(
+        "update runs set lease_owner = $1, lease_until = now() + make_interval(secs => $2)
+         where id in (select id from runs where status = 'resuming' and lease_until < now()
+                      order by lease_until limit $3 for update skip locked)
+         returning id, tenant",
+    )
+    .bind(lease_owner)
+    .bind(lease.as_secs_f64())
+    .bind(limit)
+    .fetch_all(db)
+    .await?;
+    Ok(rows)
+}
+
+/// Appends what followed the model input, opening turn `turn_index` with the given digest.
+pub async fn append_turn(
+    conn: &mut PgConnection,
+    id: Uuid,
+    appended: &[Value],
+    turn_index: i32,
+    turn_digest: &str,
+    request_hash: &[u8],
+) -> Result<RunRow, StorageError> {
+    let row = sqlx::query_as::<_, RunRow>(sqlx::AssertSqlSafe(format!(
+        "update runs set messages = messages || $2, turn_index = $3, turn_digest = $4, turn_request_hash = $5,
+             status = 'waiting_for_approval', updated_at = now()
+         where id = $1 returning {RUN_COLUMNS}"
+    )))
+    .bind(id)
+    .bind(Json(appended))
+    .bind(turn_index)
+    .bind(turn_digest)
+    .bind(request_hash)
+    .fetch_one(conn)
+    .await?;
+    Ok(row)
+}
