@@ -182,7 +182,7 @@ pub struct Config {
         env = "LOG_LEVEL",
         value_name = "LOG_LEVEL",
         global = true,
-        default_value = "info"
+        default_value = "info,sqlx=warn"
     )]
     pub log_level: String,
 }

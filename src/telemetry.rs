@@ -20,11 +20,11 @@ pub fn init(format: LogFormat, filter: &str) {
     let json = match format {
         LogFormat::Json => true,
         LogFormat::Pretty => false,
-        LogFormat::Auto => !std::io::stdout().is_terminal(),
+        LogFormat::Auto => !std::io::stderr().is_terminal(),
     };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stdout);
+        .with_writer(std::io::stderr);
     // A second init (tests that start several services in one process) keeps the first subscriber.
     let _ = if json {
         builder

@@ -38,8 +38,9 @@ const TOKENS: &str = r"(?x)
       | eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*     # JWTs
     )";
 
-/// No pattern ends in a look-ahead (`\b`, `$`), so a prefix of masked text holds no match the whole did not: this is
-/// what makes `redact` idempotent on its own output.
+/// Applied in this order. No pattern ends in an assertion (`\b`, `$`) but the PEM block's `\z`, whose header masked
+/// text never holds, so a prefix of masked text holds no match the whole did not: this is what makes `redact`
+/// idempotent on its own output.
 static PATTERNS: LazyLock<[(Regex, &str); 6]> = LazyLock::new(|| {
     [
         // The whole userinfo goes: the user part is often a token itself (`https://x-access-token:…@`).
@@ -132,11 +133,7 @@ fn mask(text: &str) -> String {
 fn mask_once(text: &str) -> Cow<'_, str> {
     let mut out = Cow::Borrowed(text);
     for (pattern, mask) in PATTERNS.iter() {
-        let replaced = match pattern.replace_all(&out, *mask) {
-            Cow::Owned(replaced) => Some(replaced),
-            Cow::Borrowed(_) => None,
-        };
-        if let Some(replaced) = replaced {
+        if let Cow::Owned(replaced) = pattern.replace_all(&out, *mask) {
             out = Cow::Owned(replaced);
         }
     }

@@ -1,0 +1,11 @@
+//! API tests against a real Postgres: each `#[sqlx::test]` gets a fresh, migrated database.
+
+mod auth;
+mod concurrency;
+mod decisions;
+mod executors;
+mod openapi;
+mod public_surface;
+mod registration;
+mod support;
+mod turns;
