@@ -161,6 +161,12 @@ pub struct Config {
           default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub recovery_interval_secs: u64,
 
+    /// Milliseconds an approved turn's lease outlasts its longest executor timeout. If the instance running the
+    /// turn dies, another instance takes the turn over once the lease has run out.
+    #[arg(long, env = "RESUME_LEASE_MARGIN_MS", value_name = "RESUME_LEASE_MARGIN_MS", global = true,
+          default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
+    pub resume_lease_margin_ms: u64,
+
     /// A TOML file configuring tool executors; without it every approved call is `not_permitted`.
     #[arg(long, env = "TOOLS_CONFIG", value_name = "TOOLS_CONFIG", global = true)]
     pub tools_config: Option<PathBuf>,

@@ -191,15 +191,13 @@ impl Executors {
         &self.client
     }
 
-    /// How long a `resuming` turn is held: longer than any one executor call may take.
-    pub fn lease(&self) -> Duration {
-        let longest = self
-            .tools
+    /// The longest time one executor call may take.
+    pub fn longest_timeout(&self) -> Duration {
+        self.tools
             .values()
             .map(|executor| executor.timeout)
             .max()
-            .unwrap_or_default();
-        crate::resume::lease_for(longest)
+            .unwrap_or_default()
     }
 }
 
@@ -362,9 +360,9 @@ mod tests {
         assert!(executors.enabled("b").is_none());
         assert_eq!(executors.effect_of("b"), Some(Effect::Read));
         assert_eq!(
-            executors.lease(),
-            Duration::from_secs(40),
-            "the longest timeout, 10 s by default, plus 30 s"
+            executors.longest_timeout(),
+            Duration::from_secs(10),
+            "b's timeout, 10 s by default"
         );
     }
 }

@@ -84,7 +84,7 @@ async fn run_call(
     let Some(executor) = resumer.executors.enabled(&call.tool) else {
         return Ok(results::not_permitted(&call.call_id, &call.tool));
     };
-    let lease = resumer.executors.lease();
+    let lease = resumer.lease();
     if !runs::renew_lease(&resumer.pool, run.id, resumer.instance_id, lease).await? {
         return Err(ResumeError::ResumeInProgress);
     }
@@ -135,20 +135,16 @@ pub fn spawn_recovery(
 
 /// One sweep: claim expired leases and finish each claimed turn.
 pub async fn recover_once(resumer: &Resumer) {
-    let claimed = match runs::claim_expired_leases(
-        &resumer.pool,
-        resumer.instance_id,
-        resumer.executors.lease(),
-        16,
-    )
-    .await
-    {
-        Ok(claimed) => claimed,
-        Err(error) => {
-            tracing::warn!(error = %error, "could not look for abandoned turns");
-            return;
-        }
-    };
+    let claimed =
+        match runs::claim_expired_leases(&resumer.pool, resumer.instance_id, resumer.lease(), 16)
+            .await
+        {
+            Ok(claimed) => claimed,
+            Err(error) => {
+                tracing::warn!(error = %error, "could not look for abandoned turns");
+                return;
+            }
+        };
     for (run_id, tenant) in claimed {
         tracing::warn!(run_id = %run_id, "taking over an approved turn whose instance stopped");
         if let Err(error) = finish_turn(resumer, &tenant, run_id).await {

@@ -32,6 +32,15 @@ pub struct Resumer {
     pub privacy_floor: PrivacyLevel,
     /// Identifies this process as the holder of a `resuming` turn's lease.
     pub instance_id: Uuid,
+    /// How much longer than its longest executor call a turn's lease lasts; past it, another instance takes over.
+    pub lease_margin: Duration,
+}
+
+impl Resumer {
+    /// How long a `resuming` turn is held before another instance may take it over.
+    pub fn lease(&self) -> Duration {
+        self.executors.longest_timeout() + self.lease_margin
+    }
 }
 
 /// The client on whose behalf a decision is made.
@@ -137,13 +146,7 @@ async fn decide_to_completion(
     .await?;
 
     if request.approved {
-        runs::start_resuming(
-            &mut tx,
-            run.id,
-            resumer.instance_id,
-            resumer.executors.lease(),
-        )
-        .await?;
+        runs::start_resuming(&mut tx, run.id, resumer.instance_id, resumer.lease()).await?;
         tx.commit().await?;
         tracing::info!(run_id = %run.id, turn = run.turn_index, decided_by = decided_by.as_str(), "turn approved");
         return finish_turn(resumer, &actor.tenant, run.id).await;
@@ -300,9 +303,4 @@ async fn write_tool_events(
         })
         .collect();
     decisions::insert_tool_events(conn, run.id, run.turn_index, &events).await
-}
-
-/// How long a `resuming` turn is held before another instance may take it over.
-pub fn lease_for(longest_executor_timeout: Duration) -> Duration {
-    longest_executor_timeout + Duration::from_secs(30)
 }

@@ -1,1 +1,262 @@
-//! (being written)
+//! Exactly once under contention, and no connection left inside a transaction when a client gives up.
+
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use futures::future::join_all;
+use serde_json::json;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::support::{self, Options, TestApp};
+
+async fn count(pool: &PgPool, sql: &str, run_id: Uuid) -> i64 {
+    sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_owned()))
+        .bind(run_id)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+/// Connections of this test's database that sit inside a transaction without running anything.
+async fn idle_in_transaction(pool: &PgPool) -> i64 {
+    sqlx::query_scalar(
+        "select count(*) from pg_stat_activity
+         where datname = current_database() and state like 'idle in transaction%' and pid <> pg_backend_pid()",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
+async fn many_concurrent_decisions_on_one_turn_record_exactly_one(pool: PgPool) {
+    let app = support::app(pool.clone()).await;
+    // A second instance over the same database: correctness may not rest on one process's memory.
+    let other_instance = app.second_instance();
+    app.user(8, false, true, false).await;
+    app.user(9, true, false, false).await;
+    let (run_id, digest) = support::owned_run(&app).await;
+
+    let decisions = (0..24).map(|i| {
+        let target: &TestApp = if i % 2 == 0 { &app } else { &other_instance };
+        let (approved, decider) = match i % 3 {
+            0 => (false, Some(7)),
+            1 => (false, Some(8)),
+            _ => (true, Some(9)),
+        };
+        let digest = digest.clone();
+        async move {
+            let body = json!({"approved": approved, "decider_uid": decider, "turn_digest": digest});
+            (
+                i,
+                target
+                    .post(&format!("/v1/runs/{run_id}/decision"), body)
+                    .await,
+            )
+        }
+    });
+    let answers = join_all(decisions).await;
+
+    let winners: Vec<_> = answers
+        .iter()
+        .filter(|(_, answer)| answer.status == StatusCode::OK)
+        .collect();
+    assert!(!winners.is_empty(), "no decision won");
+    let first = &winners[0].1;
+    for (i, answer) in &answers {
+        match answer.status {
+            StatusCode::OK => assert_eq!(
+                answer.bytes, first.bytes,
+                "decision {i} got another winner's answer"
+            ),
+            StatusCode::CONFLICT => assert_eq!(answer.code(), "already_decided", "decision {i}"),
+            other => panic!("decision {i} answered {other}: {:?}", answer.body),
+        }
+    }
+    // Every 200 is the winner itself or a replay of exactly its decision.
+    let winning_decider = first.body["decision"]["decider_uid"].as_i64();
+    for (i, answer) in &winners {
+        assert_eq!(
+            answer.body["decision"]["decider_uid"].as_i64(),
+            winning_decider,
+            "decision {i}"
+        );
+    }
+    assert_eq!(
+        count(
+            &pool,
+            "select count(*) from approval_events where run_id = $1",
+            run_id
+        )
+        .await,
+        1
+    );
+    assert_eq!(
+        count(
+            &pool,
+            "select count(*) from tool_events where run_id = $1",
+            run_id
+        )
+        .await,
+        2
+    );
+    assert_eq!(
+        count(
+            &pool,
+            "select count(*) from turn_calls where run_id = $1 and outcome is not null",
+            run_id
+        )
+        .await,
+        2
+    );
+}
+
+#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
+async fn a_client_that_gives_up_mid_decision_leaves_no_connection_in_a_transaction(pool: PgPool) {
+    let app = support::app(pool.clone()).await;
+    let (run_id, digest) = support::owned_run(&app).await;
+
+    // Hold the run's row lock so the decision is stuck inside its transaction when the client goes away.
+    let mut blocker = pool.begin().await.unwrap();
+    sqlx::query("select 1 from runs where id = $1 for update")
+        .bind(run_id)
+        .execute(&mut *blocker)
+        .await
+        .unwrap();
+    let request = app.decide(run_id, false, Some(7), &digest);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), request)
+            .await
+            .is_err(),
+        "the decision should still be waiting for the lock"
+    );
+    blocker.rollback().await.unwrap();
+
+    // The decision finishes on its own even though nobody waits for it any more.
+    let mut recorded = 0;
+    for _ in 0..50 {
+        recorded = count(
+            &pool,
+            "select count(*) from approval_events where run_id = $1",
+            run_id,
+        )
+        .await;
+        if recorded == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(recorded, 1, "the abandoned decision did not complete");
+    assert_eq!(
+        count(
+            &pool,
+            "select count(*) from tool_events where run_id = $1",
+            run_id
+        )
+        .await,
+        2
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(idle_in_transaction(&pool).await, 0);
+
+    // Asking again gets the stored outcome.
+    let again = app.decide(run_id, false, Some(7), &digest).await;
+    assert_eq!(again.status, StatusCode::OK, "{:?}", again.body);
+}
+
+#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
+async fn requests_cancelled_at_random_points_leave_every_run_whole_and_no_transaction_open(
+    pool: PgPool,
+) {
+    let app = support::app(pool.clone()).await;
+    app.user(7, false, false, false).await;
+    let mut runs = Vec::new();
+    for _ in 0..30 {
+        let id = Uuid::new_v4();
+        let run = app.register(support::run_body(id, 7)).await;
+        runs.push((id, run["turn"]["digest"].as_str().unwrap().to_owned()));
+    }
+    // Give up on each decision after a different short time, from before BEGIN to after COMMIT.
+    let attempts = runs.iter().enumerate().map(|(i, (id, digest))| {
+        let app = &app;
+        async move {
+            let patience = Duration::from_micros(200 * i as u64);
+            let _ = tokio::time::timeout(patience, app.decide(*id, false, Some(7), digest)).await;
+        }
+    });
+    join_all(attempts).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    assert_eq!(idle_in_transaction(&pool).await, 0);
+    for (id, _) in &runs {
+        let events = count(
+            &pool,
+            "select count(*) from approval_events where run_id = $1",
+            *id,
+        )
+        .await;
+        let tool_events = count(
+            &pool,
+            "select count(*) from tool_events where run_id = $1",
+            *id,
+        )
+        .await;
+        let status: String = sqlx::query_scalar("select status from runs where id = $1")
+            .bind(id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        let whole = (events, tool_events, status.as_str());
+        assert!(
+            whole == (1, 2, "resumed") || whole == (0, 0, "waiting_for_approval"),
+            "run {id} is half-written: {whole:?}"
+        );
+    }
+    // The pool still works for everyone after all that.
+    let (run_id, digest) = (runs[0].0, runs[0].1.clone());
+    let answer = app.decide(run_id, false, Some(7), &digest).await;
+    assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.body);
+}
+
+#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
+async fn a_request_over_the_timeout_is_answered_503_and_its_decision_still_completes(pool: PgPool) {
+    let options = Options {
+        request_timeout: Duration::from_millis(150),
+        ..Options::default()
+    };
+    let app = support::app_with(pool.clone(), options).await;
+    let (run_id, digest) = support::owned_run(&app).await;
+
+    let mut blocker = pool.begin().await.unwrap();
+    sqlx::query("select 1 from runs where id = $1 for update")
+        .bind(run_id)
+        .execute(&mut *blocker)
+        .await
+        .unwrap();
+    let answer = app.decide(run_id, false, Some(7), &digest).await;
+    assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(answer.code(), "timeout");
+    assert_eq!(answer.content_type(), "application/problem+json");
+    blocker.rollback().await.unwrap();
+
+    let mut replay = app.decide(run_id, false, Some(7), &digest).await;
+    for _ in 0..20 {
+        if replay.status == StatusCode::OK {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        replay = app.decide(run_id, false, Some(7), &digest).await;
+    }
+    assert_eq!(replay.status, StatusCode::OK, "{:?}", replay.body);
+    assert_eq!(
+        count(
+            &pool,
+            "select count(*) from approval_events where run_id = $1",
+            run_id
+        )
+        .await,
+        1
+    );
+    assert_eq!(idle_in_transaction(&pool).await, 0);
+}

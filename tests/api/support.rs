@@ -64,6 +64,7 @@ pub async fn app_with(pool: PgPool, options: Options) -> TestApp {
         executors: options.executors,
         privacy_floor: options.privacy_floor,
         instance_id: Uuid::new_v4(),
+        lease_margin: Duration::from_secs(30),
     });
     let state = AppState {
         pool: pool.clone(),
@@ -253,4 +254,167 @@ pub async fn owned_run(app: &TestApp) -> (Uuid, String) {
     let id = Uuid::new_v4();
     let run = app.register(run_body(id, 7)).await;
     (id, run["turn"]["digest"].as_str().unwrap().to_owned())
+}
+
+// Helpers of the decision and turn tests.
+
+impl TestApp {
+    /// The same database, router layers and admin key, served with another privacy floor. A pool holds the `admin`
+    /// client once, so a second `app_with` on it is not possible.
+    pub fn with_privacy_floor(&self, privacy_floor: PrivacyLevel) -> TestApp {
+        let resumer = Arc::new(Resumer {
+            pool: self.pool.clone(),
+            executors: Executors::none(),
+            privacy_floor,
+            instance_id: Uuid::new_v4(),
+            lease_margin: Duration::from_secs(30),
+        });
+        let state = AppState {
+            resumer,
+            ..self.state.clone()
+        };
+        TestApp {
+            router: router(state.clone()),
+            pool: self.pool.clone(),
+            state,
+            admin_key: self.admin_key.clone(),
+        }
+    }
+}
+
+/// What a run has recorded, read straight from the tables.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Recorded {
+    pub status: String,
+    pub approval_events: i64,
+    pub tool_events: i64,
+    pub calls_with_outcome: i64,
+}
+
+pub async fn recorded(pool: &PgPool, run_id: Uuid) -> Recorded {
+    let (status, approval_events, tool_events, calls_with_outcome) =
+        sqlx::query_as::<_, (String, i64, i64, i64)>(
+            "select r.status,
+                    (select count(*) from approval_events where run_id = r.id),
+                    (select count(*) from tool_events where run_id = r.id),
+                    (select count(*) from turn_calls where run_id = r.id and outcome is not null)
+             from runs r where r.id = $1",
+        )
+        .bind(run_id)
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    Recorded {
+        status,
+        approval_events,
+        tool_events,
+        calls_with_outcome,
+    }
+}
+
+/// Asserts that a refused decision left no trace: no event of any kind, no result, the run still waiting.
+pub async fn assert_nothing_recorded(pool: &PgPool, run_id: Uuid) {
+    assert_eq!(
+        recorded(pool, run_id).await,
+        Recorded {
+            status: "waiting_for_approval".into(),
+            approval_events: 0,
+            tool_events: 0,
+            calls_with_outcome: 0,
+        }
+    );
+}
+
+impl TestApp {
+    /// Another service instance over the same database: its own resumer and instance id, the same admin key.
+    pub fn second_instance(&self) -> TestApp {
+        let resumer = Arc::new(Resumer {
+            pool: self.pool.clone(),
+            executors: self.state.resumer.executors.clone(),
+            privacy_floor: self.state.resumer.privacy_floor,
+            instance_id: Uuid::new_v4(),
+            lease_margin: self.state.resumer.lease_margin,
+        });
+        let state = AppState {
+            resumer,
+            ..self.state.clone()
+        };
+        TestApp {
+            router: router(state.clone()),
+            pool: self.pool.clone(),
+            state,
+            admin_key: self.admin_key.clone(),
+        }
+    }
+}
+
+// Helpers of the registration and auth tests.
+
+/// Asserts an RFC 9457 problem answer: status, `code`, content type, and a `request_id` equal to `x-request-id`.
+pub fn assert_problem(answer: &Answer, status: StatusCode, code: &str) {
+    assert_eq!(answer.status, status, "{:?}", answer.body);
+    assert_eq!(answer.code(), code, "{:?}", answer.body);
+    assert_eq!(
+        answer.content_type(),
+        "application/problem+json",
+        "{:?}",
+        answer.body
+    );
+    let request_id = answer
+        .headers
+        .get("x-request-id")
+        .and_then(|value| value.to_str().ok())
+        .expect("every answer carries an x-request-id header");
+    assert!(!request_id.is_empty());
+    assert_eq!(answer.body["request_id"], request_id, "{:?}", answer.body);
+}
+
+/// How many rows each table the API writes holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RowCounts {
+    pub runs: i64,
+    pub turn_calls: i64,
+    pub approval_events: i64,
+    pub tool_events: i64,
+    pub backend_users: i64,
+}
+
+pub async fn row_counts(pool: &PgPool) -> RowCounts {
+    let (runs, turn_calls, approval_events, tool_events, backend_users) =
+        sqlx::query_as::<_, (i64, i64, i64, i64, i64)>(
+            "select (select count(*) from runs), (select count(*) from turn_calls),
+                    (select count(*) from approval_events), (select count(*) from tool_events),
+                    (select count(*) from backend_users)",
+        )
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    RowCounts {
+        runs,
+        turn_calls,
+        approval_events,
+        tool_events,
+        backend_users,
+    }
+}
+
+impl TestApp {
+    /// Sends a body of raw bytes with the admin key, and the content type when one is given.
+    pub async fn send_bytes(
+        &self,
+        method: Method,
+        path: &str,
+        content_type: Option<&str>,
+        bytes: impl Into<Vec<u8>>,
+    ) -> Answer {
+        let mut request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("authorization", format!("Bearer {}", self.admin_key));
+        if let Some(content_type) = content_type {
+            request = request.header("content-type", content_type);
+        }
+        self.send(request.body(Body::from(bytes.into())).unwrap())
+            .await
+    }
 }
