@@ -4,7 +4,7 @@
 //! never cancels it half-way: in particular never inside `BEGIN`, where sqlx 0.9 would return the connection to
 //! the pool still inside a transaction (transact-rs/sqlx#4393). The caller only stops waiting for the answer.
 
-mod approve;
+pub mod approve;
 
 use std::sync::Arc;
 use std::time::Duration;
