@@ -2,10 +2,10 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, Request};
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
 use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -18,6 +18,7 @@ use tower_http::trace::TraceLayer;
 
 use crate::http::error::{ApiError, REQUEST_ID};
 use crate::http::{decisions, events, ops, runs, turns, users};
+use crate::metrics;
 use crate::resume::Resumer;
 use crate::telemetry;
 
@@ -52,6 +53,7 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route("/openapi.yaml", get(ops::openapi))
+        .route("/metrics", get(ops::metrics))
         .fallback(|| async { ApiError::not_found("route") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(
@@ -65,6 +67,7 @@ pub fn router(state: AppState) -> Router {
             within_timeout(limits.request_timeout, request, next)
         }))
         .layer(middleware::from_fn(with_request_id))
+        .layer(middleware::from_fn(count_request))
         .layer(CatchPanicLayer::custom(|_| {
             ApiError::internal("a handler panicked").into_response()
         }))
@@ -76,6 +79,25 @@ pub fn router(state: AppState) -> Router {
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
         .with_state(state)
+}
+
+/// Counts every request in the metrics by its matched route, never by its raw path (unbounded).
+async fn count_request(request: Request, next: Next) -> Response {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|path| path.as_str().to_owned())
+        .unwrap_or_else(|| "unmatched".to_owned());
+    let method = request.method().clone();
+    let started = Instant::now();
+    let response = next.run(request).await;
+    metrics::http_request(
+        &route,
+        method.as_str(),
+        response.status().as_u16(),
+        started.elapsed(),
+    );
+    response
 }
 
 /// Makes the request id available to errors built anywhere while the request is served.

@@ -83,7 +83,7 @@ async fn add_client(
 async fn list_clients(pool: &PgPool) -> Result<(), CommandError> {
     println!(
         "{:<24} {:<16} {:<12} {:<10} scopes",
-        "name", "tenant", "key", "state"
+        "name", "tenant", "key id", "state"
     );
     for client in clients::list(pool).await? {
         let state = if client.revoked_at.is_some() {
@@ -95,7 +95,7 @@ async fn list_clients(pool: &PgPool) -> Result<(), CommandError> {
             "{:<24} {:<16} {:<12} {:<10} {}",
             client.name,
             client.tenant,
-            format!("{}…", client.key_prefix),
+            client.key_prefix,
             state,
             client.scopes.join(" ")
         );

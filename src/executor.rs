@@ -206,11 +206,13 @@ impl ToolExecutor {
     pub async fn execute(&self, client: &reqwest::Client, call: &ExecutorCall<'_>) -> ToolResult {
         let started = Instant::now();
         let answer = self.send(client, call).await;
-        let elapsed_ms = started.elapsed().as_millis() as u64;
+        let elapsed = started.elapsed();
+        let elapsed_ms = elapsed.as_millis() as u64;
         match answer {
             Ok(answer) => {
                 let content = cut(answer.content, self.max_content_chars);
                 let result = results::executed(call.call_id, call.tool, content, answer.is_error);
+                crate::metrics::executor_call(call.tool, result.outcome.as_str(), elapsed);
                 tracing::info!(
                     tool = call.tool,
                     outcome = result.outcome.as_str(),
@@ -226,6 +228,7 @@ impl ToolExecutor {
                     elapsed_ms,
                     "executor call failed"
                 );
+                crate::metrics::executor_call(call.tool, "failed", elapsed);
                 results::failed(call.call_id, call.tool)
             }
         }

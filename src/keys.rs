@@ -9,16 +9,23 @@ use sha2::{Digest, Sha256};
 /// Every key starts with this, so a leaked key is recognisable in a secret scanner.
 pub const KEY_PREFIX: &str = "ar_";
 
-/// How many characters of a key `clients list` shows.
-const SHOWN_CHARS: usize = 10;
+/// How many bytes of a key's hash make the key id that `clients list` shows.
+const KEY_ID_BYTES: usize = 4;
 
-/// A new key: the whole key, shown once, and the few characters that may be shown later.
+/// A new key: the whole key, shown once, and its key id, which may be shown at any time.
+///
+/// The key id is taken from the hash, not the key, so no part of the secret is ever stored or printed again.
 pub fn generate() -> (String, String) {
     let mut secret = [0u8; 32];
     rand::rngs::OsRng.fill_bytes(&mut secret);
     let key = format!("{KEY_PREFIX}{}", hex::encode(secret));
-    let shown = key[..SHOWN_CHARS].to_owned();
-    (key, shown)
+    let id = key_id(&key);
+    (key, id)
+}
+
+/// The public id of a key: the first bytes of its hash, in hex.
+pub fn key_id(key: &str) -> String {
+    hex::encode(&hash(key)[..KEY_ID_BYTES])
 }
 
 /// The stored form of a key.
@@ -32,10 +39,17 @@ mod tests {
 
     #[test]
     fn a_new_key_has_the_prefix_and_256_bits_of_hex() {
-        let (key, shown) = generate();
+        let (key, id) = generate();
         assert!(key.starts_with(KEY_PREFIX));
         assert_eq!(key.len(), KEY_PREFIX.len() + 64);
-        assert!(key.starts_with(&shown));
+        assert_eq!(id, key_id(&key));
+    }
+
+    #[test]
+    fn the_key_id_shares_no_characters_run_with_the_key() {
+        let (key, id) = generate();
+        assert_eq!(id.len(), 8);
+        assert!(!key.contains(&id[..6]), "{id} is part of the key");
     }
 
     #[test]

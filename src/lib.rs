@@ -14,6 +14,8 @@ pub mod executor;
 pub mod http;
 /// API keys: generation and hashing.
 pub mod keys;
+/// Prometheus metrics.
+pub mod metrics;
 /// Recording decisions and resuming runs.
 pub mod resume;
 /// Postgres: pool, migrations, queries.

@@ -22,16 +22,20 @@ pub enum Scope {
     /// List the runs waiting for a user's approval.
     #[serde(rename = "approvals:read")]
     ApprovalsRead,
+    /// Scrape `/metrics`.
+    #[serde(rename = "metrics:read")]
+    MetricsRead,
 }
 
 impl Scope {
-    pub const ALL: [Scope; 6] = [
+    pub const ALL: [Scope; 7] = [
         Scope::RunsWrite,
         Scope::RunsRead,
         Scope::UsersWrite,
         Scope::DecisionsWrite,
         Scope::DecisionsAnonymous,
         Scope::ApprovalsRead,
+        Scope::MetricsRead,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -42,6 +46,7 @@ impl Scope {
             Scope::DecisionsWrite => "decisions:write",
             Scope::DecisionsAnonymous => "decisions:anonymous",
             Scope::ApprovalsRead => "approvals:read",
+            Scope::MetricsRead => "metrics:read",
         }
     }
 

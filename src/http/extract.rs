@@ -50,11 +50,13 @@ where
             .headers
             .get(AUTHORIZATION)
             .ok_or_else(|| ApiError::unauthorized("send Authorization: Bearer <key>"))?;
+        // The scheme name is case-insensitive (RFC 9110 §11.1).
         let key = header
             .to_str()
             .ok()
-            .and_then(|value| value.strip_prefix("Bearer "))
-            .map(str::trim)
+            .and_then(|value| value.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, key)| key.trim())
             .filter(|key| !key.is_empty())
             .ok_or_else(|| {
                 ApiError::unauthorized("the Authorization header must be: Bearer <key>")

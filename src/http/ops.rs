@@ -1,11 +1,14 @@
-//! Ops endpoints: liveness, readiness, and the OpenAPI document. They need no key: they reveal nothing of any run.
+//! Ops endpoints: liveness, readiness, metrics and the OpenAPI document. Liveness, readiness and the document need
+//! no key (probes cannot send one, and they reveal nothing of any run); metrics do.
 
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 
 use super::error::ApiError;
+use super::extract::Caller;
 use crate::app::AppState;
+use crate::domain::scopes::Scope;
 use crate::storage;
 
 /// The contract, compiled in so the served document is always the one the binary was built with.
@@ -28,6 +31,22 @@ pub async fn readyz(State(state): State<AppState>) -> Result<impl IntoResponse, 
             "the database is not fully migrated",
         ))
     }
+}
+
+/// Prometheus metrics; scraping needs a key with `metrics:read`, like every other route that reveals activity.
+pub async fn metrics(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<impl IntoResponse, ApiError> {
+    caller.require(Scope::MetricsRead)?;
+    let text = crate::metrics::render(state.pool.size(), state.pool.num_idle());
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    ))
 }
 
 pub async fn openapi() -> impl IntoResponse {

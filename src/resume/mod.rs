@@ -20,6 +20,7 @@ use crate::domain::privacy;
 use crate::domain::results::{self, ToolResult};
 use crate::domain::tokens::{DecidedBy, DenialReason, PrivacyLevel, RunStatus};
 use crate::executor::Executors;
+use crate::metrics;
 use crate::storage::decisions::{self, DecisionRow, NewDecision};
 use crate::storage::runs::{self, CallRow, RunRow};
 use crate::storage::{StorageError, users};
@@ -148,6 +149,7 @@ async fn decide_to_completion(
     if request.approved {
         runs::start_resuming(&mut tx, run.id, resumer.instance_id, resumer.lease()).await?;
         tx.commit().await?;
+        metrics::decision(true, decided_by.as_str());
         tracing::info!(run_id = %run.id, turn = run.turn_index, decided_by = decided_by.as_str(), "turn approved");
         return finish_turn(resumer, &actor.tenant, run.id).await;
     }
@@ -175,6 +177,7 @@ async fn decide_to_completion(
     runs::set_status(&mut tx, run.id, RunStatus::Resumed).await?;
     let transcript = runs::messages(&mut *tx, run.id).await?;
     tx.commit().await?;
+    metrics::decision(false, decided_by.as_str());
     tracing::info!(run_id = %run.id, turn = run.turn_index, decided_by = decided_by.as_str(), "turn denied");
     Ok(Resumed {
         run_id: run.id,

@@ -5,6 +5,7 @@ mod concurrency;
 mod decisions;
 mod executors;
 mod openapi;
+mod ops;
 mod public_surface;
 mod registration;
 mod support;

@@ -418,3 +418,17 @@ impl TestApp {
             .await
     }
 }
+
+// Helpers of the OpenAPI tests.
+
+impl TestApp {
+    /// The same database and admin key, served over another state (another pool, other limits).
+    pub fn with_state(&self, state: AppState) -> TestApp {
+        TestApp {
+            router: router(state.clone()),
+            pool: self.pool.clone(),
+            state,
+            admin_key: self.admin_key.clone(),
+        }
+    }
+}

@@ -1,0 +1,261 @@
+//! Prometheus metrics in the text exposition format, kept in process memory.
+//!
+//! Metrics are observations, not state the service relies on, so a process-wide registry is fine here (unlike
+//! decisions, which live only in Postgres). Label values come from bounded sets: matched routes, configured tool
+//! names, fixed outcome tokens.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::{LazyLock, Mutex};
+use std::time::Duration;
+
+/// Upper bounds in seconds of the latency histograms: from a fast commit to a slow executor.
+const BUCKETS: [f64; 14] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+static REGISTRY: LazyLock<Mutex<Registry>> = LazyLock::new(|| Mutex::new(Registry::default()));
+
+type Labels = Vec<(&'static str, String)>;
+
+#[derive(Default)]
+struct Registry {
+    counters: BTreeMap<(&'static str, Labels), u64>,
+    histograms: BTreeMap<(&'static str, Labels), Histogram>,
+}
+
+#[derive(Default)]
+struct Histogram {
+    /// Cumulative counts per bucket of `BUCKETS`.
+    buckets: [u64; BUCKETS.len()],
+    count: u64,
+    sum: f64,
+}
+
+struct Family {
+    name: &'static str,
+    kind: &'static str,
+    help: &'static str,
+}
+
+const FAMILIES: [Family; 6] = [
+    Family {
+        name: "http_requests_total",
+        kind: "counter",
+        help: "HTTP requests by matched route, method and status.",
+    },
+    Family {
+        name: "http_request_duration_seconds",
+        kind: "histogram",
+        help: "HTTP request latency by matched route and method.",
+    },
+    Family {
+        name: "decisions_total",
+        kind: "counter",
+        help: "Decisions recorded, by approved and decided_by.",
+    },
+    Family {
+        name: "executor_calls_total",
+        kind: "counter",
+        help: "Tool executor calls by tool and outcome.",
+    },
+    Family {
+        name: "executor_call_duration_seconds",
+        kind: "histogram",
+        help: "Tool executor call latency by tool.",
+    },
+    Family {
+        name: "db_pool_connections",
+        kind: "gauge",
+        help: "Database pool connections by state.",
+    },
+];
+
+fn with_registry(update: impl FnOnce(&mut Registry)) {
+    // A poisoned lock means a panic while counting; the numbers are still usable.
+    let mut registry = REGISTRY
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    update(&mut registry);
+}
+
+fn count(name: &'static str, labels: Labels) {
+    with_registry(|registry| *registry.counters.entry((name, labels)).or_default() += 1);
+}
+
+fn observe(name: &'static str, labels: Labels, elapsed: Duration) {
+    let seconds = elapsed.as_secs_f64();
+    with_registry(|registry| {
+        let histogram = registry.histograms.entry((name, labels)).or_default();
+        for (bucket, bound) in histogram.buckets.iter_mut().zip(BUCKETS) {
+            if seconds <= bound {
+                *bucket += 1;
+            }
+        }
+        histogram.count += 1;
+        histogram.sum += seconds;
+    });
+}
+
+/// One HTTP request served.
+pub fn http_request(route: &str, method: &str, status: u16, elapsed: Duration) {
+    count(
+        "http_requests_total",
+        vec![
+            ("route", route.to_owned()),
+            ("method", method.to_owned()),
+            ("status", status.to_string()),
+        ],
+    );
+    observe(
+        "http_request_duration_seconds",
+        vec![("route", route.to_owned()), ("method", method.to_owned())],
+        elapsed,
+    );
+}
+
+/// One decision recorded (replays are not counted).
+pub fn decision(approved: bool, decided_by: &str) {
+    count(
+        "decisions_total",
+        vec![
+            ("approved", approved.to_string()),
+            ("decided_by", decided_by.to_owned()),
+        ],
+    );
+}
+
+/// One executor call finished, whatever its outcome.
+pub fn executor_call(tool: &str, outcome: &str, elapsed: Duration) {
+    count(
+        "executor_calls_total",
+        vec![("tool", tool.to_owned()), ("outcome", outcome.to_owned())],
+    );
+    observe(
+        "executor_call_duration_seconds",
+        vec![("tool", tool.to_owned())],
+        elapsed,
+    );
+}
+
+/// The registry as Prometheus text, with the pool's current connections as gauges.
+pub fn render(pool_size: u32, pool_idle: usize) -> String {
+    let registry = REGISTRY
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut text = String::new();
+    for family in FAMILIES {
+        let _ = writeln!(text, "# HELP {} {}", family.name, family.help);
+        let _ = writeln!(text, "# TYPE {} {}", family.name, family.kind);
+        for ((name, labels), value) in &registry.counters {
+            if *name == family.name {
+                let _ = writeln!(text, "{name}{} {value}", label_text(labels, None));
+            }
+        }
+        for ((name, labels), histogram) in &registry.histograms {
+            if *name != family.name {
+                continue;
+            }
+            for (bound, bucket) in BUCKETS.iter().zip(histogram.buckets) {
+                let _ = writeln!(
+                    text,
+                    "{name}_bucket{} {bucket}",
+                    label_text(labels, Some(&bound.to_string()))
+                );
+            }
+            let _ = writeln!(
+                text,
+                "{name}_bucket{} {}",
+                label_text(labels, Some("+Inf")),
+                histogram.count
+            );
+            let _ = writeln!(
+                text,
+                "{name}_sum{} {}",
+                label_text(labels, None),
+                histogram.sum
+            );
+            let _ = writeln!(
+                text,
+                "{name}_count{} {}",
+                label_text(labels, None),
+                histogram.count
+            );
+        }
+        if family.name == "db_pool_connections" {
+            let idle = pool_idle as u64;
+            let open = u64::from(pool_size);
+            let _ = writeln!(text, "db_pool_connections{{state=\"idle\"}} {idle}");
+            let _ = writeln!(
+                text,
+                "db_pool_connections{{state=\"in_use\"}} {}",
+                open.saturating_sub(idle)
+            );
+        }
+    }
+    text
+}
+
+fn label_text(labels: &Labels, le: Option<&str>) -> String {
+    let mut parts: Vec<String> = labels
+        .iter()
+        .map(|(name, value)| format!("{name}=\"{}\"", escape(value)))
+        .collect();
+    if let Some(le) = le {
+        parts.push(format!("le=\"{le}\""));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("{{{}}}", parts.join(","))
+    }
+}
+
+/// Label values escape backslash, double quote and newline (the exposition format's rule).
+fn escape(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_counted_request_appears_with_its_labels() {
+        http_request("/v1/test-route-a", "GET", 200, Duration::from_millis(3));
+        let text = render(10, 4);
+        assert!(text.contains(
+            "http_requests_total{route=\"/v1/test-route-a\",method=\"GET\",status=\"200\"} "
+        ));
+        assert!(text.contains("# TYPE http_request_duration_seconds histogram"));
+        assert!(text.contains("db_pool_connections{state=\"in_use\"} 6"));
+    }
+
+    #[test]
+    fn a_histogram_counts_an_observation_in_every_bucket_above_it() {
+        executor_call("test_tool_b", "ok", Duration::from_millis(30));
+        let text = render(1, 1);
+        assert!(text.contains(
+            "executor_call_duration_seconds_bucket{tool=\"test_tool_b\",le=\"0.025\"} 0"
+        ));
+        assert!(
+            text.contains(
+                "executor_call_duration_seconds_bucket{tool=\"test_tool_b\",le=\"0.05\"} 1"
+            )
+        );
+        assert!(
+            text.contains(
+                "executor_call_duration_seconds_bucket{tool=\"test_tool_b\",le=\"+Inf\"} 1"
+            )
+        );
+        assert!(text.contains("executor_call_duration_seconds_count{tool=\"test_tool_b\"} 1"));
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+}
