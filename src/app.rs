@@ -17,7 +17,7 @@ use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetReques
 use tower_http::trace::TraceLayer;
 
 use crate::http::error::{ApiError, REQUEST_ID};
-use crate::http::{decisions, events, ops, runs, turns, users};
+use crate::http::{approvals, decisions, events, ops, runs, turns, users};
 use crate::metrics;
 use crate::resume::Resumer;
 use crate::telemetry;
@@ -50,6 +50,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/runs/{id}/events", get(events::list_events))
         .route("/v1/runs/{id}/cancel", post(runs::cancel_run))
         .route("/v1/runs/{id}/complete", post(runs::complete_run))
+        .route("/v1/approvals", get(approvals::inbox))
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route("/openapi.yaml", get(ops::openapi))

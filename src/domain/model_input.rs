@@ -4,6 +4,8 @@
 //! `openai-responses` are translations of it; content with no counterpart in the target format (audio, files) is
 //! left out. All three carry the same results, in the turn's order.
 
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
@@ -50,9 +52,15 @@ pub fn tool_messages(results: &[ToolResult]) -> Vec<Value> {
 }
 
 /// The whole model input: `transcript` is the validated OpenAI-chat transcript through the assistant turn whose
-/// calls `results` answer (earlier turns' tool messages already inside it).
-pub fn render(format: ModelInputFormat, transcript: &[Value], results: &[ToolResult]) -> Value {
-    let read = || steps(transcript, results);
+/// calls `results` answer (earlier turns' tool messages already inside it). `earlier_results` are the results this
+/// service wrote for earlier turns: OpenAI chat does not carry `is_error`, so formats that do take it from there.
+pub fn render(
+    format: ModelInputFormat,
+    transcript: &[Value],
+    results: &[ToolResult],
+    earlier_results: &[ToolResult],
+) -> Value {
+    let read = || steps(transcript, results, earlier_results);
     let (system_key, list_key, list) = match format {
         ModelInputFormat::OpenAiChat => {
             let mut messages = transcript.to_vec();
@@ -86,8 +94,9 @@ struct Call<'a> {
     arguments: &'a str,
 }
 
-/// A tool's answer. `is_error` is known for the current turn only: OpenAI chat does not record it, and guessing it
-/// from an earlier answer's text would tell the model something nobody said.
+/// A tool's answer. `is_error` is known for results this service wrote; for tool messages the loop registered itself
+/// it is unknown (OpenAI chat does not record it), and guessing it from the text would tell the model something
+/// nobody said.
 struct Output<'a> {
     call_id: &'a str,
     content: String,
@@ -100,7 +109,15 @@ enum Part<'a> {
 }
 
 /// The steps in order; system and developer messages are left to `system_text`, empty texts are dropped.
-fn steps<'a>(transcript: &'a [Value], results: &'a [ToolResult]) -> Vec<Step<'a>> {
+fn steps<'a>(
+    transcript: &'a [Value],
+    results: &'a [ToolResult],
+    earlier_results: &[ToolResult],
+) -> Vec<Step<'a>> {
+    let known_errors: HashMap<&str, bool> = earlier_results
+        .iter()
+        .map(|result| (result.call_id.as_str(), result.is_error))
+        .collect();
     let mut steps = Vec::new();
     for message in transcript {
         match role_of(message) {
@@ -123,11 +140,14 @@ fn steps<'a>(transcript: &'a [Value], results: &'a [ToolResult]) -> Vec<Step<'a>
                     })
                 }));
             }
-            "tool" => steps.push(Step::Output(Output {
-                call_id: str_at(message, "/tool_call_id"),
-                content: text_of(message),
-                is_error: None,
-            })),
+            "tool" => {
+                let call_id = str_at(message, "/tool_call_id");
+                steps.push(Step::Output(Output {
+                    call_id,
+                    content: text_of(message),
+                    is_error: known_errors.get(call_id).copied(),
+                }))
+            }
             _ => {}
         }
     }
@@ -350,7 +370,7 @@ mod tests {
         messages.push(json!({"role": "tool", "tool_call_id": "call_1", "content": denial()}));
         messages.push(json!({"role": "tool", "tool_call_id": "call_2", "content": "42 visits"}));
         let expected = json!({"format": "openai-chat", "messages": messages});
-        assert_eq!(render(OpenAiChat, &transcript(), &results()), expected);
+        assert_eq!(render(OpenAiChat, &transcript(), &results(), &[]), expected);
     }
 
     #[test]
@@ -371,7 +391,7 @@ mod tests {
                 {"type": "tool_result", "tool_use_id": "call_2", "content": "42 visits", "is_error": false},
             ]},
         ]});
-        assert_eq!(render(Anthropic, &transcript(), &results()), expected);
+        assert_eq!(render(Anthropic, &transcript(), &results(), &[]), expected);
     }
 
     #[test]
@@ -386,13 +406,16 @@ mod tests {
             {"type": "function_call_output", "call_id": "call_1", "output": denial()},
             {"type": "function_call_output", "call_id": "call_2", "output": "42 visits"},
         ]});
-        assert_eq!(render(OpenAiResponses, &transcript(), &results()), expected);
+        assert_eq!(
+            render(OpenAiResponses, &transcript(), &results(), &[]),
+            expected
+        );
     }
 
     #[test]
     fn call_ids_and_order_are_the_same_in_all_three_formats() {
         for format in ModelInputFormat::ALL {
-            let output = render(format, &transcript(), &results());
+            let output = render(format, &transcript(), &results(), &[]);
             let ids = answered(&output);
             assert_eq!(ids, ["call_a", "call_1", "call_2"], "{format:?}");
         }
@@ -400,7 +423,7 @@ mod tests {
 
     #[test]
     fn anthropic_tool_use_input_is_the_arguments_parsed_to_an_object() {
-        let output = render(Anthropic, &transcript(), &results());
+        let output = render(Anthropic, &transcript(), &results(), &[]);
         let input = &output["messages"][3]["content"][1]["input"];
         assert_eq!(*input, json!({"title": "Welcome"}));
     }
@@ -409,7 +432,7 @@ mod tests {
     fn the_next_user_words_join_the_earlier_tool_results_in_one_anthropic_message() {
         let mut messages = transcript();
         messages.insert(5, json!({"role": "user", "content": "Also the title."}));
-        let output = render(Anthropic, &messages, &results());
+        let output = render(Anthropic, &messages, &results(), &[]);
         let expected = json!([
             {"type": "tool_result", "tool_use_id": "call_a", "content": "Title: Home"},
             {"type": "text", "text": "Also the title."},
@@ -422,10 +445,23 @@ mod tests {
     }
 
     #[test]
+    fn an_earlier_turn_resumed_here_keeps_its_error_flag_in_anthropic() {
+        let earlier = [ToolResult {
+            call_id: "call_a".into(),
+            tool: "read_page".into(),
+            outcome: crate::domain::tokens::Outcome::Denied,
+            is_error: true,
+            content: "Title: Home".into(),
+        }];
+        let output = render(Anthropic, &transcript(), &results(), &earlier);
+        assert_eq!(output["messages"][2]["content"][0]["is_error"], json!(true));
+    }
+
+    #[test]
     fn a_transcript_without_system_messages_has_no_system_key() {
         let no_system = &transcript()[2..];
-        let anthropic = render(Anthropic, no_system, &results());
-        let responses = render(OpenAiResponses, no_system, &results());
+        let anthropic = render(Anthropic, no_system, &results(), &[]);
+        let responses = render(OpenAiResponses, no_system, &results(), &[]);
         assert!(anthropic.get("system").is_none() && responses.get("instructions").is_none());
     }
 
@@ -444,11 +480,11 @@ mod tests {
             {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBOR"}},
         ]);
         assert_eq!(
-            render(Anthropic, &messages, &results())["messages"][0]["content"],
+            render(Anthropic, &messages, &results(), &[])["messages"][0]["content"],
             expected
         );
         let expected = json!({"type": "input_image", "image_url": "https://x.test/a.png"});
-        let responses = render(OpenAiResponses, &messages, &results());
+        let responses = render(OpenAiResponses, &messages, &results(), &[]);
         assert_eq!(responses["input"][0]["content"][1], expected);
     }
 
@@ -476,7 +512,7 @@ mod tests {
             ];
             let results: Vec<ToolResult> = ids.iter().map(|id| executed(id, "x", format!("done {id}"), false)).collect();
             for format in ModelInputFormat::ALL {
-                let output = render(format, &messages, &results);
+                let output = render(format, &messages, &results, &[]);
                 prop_assert_eq!(answered(&output), ids.iter().map(String::as_str).collect::<Vec<_>>());
             }
         }

@@ -55,7 +55,12 @@ pub struct DecisionAnswer {
 
 impl DecisionAnswer {
     fn of(resumed: Resumed, format: ModelInputFormat) -> Result<Self, ApiError> {
-        let model_input = model_input::render(format, &resumed.transcript, &resumed.results);
+        let model_input = model_input::render(
+            format,
+            &resumed.transcript,
+            &resumed.results,
+            &resumed.earlier_results,
+        );
         Ok(DecisionAnswer {
             run_id: resumed.run_id,
             status: RunStatus::Resumed,
@@ -128,6 +133,11 @@ pub async fn model_input(
         ));
     }
     let resumed = resume::load_resumed(&state.pool, run.id, decision).await?;
-    let model_input = model_input::render(query.format, &resumed.transcript, &resumed.results);
+    let model_input = model_input::render(
+        query.format,
+        &resumed.transcript,
+        &resumed.results,
+        &resumed.earlier_results,
+    );
     Ok(axum::Json(model_input))
 }

@@ -1,6 +1,7 @@
 //! The HTTP layer: one module per resource. Handlers extract, call `domain`, `resume` and `storage`, and map the
 //! outcome to a response. Only this layer knows status codes.
 
+pub mod approvals;
 pub mod decisions;
 pub mod error;
 pub mod events;

@@ -52,10 +52,7 @@ pub async fn finish_turn(
         return Err(ResumeError::ResumeInProgress);
     }
     let calls = runs::calls(&mut *tx, run.id, run.turn_index).await?;
-    let results = calls
-        .iter()
-        .map(super::stored_result)
-        .collect::<Result<Vec<_>, _>>()?;
+    let results = super::stored_results(&calls)?;
     write_tool_events(
         &mut tx,
         resumer,

@@ -70,6 +70,8 @@ pub struct Resumed {
     pub results: Vec<ToolResult>,
     /// The transcript through the decided turn's assistant message.
     pub transcript: Vec<Value>,
+    /// The results this service wrote for the run's earlier turns (their tool messages are in `transcript`).
+    pub earlier_results: Vec<ToolResult>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -176,6 +178,8 @@ async fn decide_to_completion(
     write_tool_events(&mut tx, resumer, &run, &calls, &results, decided_by).await?;
     runs::set_status(&mut tx, run.id, RunStatus::Resumed).await?;
     let transcript = runs::messages(&mut *tx, run.id).await?;
+    let earlier_results =
+        stored_results(&runs::calls_before(&mut *tx, run.id, run.turn_index).await?)?;
     tx.commit().await?;
     metrics::decision(false, decided_by.as_str());
     tracing::info!(run_id = %run.id, turn = run.turn_index, decided_by = decided_by.as_str(), "turn denied");
@@ -184,6 +188,7 @@ async fn decide_to_completion(
         decision,
         results,
         transcript,
+        earlier_results,
     })
 }
 
@@ -242,17 +247,17 @@ pub async fn load_resumed(
     decision: DecisionRow,
 ) -> Result<Resumed, ResumeError> {
     let calls = runs::calls(pool, run_id, decision.turn_index).await?;
-    let results = calls
-        .iter()
-        .map(stored_result)
-        .collect::<Result<Vec<_>, _>>()?;
+    let results = stored_results(&calls)?;
     let mut transcript = runs::messages(pool, run_id).await?;
     truncate_to_turn(&mut transcript, &calls);
+    let earlier_results =
+        stored_results(&runs::calls_before(pool, run_id, decision.turn_index).await?)?;
     Ok(Resumed {
         run_id,
         decision,
         results,
         transcript,
+        earlier_results,
     })
 }
 
@@ -269,6 +274,10 @@ fn truncate_to_turn(transcript: &mut Vec<Value>, calls: &[CallRow]) {
     if let Some(turn_at) = transcript.iter().rposition(holds_call) {
         transcript.truncate(turn_at + 1);
     }
+}
+
+fn stored_results(calls: &[CallRow]) -> Result<Vec<ToolResult>, StorageError> {
+    calls.iter().map(stored_result).collect()
 }
 
 fn stored_result(call: &CallRow) -> Result<ToolResult, StorageError> {

@@ -2,6 +2,7 @@
 //!
 //! Functions take `impl PgExecutor` or `&mut PgConnection`; the caller owns the transaction. Nothing here knows HTTP.
 
+pub mod approvals;
 pub mod clients;
 pub mod decisions;
 pub mod runs;

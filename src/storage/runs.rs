@@ -249,6 +249,24 @@ pub async fn calls(
     Ok(rows)
 }
 
+/// The calls of every turn before `turn_index` that have a result, in turn order.
+pub async fn calls_before(
+    db: impl PgExecutor<'_>,
+    run_id: Uuid,
+    turn_index: i32,
+) -> Result<Vec<CallRow>, StorageError> {
+    let rows = sqlx::query_as::<_, CallRow>(
+        "select position, call_id, tool, arguments, effect, started_at, outcome, is_error, content, finished_at
+         from turn_calls where run_id = $1 and turn_index < $2 and outcome is not null
+         order by turn_index, position",
+    )
+    .bind(run_id)
+    .bind(turn_index)
+    .fetch_all(db)
+    .await?;
+    Ok(rows)
+}
+
 /// Moves a run to `status`, ending any lease.
 pub async fn set_status(
     conn: &mut PgConnection,

@@ -1,9 +1,11 @@
 //! API tests against a real Postgres: each `#[sqlx::test]` gets a fresh, migrated database.
 
+mod approvals;
 mod auth;
 mod concurrency;
 mod decisions;
 mod executors;
+mod formats;
 mod openapi;
 mod ops;
 mod public_surface;

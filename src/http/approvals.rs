@@ -1,0 +1,168 @@
+//! `GET /v1/approvals`: the inbox of the AI Tasks module. The runs waiting for approval that an acting user may
+//! decide (their own; everyone's for admins and approvers), newest first, cursor-paged.
+
+use std::collections::HashMap;
+
+use axum::extract::State;
+use axum::response::IntoResponse;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::error::ApiError;
+use super::extract::{Caller, Query};
+use crate::app::AppState;
+use crate::domain::authorize::Refusal;
+use crate::domain::redact::redact;
+use crate::domain::scopes::Scope;
+use crate::domain::tokens::{Effect, PrivacyLevel};
+use crate::storage::approvals::{self, InboxQuery, WaitingRun};
+use crate::storage::runs::CallRow;
+use crate::storage::users;
+
+const DEFAULT_LIMIT: i64 = 50;
+const MAX_LIMIT: i64 = 200;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InboxParams {
+    /// The backend user who will decide.
+    acting_uid: i64,
+    owner_uid: Option<i64>,
+    tool: Option<String>,
+    limit: Option<i64>,
+    cursor: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct InboxPage {
+    items: Vec<InboxItem>,
+    /// Pass as `cursor` for the next page; `null` on the last page.
+    next_cursor: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct InboxItem {
+    run_id: Uuid,
+    owner_uid: i64,
+    privacy_level: PrivacyLevel,
+    require_second_approver: bool,
+    created_at: DateTime<Utc>,
+    turn: InboxTurn,
+}
+
+#[derive(Debug, Serialize)]
+struct InboxTurn {
+    index: i32,
+    digest: String,
+    pending_calls: Vec<InboxCall>,
+}
+
+#[derive(Debug, Serialize)]
+struct InboxCall {
+    id: String,
+    name: String,
+    effect: Effect,
+    /// Present only where the run's privacy level allows: verbatim at `full`, redacted at `redacted`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    arguments: Option<String>,
+}
+
+pub async fn inbox(
+    State(state): State<AppState>,
+    caller: Caller,
+    Query(params): Query<InboxParams>,
+) -> Result<impl IntoResponse, ApiError> {
+    caller.require(Scope::ApprovalsRead)?;
+    let limit = params.limit.unwrap_or(DEFAULT_LIMIT);
+    if !(1..=MAX_LIMIT).contains(&limit) {
+        return Err(ApiError::unprocessable(
+            "invalid_query",
+            format!("limit must be between 1 and {MAX_LIMIT}"),
+        ));
+    }
+    let after = params.cursor.as_deref().map(parse_cursor).transpose()?;
+    let acting = users::find(&state.pool, &caller.tenant, params.acting_uid)
+        .await?
+        .ok_or(Refusal::UnknownDecider)?;
+    if acting.disabled {
+        return Err(Refusal::DisabledDecider.into());
+    }
+    let sees_everyone = acting.is_admin || acting.can_approve_others;
+    let query = InboxQuery {
+        tenant: &caller.tenant,
+        only_owner: (!sees_everyone).then_some(acting.uid),
+        owner_filter: params.owner_uid,
+        tool_filter: params.tool.as_deref(),
+        after,
+        // One more than asked tells whether another page follows.
+        limit: limit + 1,
+    };
+    let mut runs = approvals::waiting_runs(&state.pool, &query).await?;
+    let next_cursor = if runs.len() as i64 > limit {
+        runs.truncate(limit as usize);
+        runs.last().map(cursor_of)
+    } else {
+        None
+    };
+    let mut calls_by_run: HashMap<Uuid, Vec<CallRow>> = HashMap::new();
+    for (run_id, call) in approvals::pending_calls(&state.pool, &runs).await? {
+        calls_by_run.entry(run_id).or_default().push(call);
+    }
+    let floor = state.resumer.privacy_floor;
+    let items = runs
+        .into_iter()
+        .map(|run| {
+            let level = floor.stricter(run.privacy_level.0);
+            let calls = calls_by_run.remove(&run.id).unwrap_or_default();
+            item(run, level, calls)
+        })
+        .collect();
+    Ok(axum::Json(InboxPage { items, next_cursor }))
+}
+
+fn item(run: WaitingRun, level: PrivacyLevel, calls: Vec<CallRow>) -> InboxItem {
+    let pending_calls = calls
+        .into_iter()
+        .map(|call| InboxCall {
+            effect: call.effect(),
+            arguments: match level {
+                PrivacyLevel::Full => Some(call.arguments),
+                PrivacyLevel::Redacted => Some(redact(&call.arguments)),
+                PrivacyLevel::Metadata | PrivacyLevel::None => None,
+            },
+            id: call.call_id,
+            name: call.tool,
+        })
+        .collect();
+    InboxItem {
+        run_id: run.id,
+        owner_uid: run.owner_uid,
+        privacy_level: level,
+        require_second_approver: run.require_second_approver,
+        created_at: run.created_at,
+        turn: InboxTurn {
+            index: run.turn_index,
+            digest: run.turn_digest,
+            pending_calls,
+        },
+    }
+}
+
+/// A cursor is the last item's creation time in microseconds and its id: opaque to clients, stable for paging.
+fn cursor_of(run: &WaitingRun) -> String {
+    format!("{}_{}", run.created_at.timestamp_micros(), run.id.simple())
+}
+
+fn parse_cursor(text: &str) -> Result<(DateTime<Utc>, Uuid), ApiError> {
+    let invalid =
+        || ApiError::unprocessable("invalid_cursor", "cursor is not one this service gave out");
+    let (micros, id) = text.split_once('_').ok_or_else(invalid)?;
+    let at = micros
+        .parse::<i64>()
+        .ok()
+        .and_then(DateTime::from_timestamp_micros)
+        .ok_or_else(invalid)?;
+    let id = Uuid::parse_str(id).map_err(|_| invalid())?;
+    Ok((at, id))
+}

@@ -1,0 +1,93 @@
+//! The approvals inbox: runs waiting for approval that an acting user may decide, newest first, by keyset paging.
+
+use chrono::{DateTime, Utc};
+use sqlx::PgExecutor;
+use uuid::Uuid;
+
+use super::StorageError;
+use super::runs::{CallRow, StoredLevel};
+
+/// One waiting run of the inbox.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct WaitingRun {
+    pub id: Uuid,
+    pub owner_uid: i64,
+    #[sqlx(try_from = "String")]
+    pub privacy_level: StoredLevel,
+    pub require_second_approver: bool,
+    pub turn_index: i32,
+    pub turn_digest: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// What the inbox is asked for.
+#[derive(Debug, Clone)]
+pub struct InboxQuery<'a> {
+    pub tenant: &'a str,
+    /// `Some(uid)`: only that user's own runs (a user who may not decide others' runs). `None`: every owner's.
+    pub only_owner: Option<i64>,
+    pub owner_filter: Option<i64>,
+    pub tool_filter: Option<&'a str>,
+    /// Continue after this `(created_at, id)`, exclusive.
+    pub after: Option<(DateTime<Utc>, Uuid)>,
+    pub limit: i64,
+}
+
+/// One page of waiting runs, newest first; ties on `created_at` are broken by id so paging never skips a run.
+pub async fn waiting_runs(
+    db: impl PgExecutor<'_>,
+    query: &InboxQuery<'_>,
+) -> Result<Vec<WaitingRun>, StorageError> {
+    let (after_at, after_id) = query.after.unzip();
+    let rows = sqlx::query_as::<_, WaitingRun>(
+        "select r.id, r.owner_uid, r.privacy_level, r.require_second_approver, r.turn_index, r.turn_digest, r.created_at
+         from runs r
+         where r.tenant = $1 and r.status = 'waiting_for_approval'
+           and ($2::bigint is null or r.owner_uid = $2)
+           and ($3::bigint is null or r.owner_uid = $3)
+           and ($4::text is null or exists (select 1 from turn_calls c
+                where c.run_id = r.id and c.turn_index = r.turn_index and c.tool = $4))
+           and ($5::timestamptz is null or (r.created_at, r.id) < ($5, $6))
+         order by r.created_at desc, r.id desc
+         limit $7",
+    )
+    .bind(query.tenant)
+    .bind(query.only_owner)
+    .bind(query.owner_filter)
+    .bind(query.tool_filter)
+    .bind(after_at)
+    .bind(after_id)
+    .bind(query.limit)
+    .fetch_all(db)
+    .await?;
+    Ok(rows)
+}
+
+/// The pending calls of the current turn of each listed run, in one query: `(run id, call)` in turn order.
+pub async fn pending_calls(
+    db: impl PgExecutor<'_>,
+    runs: &[WaitingRun],
+) -> Result<Vec<(Uuid, CallRow)>, StorageError> {
+    let ids: Vec<Uuid> = runs.iter().map(|run| run.id).collect();
+    let turns: Vec<i32> = runs.iter().map(|run| run.turn_index).collect();
+    let rows = sqlx::query_as::<_, PendingRow>(
+        "select c.run_id, c.position, c.call_id, c.tool, c.arguments, c.effect, c.started_at, c.outcome, c.is_error,
+                c.content, c.finished_at
+         from turn_calls c
+         join unnest($1::uuid[], $2::int[]) as t(run_id, turn_index)
+           on c.run_id = t.run_id and c.turn_index = t.turn_index
+         order by c.run_id, c.position",
+    )
+    .bind(&ids)
+    .bind(&turns)
+    .fetch_all(db)
+    .await?;
+    Ok(rows.into_iter().map(|row| (row.run_id, row.call)).collect())
+}
+
+#[derive(sqlx::FromRow)]
+struct PendingRow {
+    run_id: Uuid,
+    #[sqlx(flatten)]
+    call: CallRow,
+}

@@ -1,0 +1,192 @@
+//! The approvals inbox: who sees which waiting runs, filters, paging, and arguments only where privacy allows.
+
+use axum::http::{Method, StatusCode};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::support::{self, TestApp, call, transcript};
+
+/// Registers a run of `owner` calling `tool` at the given privacy level; returns its id.
+async fn waiting_run(app: &TestApp, owner: i64, tool: &str, privacy_level: &str) -> Uuid {
+    let id = Uuid::new_v4();
+    app.register(json!({
+        "id": id,
+        "owner_uid": owner,
+        "messages": transcript(vec![call(&format!("call_{}", id.simple()), tool, r#"{"key": "sk-abcdefghijklmnopqrstuvwx0123"}"#)]),
+        "privacy_level": privacy_level,
+    }))
+    .await;
+    id
+}
+
+async fn inbox(app: &TestApp, query: &str) -> support::Answer {
+    app.get(&format!("/v1/approvals?{query}")).await
+}
+
+fn run_ids(page: &Value) -> Vec<String> {
+    page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item["run_id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
+async fn a_plain_user_sees_only_their_own_waiting_runs_and_an_approver_sees_all(
+    pool: sqlx::PgPool,
+) {
+    let app = support::app(pool).await;
+    app.user(7, false, false, false).await;
+    app.user(8, false, false, false).await;
+    app.user(9, false, true, false).await;
+    let own = waiting_run(&app, 7, "update_page", "metadata").await;
+    let other = waiting_run(&app, 8, "update_page", "metadata").await;
+    let decided = waiting_run(&app, 7, "update_page", "metadata").await;
+    let digest = app.get(&format!("/v1/runs/{decided}")).await.body["turn"]["digest"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        app.decide(decided, false, Some(7), &digest).await.status,
+        StatusCode::OK
+    );
+
+    let mine = inbox(&app, "acting_uid=7").await;
+    assert_eq!(mine.status, StatusCode::OK, "{:?}", mine.body);
+    assert_eq!(run_ids(&mine.body), [own.to_string()]);
+    let approver = inbox(&app, "acting_uid=9").await;
+    assert_eq!(
+        run_ids(&approver.body),
+        [other.to_string(), own.to_string()],
+        "newest first"
+    );
+}
+
+#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
+async fn the_inbox_filters_by_owner_and_by_tool(pool: sqlx::PgPool) {
+    let app = support::app(pool).await;
+    app.user(7, false, false, false).await;
+    app.user(8, false, false, false).await;
+    app.user(9, true, false, false).await;
+    let a = waiting_run(&app, 7, "update_page", "metadata").await;
+    let b = waiting_run(&app, 8, "send_mail", "metadata").await;
+    assert_eq!(
+        run_ids(&inbox(&app, "acting_uid=9&owner_uid=8").await.body),
+        [b.to_string()]
+    );
+    assert_eq!(
+        run_ids(&inbox(&app, "acting_uid=9&tool=update_page").await.body),
+        [a.to_string()]
+    );
+    assert!(run_ids(&inbox(&app, "acting_uid=9&tool=nothing").await.body).is_empty());
+}
+
+#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
+async fn paging_with_the_cursor_visits_every_run_once_newest_first(pool: sqlx::PgPool) {
+    let app = support::app(pool).await;
+    app.user(7, false, false, false).await;
+    let mut registered = Vec::new();
+    for _ in 0..7 {
+        registered.push(
+            waiting_run(&app, 7, "update_page", "metadata")
+                .await
+                .to_string(),
+        );
+    }
+    registered.reverse();
+    let mut seen = Vec::new();
+    let mut query = "acting_uid=7&limit=3".to_owned();
+    for _ in 0..5 {
+        let page = inbox(&app, &query).await;
+        assert_eq!(page.status, StatusCode::OK, "{:?}", page.body);
+        seen.extend(run_ids(&page.body));
+        match page.body["next_cursor"].as_str() {
+            Some(cursor) => query = format!("acting_uid=7&limit=3&cursor={cursor}"),
+            None => break,
+        }
+    }
+    assert_eq!(seen, registered);
+}
+
+#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
+async fn arguments_are_shown_only_where_the_privacy_level_allows(pool: sqlx::PgPool) {
+    let app = support::app(pool).await;
+    app.user(7, false, false, false).await;
+    let metadata = waiting_run(&app, 7, "update_page", "metadata").await;
+    let redacted = waiting_run(&app, 7, "update_page", "redacted").await;
+    let full = waiting_run(&app, 7, "update_page", "full").await;
+    let page = inbox(&app, "acting_uid=7").await.body;
+    let arguments = |id: Uuid| {
+        let item = page["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|item| item["run_id"] == id.to_string())
+            .unwrap();
+        item["turn"]["pending_calls"][0].get("arguments").cloned()
+    };
+    assert_eq!(arguments(metadata), None);
+    let masked = arguments(redacted).unwrap();
+    assert!(
+        !masked
+            .as_str()
+            .unwrap()
+            .contains("sk-abcdefghijklmnopqrstuvwx0123"),
+        "{masked}"
+    );
+    assert_eq!(
+        arguments(full),
+        Some(json!(r#"{"key": "sk-abcdefghijklmnopqrstuvwx0123"}"#))
+    );
+}
+
+#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
+async fn an_unknown_or_disabled_acting_user_is_refused(pool: sqlx::PgPool) {
+    let app = support::app(pool).await;
+    app.user(5, true, false, true).await;
+    let unknown = inbox(&app, "acting_uid=404").await;
+    assert_eq!(
+        (unknown.status, unknown.code()),
+        (StatusCode::FORBIDDEN, "unknown_decider")
+    );
+    let disabled = inbox(&app, "acting_uid=5").await;
+    assert_eq!(
+        (disabled.status, disabled.code()),
+        (StatusCode::FORBIDDEN, "decider_disabled")
+    );
+}
+
+#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
+async fn bad_inbox_queries_are_answered_422(pool: sqlx::PgPool) {
+    let app = support::app(pool).await;
+    app.user(7, false, false, false).await;
+    for query in [
+        "",
+        "acting_uid=7&limit=0",
+        "acting_uid=7&limit=201",
+        "acting_uid=7&cursor=nonsense",
+        "acting_uid=x",
+    ] {
+        let answer = inbox(&app, query).await;
+        assert_eq!(
+            answer.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{query}: {:?}",
+            answer.body
+        );
+    }
+    let without_scope = app.client("chat", &["runs:read"]).await;
+    let refused = app
+        .call(
+            Method::GET,
+            "/v1/approvals?acting_uid=7",
+            Some(&without_scope),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (refused.status, refused.code()),
+        (StatusCode::FORBIDDEN, "missing_scope")
+    );
+}
