@@ -1,11 +1,14 @@
-//! Subcommands besides `serve`: applying migrations and managing API clients.
+//! Subcommands besides `serve`: migrations, API clients, retention, and watching resume notifications.
 
 use sqlx::PgPool;
 
-use crate::config::ClientsCommand;
+use crate::config::{ClientsCommand, Command, Config};
 use crate::domain::scopes::Scope;
 use crate::keys;
-use crate::storage::{self, StorageError, clients};
+use sqlx::postgres::PgListener;
+
+use crate::storage::runs::RESUMED_CHANNEL;
+use crate::storage::{self, StorageError, clients, retention};
 
 /// What a subcommand can fail with; printed to the person at the terminal.
 #[derive(Debug, thiserror::Error)]
@@ -16,7 +19,26 @@ pub enum CommandError {
     Usage(String),
 }
 
-pub async fn clients(pool: &PgPool, command: ClientsCommand) -> Result<(), CommandError> {
+/// Runs a subcommand other than `serve`, on a migrated database.
+pub async fn run(config: &Config, command: Command) -> Result<(), CommandError> {
+    let pool = open_database(config).await?;
+    match command {
+        Command::Serve => Err(CommandError::Usage(
+            "serve is not a database command".into(),
+        )),
+        Command::Migrate => {
+            println!("migrations applied");
+            Ok(())
+        }
+        Command::Clients(command) => clients(&pool, command).await,
+        Command::Purge { older_than_days } => {
+            purge(&pool, older_than_days.or(config.retention_days)).await
+        }
+        Command::Watch => watch(&pool).await,
+    }
+}
+
+async fn clients(pool: &PgPool, command: ClientsCommand) -> Result<(), CommandError> {
     match command {
         ClientsCommand::Add {
             name,
@@ -104,7 +126,7 @@ async fn list_clients(pool: &PgPool) -> Result<(), CommandError> {
 }
 
 /// Connects and migrates: every subcommand works on an up-to-date schema.
-pub async fn open_database(config: &crate::config::Config) -> Result<PgPool, StorageError> {
+pub async fn open_database(config: &Config) -> Result<PgPool, StorageError> {
     let pool = storage::connect(&storage::PoolSettings {
         database_url: config.database_url.expose().to_owned(),
         max_connections: config.database_pool_size,
@@ -114,4 +136,66 @@ pub async fn open_database(config: &crate::config::Config) -> Result<PgPool, Sto
     .await?;
     storage::migrate(&pool).await?;
     Ok(pool)
+}
+
+/// Purges what is older than `days` (or RETENTION_DAYS) and prints what was removed.
+async fn purge(pool: &PgPool, days: Option<u32>) -> Result<(), CommandError> {
+    let days = days.ok_or_else(|| {
+        CommandError::Usage(
+            "say how many days to keep: --older-than-days N, or set RETENTION_DAYS".into(),
+        )
+    })?;
+    let report = retention::purge(pool, days).await?;
+    println!(
+        "purged data older than {days} days: {} tool-event payloads cleared, {} finished runs deleted",
+        report.tool_event_payloads_cleared, report.finished_runs_deleted
+    );
+    Ok(())
+}
+
+/// Prints each resume notification as one JSON line until Ctrl-C.
+async fn watch(pool: &PgPool) -> Result<(), CommandError> {
+    let mut listener = PgListener::connect_with(pool)
+        .await
+        .map_err(StorageError::from)?;
+    listener
+        .listen(RESUMED_CHANNEL)
+        .await
+        .map_err(StorageError::from)?;
+    eprintln!("listening on {RESUMED_CHANNEL}; Ctrl-C stops");
+    loop {
+        tokio::select! {
+            notification = listener.recv() => {
+                let notification = notification.map_err(StorageError::from)?;
+                println!("{}", notification.payload());
+            }
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+        }
+    }
+}
+
+/// Purges every `interval` while the service runs, when a retention period is configured.
+pub fn spawn_periodic_purge(
+    pool: PgPool,
+    days: u32,
+    interval: std::time::Duration,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(interval);
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => match retention::purge(&pool, days).await {
+                    Ok(report) => tracing::info!(
+                        days,
+                        tool_event_payloads_cleared = report.tool_event_payloads_cleared,
+                        finished_runs_deleted = report.finished_runs_deleted,
+                        "purged old data"
+                    ),
+                    Err(error) => tracing::warn!(error = %error, "purge failed; will retry"),
+                },
+                _ = shutdown.changed() => return,
+            }
+        }
+    })
 }

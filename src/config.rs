@@ -67,6 +67,14 @@ pub enum Command {
     /// Manage API clients and their keys.
     #[command(subcommand)]
     Clients(ClientsCommand),
+    /// Delete tool-event payloads and finished runs older than the retention period, and say what was removed.
+    Purge {
+        /// Days to keep; defaults to RETENTION_DAYS.
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=36_500))]
+        older_than_days: Option<u32>,
+    },
+    /// Print every resumed-run notification (the `approval_resume_run_resumed` channel) as a JSON line.
+    Watch,
 }
 
 #[derive(Debug, Subcommand)]
@@ -170,6 +178,17 @@ pub struct Config {
     /// A TOML file configuring tool executors; without it every approved call is `not_permitted`.
     #[arg(long, env = "TOOLS_CONFIG", value_name = "TOOLS_CONFIG", global = true)]
     pub tools_config: Option<PathBuf>,
+
+    /// Days to keep tool-event payloads and finished (cancelled or completed) runs. When set, `serve` purges
+    /// older ones every PURGE_INTERVAL_SECS; unset, nothing is purged unless `purge --older-than-days` is run.
+    #[arg(long, env = "RETENTION_DAYS", value_name = "RETENTION_DAYS", global = true,
+          value_parser = clap::value_parser!(u32).range(1..=36_500))]
+    pub retention_days: Option<u32>,
+
+    /// Seconds between purges while RETENTION_DAYS is set.
+    #[arg(long, env = "PURGE_INTERVAL_SECS", value_name = "PURGE_INTERVAL_SECS", global = true,
+          default_value_t = 3_600, value_parser = clap::value_parser!(u64).range(60..=604_800))]
+    pub purge_interval_secs: u64,
 
     /// Log format: auto, json or pretty.
     #[arg(

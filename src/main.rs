@@ -23,16 +23,9 @@ async fn main() -> ExitCode {
     telemetry::init(cli.config.log_format, &cli.config.log_level);
     let outcome = match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => serve(cli.config).await,
-        Command::Migrate => commands::open_database(&cli.config)
+        other => commands::run(&cli.config, other)
             .await
-            .map(|_| println!("migrations applied"))
             .map_err(|error| error.to_string()),
-        Command::Clients(command) => match commands::open_database(&cli.config).await {
-            Ok(pool) => commands::clients(&pool, command)
-                .await
-                .map_err(|error| error.to_string()),
-            Err(error) => Err(error.to_string()),
-        },
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
@@ -65,6 +58,14 @@ async fn serve(config: Config) -> Result<(), String> {
         Duration::from_secs(config.recovery_interval_secs),
         stop_rx,
     );
+    let purge = config.retention_days.map(|days| {
+        commands::spawn_periodic_purge(
+            pool.clone(),
+            days,
+            Duration::from_secs(config.purge_interval_secs),
+            stop_tx.subscribe(),
+        )
+    });
     let state = AppState {
         pool,
         resumer,
@@ -82,6 +83,9 @@ async fn serve(config: Config) -> Result<(), String> {
     let served = app::serve(listener, state, shutdown_signal(), grace).await;
     let _ = stop_tx.send(true);
     let _ = recovery.await;
+    if let Some(purge) = purge {
+        let _ = purge.await;
+    }
     tracing::info!("stopped");
     served.map_err(|error| error.to_string())
 }

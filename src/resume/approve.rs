@@ -63,6 +63,7 @@ pub async fn finish_turn(
     )
     .await?;
     runs::set_status(&mut tx, run.id, RunStatus::Resumed).await?;
+    runs::notify_resumed(&mut tx, &run, true).await?;
     tx.commit().await?;
     tracing::info!(run_id = %run.id, turn = run.turn_index, calls = calls.len(), "approved turn resumed");
     load_resumed(&resumer.pool, run.id, decision).await

@@ -177,6 +177,7 @@ async fn decide_to_completion(
     decisions::store_results(&mut tx, run.id, run.turn_index, &positioned).await?;
     write_tool_events(&mut tx, resumer, &run, &calls, &results, decided_by).await?;
     runs::set_status(&mut tx, run.id, RunStatus::Resumed).await?;
+    runs::notify_resumed(&mut tx, &run, false).await?;
     let transcript = runs::messages(&mut *tx, run.id).await?;
     let earlier_results =
         stored_results(&runs::calls_before(&mut *tx, run.id, run.turn_index).await?)?;

@@ -5,6 +5,7 @@
 pub mod approvals;
 pub mod clients;
 pub mod decisions;
+pub mod retention;
 pub mod runs;
 pub mod users;
 

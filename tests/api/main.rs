@@ -6,6 +6,7 @@ mod concurrency;
 mod decisions;
 mod executors;
 mod formats;
+mod notifications;
 mod openapi;
 mod ops;
 mod public_surface;
