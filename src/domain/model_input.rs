@@ -224,9 +224,11 @@ fn responses(steps: &[Step]) -> Value {
             let content: Vec<Value> = parts.iter().map(responses_part).collect();
             json!({"type": "message", "role": "user", "content": content})
         }
+        // An earlier assistant text goes back as plain string content: the SDK's input message type
+        // (EasyInputMessageParam) takes a string for the assistant, while `output_text` parts belong to output
+        // messages, which need an id and a status this service never had.
         Step::AssistantText(text) => {
-            let content = [json!({"type": "output_text", "text": text})];
-            json!({"type": "message", "role": "assistant", "content": content})
+            json!({"type": "message", "role": "assistant", "content": text})
         }
         Step::Call(call) => json!({
             "type": "function_call", "call_id": call.id, "name": call.name, "arguments": call.arguments,
@@ -400,7 +402,7 @@ mod tests {
             {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Tidy the home page."}]},
             {"type": "function_call", "call_id": "call_a", "name": "read_page", "arguments": r#"{"page": "home"}"#},
             {"type": "function_call_output", "call_id": "call_a", "output": "Title: Home"},
-            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Two changes."}]},
+            {"type": "message", "role": "assistant", "content": "Two changes."},
             {"type": "function_call", "call_id": "call_1", "name": "update_title", "arguments": r#"{"title": "Welcome"}"#},
             {"type": "function_call", "call_id": "call_2", "name": "read_stats", "arguments": "{}"},
             {"type": "function_call_output", "call_id": "call_1", "output": denial()},
