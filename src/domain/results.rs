@@ -272,3 +272,48 @@ mod tests {
         assert_eq!((refused.outcome, refused.is_error), (Outcome::Failed, true));
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn any_decided_by() -> impl Strategy<Value = DecidedBy> {
+        prop_oneof![
+            Just(DecidedBy::RunOwner),
+            Just(DecidedBy::OtherUser),
+            Just(DecidedBy::Unknown)
+        ]
+    }
+
+    fn any_reason() -> impl Strategy<Value = Option<DenialReason>> {
+        prop_oneof![
+            Just(None),
+            Just(Some(DenialReason::Variant)),
+            Just(Some(DenialReason::Skip))
+        ]
+    }
+
+    proptest! {
+        /// Whatever the tool is called, the text is the fixed words around it: replacing the name by a fixed one
+        /// gives exactly the text for that fixed name, so nothing else of the input can have slipped in.
+        #[test]
+        fn a_denial_text_holds_nothing_but_fixed_words_and_the_tool_name(
+            tool in "[A-Za-z0-9_-]{1,64}",
+            write in any::<bool>(),
+            decided_by in any_decided_by(),
+            reason in any_reason(),
+        ) {
+            let effect = if write { Effect::Write } else { Effect::Read };
+            let text = denial_text(&tool, effect, decided_by, reason);
+            let quoted = format!("\"{tool}\"");
+            prop_assert_eq!(text.matches(&quoted).count(), 1);
+            prop_assert_eq!(
+                text.replacen(&quoted, "\"TOOL\"", 1),
+                denial_text("TOOL", effect, decided_by, reason)
+            );
+            prop_assert!(text.starts_with("Error: approval_denied (decided_by: "));
+        }
+    }
+}

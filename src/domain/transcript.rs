@@ -363,3 +363,57 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn any_call() -> impl Strategy<Value = PendingCall> {
+        ("[a-z0-9_]{1,12}", "[A-Za-z0-9_-]{1,64}", "\\PC{0,40}").prop_map(|(id, name, text)| {
+            PendingCall {
+                id,
+                name,
+                arguments: serde_json::json!({ "text": text }).to_string(),
+            }
+        })
+    }
+
+    proptest! {
+        /// The digest is a function of the calls alone: the same calls through a JSON round trip hash the same.
+        #[test]
+        fn the_digest_is_stable_across_a_json_round_trip(calls in proptest::collection::vec(any_call(), 1..6)) {
+            let messages: Vec<serde_json::Value> = vec![serde_json::json!({
+                "role": "assistant",
+                "tool_calls": calls.iter().map(|call| serde_json::json!({
+                    "id": call.id, "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                })).collect::<Vec<_>>(),
+            })];
+            let text = serde_json::to_string(&messages).unwrap();
+            let parsed: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
+            let mut unique = HashSet::new();
+            prop_assume!(calls.iter().all(|call| unique.insert(call.id.clone())));
+            let read_back = validate(&parsed, &HashSet::new()).unwrap();
+            prop_assert_eq!(turn_digest(&read_back), turn_digest(&calls));
+        }
+
+        /// Any change to any field of any call changes the digest.
+        #[test]
+        fn changing_any_field_of_a_call_changes_the_digest(
+            calls in proptest::collection::vec(any_call(), 1..6),
+            which in any::<prop::sample::Index>(),
+            field in 0..3usize,
+        ) {
+            let mut changed = calls.clone();
+            let call = &mut changed[which.index(calls.len())];
+            match field {
+                0 => call.id.push('x'),
+                1 => call.name.push('x'),
+                _ => call.arguments.push(' '),
+            }
+            prop_assert_ne!(turn_digest(&calls), turn_digest(&changed));
+        }
+    }
+}

@@ -21,7 +21,7 @@ use crate::support::{self, Options, TestApp, call};
 
 /// One request an executor received.
 #[derive(Debug, Clone)]
-struct Received {
+pub struct Received {
     behaviour: String,
     idempotency_key: String,
     authorization: Option<String>,
@@ -31,13 +31,13 @@ struct Received {
 type Log = Arc<Mutex<Vec<Received>>>;
 
 /// An executor server whose path says how it behaves: `/ok`, `/refuse`, `/slow`, `/status500`, `/malformed`, `/huge`.
-struct FakeExecutor {
+pub struct FakeExecutor {
     base: String,
     log: Log,
 }
 
 impl FakeExecutor {
-    async fn start() -> FakeExecutor {
+    pub async fn start() -> FakeExecutor {
         let log: Log = Arc::default();
         let app = Router::new()
             .route("/{behaviour}", post(answer))
@@ -48,7 +48,7 @@ impl FakeExecutor {
         FakeExecutor { base, log }
     }
 
-    fn executor(&self, behaviour: &str) -> ToolExecutor {
+    pub fn executor(&self, behaviour: &str) -> ToolExecutor {
         ToolExecutor {
             url: format!("{}/{behaviour}", self.base),
             timeout: Duration::from_millis(300),
@@ -59,7 +59,7 @@ impl FakeExecutor {
         }
     }
 
-    fn received(&self) -> Vec<Received> {
+    pub fn received(&self) -> Vec<Received> {
         self.log.lock().unwrap().clone()
     }
 }
@@ -104,7 +104,7 @@ async fn answer(
 }
 
 /// An app whose tools are wired to the fake executor as `tools` says: tool name → behaviour.
-async fn app_with_tools(pool: PgPool, fake: &FakeExecutor, tools: &[(&str, &str)]) -> TestApp {
+pub async fn app_with_tools(pool: PgPool, fake: &FakeExecutor, tools: &[(&str, &str)]) -> TestApp {
     let map: HashMap<String, ToolExecutor> = tools
         .iter()
         .map(|(tool, behaviour)| (tool.to_string(), fake.executor(behaviour)))
@@ -120,7 +120,7 @@ async fn app_with_tools(pool: PgPool, fake: &FakeExecutor, tools: &[(&str, &str)
 }
 
 /// Registers a run of owner 7 with one call per tool, in order; returns its id and digest.
-async fn run_calling(app: &TestApp, tools: &[&str]) -> (Uuid, String) {
+pub async fn run_calling(app: &TestApp, tools: &[&str]) -> (Uuid, String) {
     app.user(7, false, false, false).await;
     let id = Uuid::new_v4();
     let calls: Vec<Value> = tools

@@ -6,6 +6,7 @@ mod concurrency;
 mod decisions;
 mod executors;
 mod formats;
+mod logs;
 mod notifications;
 mod openapi;
 mod ops;

@@ -1,0 +1,118 @@
+//! Logs never carry arguments, results or transcripts: canaries planted in all three, with logging at debug for
+//! every crate, must not appear in what was logged.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use axum::http::StatusCode;
+use serde_json::json;
+use tracing_subscriber::fmt::MakeWriter;
+use uuid::Uuid;
+
+use crate::executors::{FakeExecutor, app_with_tools};
+use crate::support::{call, transcript};
+
+/// Everything logged during the test, in one buffer.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> MakeWriter<'a> for Captured {
+    type Writer = Captured;
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
+async fn no_argument_result_or_transcript_reaches_the_logs_even_at_debug(pool: sqlx::PgPool) {
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .json()
+        .with_env_filter("debug")
+        .with_writer(captured.clone())
+        .finish();
+    // Decisions run on spawned tasks, possibly on other threads: only a global subscriber sees them all.
+    tracing::subscriber::set_global_default(subscriber)
+        .expect("no other subscriber in this test process");
+
+    let canary = |what: &str| format!("canary-{what}-{}", Uuid::new_v4().simple());
+    let (in_prompt, in_arguments, in_next_turn) =
+        (canary("prompt"), canary("arguments"), canary("next-turn"));
+    let fake = FakeExecutor::start().await;
+    let app = app_with_tools(pool, &fake, &[("echo_tool", "ok")]).await;
+    app.user(7, false, false, false).await;
+
+    let mut messages = transcript(vec![call(
+        "call_1",
+        "echo_tool",
+        &json!({"secret": in_arguments}).to_string(),
+    )]);
+    messages[1]["content"] = json!(in_prompt);
+    let approved_run = Uuid::new_v4();
+    let run = app.register(json!({"id": approved_run, "owner_uid": 7, "messages": messages, "privacy_level": "full"})).await;
+    let digest = run["turn"]["digest"].as_str().unwrap().to_owned();
+    let answer = app.decide(approved_run, true, Some(7), &digest).await;
+    assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.body);
+    // A canary in what the loop appends for the next turn, too.
+    let appended = json!({"messages": [
+        {"role": "user", "content": in_next_turn},
+        {"role": "assistant", "content": null, "tool_calls": [call("call_2", "echo_tool", &json!({"again": in_arguments}).to_string())]},
+    ]});
+    let turn = app
+        .post(&format!("/v1/runs/{approved_run}/turns"), appended)
+        .await;
+    assert_eq!(turn.status, StatusCode::OK, "{:?}", turn.body);
+    let digest = turn.body["turn"]["digest"].as_str().unwrap().to_owned();
+    assert_eq!(
+        app.decide(approved_run, false, Some(7), &digest)
+            .await
+            .status,
+        StatusCode::OK
+    );
+    for format in ["openai-chat", "anthropic", "openai-responses"] {
+        let input = app
+            .get(&format!(
+                "/v1/runs/{approved_run}/model-input?format={format}"
+            ))
+            .await;
+        assert!(
+            String::from_utf8_lossy(&input.bytes).contains(&in_prompt),
+            "the canary is really in the payload"
+        );
+    }
+    app.get(&format!("/v1/runs/{approved_run}/events")).await;
+    // A refusal quotes nothing of the body either.
+    let bad = app
+        .post(
+            "/v1/runs",
+            json!({"id": Uuid::new_v4(), "owner_uid": 7, "messages": [{"role": in_prompt}]}),
+        )
+        .await;
+    assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY);
+
+    let logged = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    assert!(
+        logged.contains("request served"),
+        "the capture works: {logged:.2000}"
+    );
+    assert!(
+        logged.contains("executor answered"),
+        "the approve path logged: {logged:.2000}"
+    );
+    for planted in [&in_prompt, &in_arguments, &in_next_turn] {
+        assert!(
+            !logged.contains(planted.as_str()),
+            "{planted} reached the logs"
+        );
+    }
+}
