@@ -260,3 +260,96 @@ async fn a_request_over_the_timeout_is_answered_503_and_its_decision_still_compl
     );
     assert_eq!(idle_in_transaction(&pool).await, 0);
 }
+
+#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
+async fn backends_terminated_under_load_give_503s_never_500s_and_no_half_written_run(pool: PgPool) {
+    let app = support::app(pool.clone()).await;
+    app.user(7, false, false, false).await;
+    let mut runs = Vec::new();
+    for _ in 0..40 {
+        let id = Uuid::new_v4();
+        let run = app.register(support::run_body(id, 7)).await;
+        runs.push((id, run["turn"]["digest"].as_str().unwrap().to_owned()));
+    }
+    let killer_pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with((*pool.connect_options()).clone())
+        .await
+        .unwrap();
+    let killer_pid: i32 = sqlx::query_scalar("select pg_backend_pid()")
+        .fetch_one(&killer_pool)
+        .await
+        .unwrap();
+    let killing = tokio::spawn(async move {
+        for _ in 0..20 {
+            let _ = sqlx::query(
+                "select pg_terminate_backend(pid) from pg_stat_activity
+                 where datname = current_database() and pid <> $1 and backend_type = 'client backend'",
+            )
+            .bind(killer_pid)
+            .execute(&killer_pool)
+            .await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    let answers = join_all(
+        runs.iter()
+            .map(|(id, digest)| app.decide(*id, false, Some(7), digest)),
+    )
+    .await;
+    killing.await.unwrap();
+
+    for ((id, _), answer) in runs.iter().zip(&answers) {
+        assert!(
+            answer.status == StatusCode::OK || answer.status == StatusCode::SERVICE_UNAVAILABLE,
+            "run {id}: {} {:?}",
+            answer.status,
+            answer.body
+        );
+        if answer.status == StatusCode::SERVICE_UNAVAILABLE {
+            assert_eq!(answer.code(), "database_unavailable");
+            assert!(answer.headers.contains_key("retry-after"));
+        }
+    }
+    let unavailable = answers
+        .iter()
+        .filter(|a| a.status == StatusCode::SERVICE_UNAVAILABLE)
+        .count();
+    eprintln!(
+        "{unavailable} of {} decisions met a terminated backend",
+        runs.len()
+    );
+    // Whatever the database went through, every run is whole, and every 200 is in the database.
+    let mut recovered = 0;
+    for ((id, digest), answer) in runs.iter().zip(&answers) {
+        let events = count(
+            &pool,
+            "select count(*) from approval_events where run_id = $1",
+            *id,
+        )
+        .await;
+        let tool_events = count(
+            &pool,
+            "select count(*) from tool_events where run_id = $1",
+            *id,
+        )
+        .await;
+        assert!(
+            matches!((events, tool_events), (1, 2) | (0, 0)),
+            "run {id} is half-written"
+        );
+        if answer.status == StatusCode::OK {
+            assert_eq!(events, 1, "run {id} was answered 200 but is not decided");
+        }
+        // Once the database is back, the pool recovers without a restart.
+        let retry = app.decide(*id, false, Some(7), digest).await;
+        assert_eq!(
+            retry.status,
+            StatusCode::OK,
+            "run {id} after recovery: {:?}",
+            retry.body
+        );
+        recovered += 1;
+    }
+    assert_eq!(recovered, runs.len());
+}
