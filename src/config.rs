@@ -99,7 +99,7 @@ pub enum ClientsCommand {
 /// How logs are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
-    /// JSON lines when standard output is not a terminal, readable text when it is.
+    /// JSON lines when standard error (where logs go) is not a terminal, readable text when it is.
     Auto,
     Json,
     Pretty,
@@ -115,7 +115,8 @@ pub struct Config {
         value_name = "DATABASE_URL",
         global = true,
         default_value = "postgres://postgres@127.0.0.1:5432/approval_resume",
-        hide_default_value = true
+        hide_default_value = true,
+        hide_env_values = true
     )]
     pub database_url: Secret,
 
@@ -301,6 +302,17 @@ mod tests {
         .unwrap();
         let error = cli.config.validate().unwrap_err();
         assert_eq!(error.variable, "DATABASE_STATEMENT_TIMEOUT_MS");
+    }
+
+    #[test]
+    fn the_help_never_shows_the_database_url_from_the_environment() {
+        use clap::CommandFactory;
+        let command = Cli::command();
+        let url = command
+            .get_arguments()
+            .find(|arg| arg.get_id() == "database_url")
+            .expect("the DATABASE_URL setting");
+        assert!(url.is_hide_env_values_set() && url.is_hide_default_value_set());
     }
 
     #[test]

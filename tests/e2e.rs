@@ -1,0 +1,274 @@
+//! End-to-end tests of the real binary on a real port: `clients add`, `serve`, a denial by the run's owner over
+//! HTTP, a graceful stop on SIGTERM, start-up refusing invalid settings, and `migrate` and `clients list|revoke`.
+//! One more test keeps README.md's tables of settings and scopes in step with the code.
+//!
+//! Each test works in a database of its own, created by the binary itself (it creates a missing database) on the
+//! server `DATABASE_URL` names, and dropped at the end.
+
+use std::path::Path;
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use approval_resume::config::Cli;
+use approval_resume::domain::scopes::Scope;
+use clap::CommandFactory;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+mod common;
+
+use common::*;
+
+#[tokio::test]
+async fn the_served_binary_tells_the_model_that_the_owner_declined_and_stops_cleanly_on_sigterm() {
+    let database = TestDatabase::new();
+    let key = add_client(
+        &database,
+        &["users:write", "runs:write", "runs:read", "decisions:write"],
+    )
+    .await;
+    let mut service = Service::start(&database).await;
+    let client = reqwest::Client::new();
+
+    let (status, user) = call(
+        &client,
+        reqwest::Method::PUT,
+        service.url("/v1/users/7"),
+        &key,
+        Some(json!({"username": "ada", "is_admin": false, "can_approve_others": false, "disabled": false})),
+    )
+    .await;
+    assert_eq!(status, 200, "{user}");
+    assert_eq!(user["uid"], 7);
+
+    // A marker in the arguments, which must never reach the logs.
+    let marker = format!("e2e-secret-{}", Uuid::new_v4().simple());
+    let arguments = json!({"page": 12, "description": marker}).to_string();
+    let run_id = Uuid::new_v4();
+    let (status, run) = call(
+        &client,
+        reqwest::Method::POST,
+        service.url("/v1/runs"),
+        &key,
+        Some(json!({
+            "id": run_id,
+            "owner_uid": 7,
+            "messages": [
+                {"role": "system", "content": "You edit page metadata."},
+                {"role": "user", "content": "Write a meta description for page 12."},
+                {"role": "assistant", "content": null, "tool_calls": [{
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "update_page_metadata", "arguments": arguments}
+                }]}
+            ],
+            "tools": [{"name": "update_page_metadata", "effect": "write"}]
+        })),
+    )
+    .await;
+    assert_eq!(status, 201, "{run}");
+
+    let (status, run) = call(
+        &client,
+        reqwest::Method::GET,
+        service.url(&format!("/v1/runs/{run_id}")),
+        &key,
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{run}");
+    assert_eq!(run["status"], "waiting_for_approval");
+    assert_eq!(
+        run["turn"]["pending_calls"][0]["name"],
+        "update_page_metadata"
+    );
+    let digest = run["turn"]["digest"]
+        .as_str()
+        .expect("the run has a turn digest")
+        .to_owned();
+
+    let (status, decided) = call(
+        &client,
+        reqwest::Method::POST,
+        service.url(&format!("/v1/runs/{run_id}/decision")),
+        &key,
+        Some(json!({"approved": false, "decider_uid": 7, "turn_digest": digest})),
+    )
+    .await;
+    assert_eq!(status, 200, "{decided}");
+    assert_eq!(decided["status"], "resumed");
+    assert_eq!(decided["decision"]["decided_by"], "run_owner");
+    let result = &decided["results"][0];
+    assert_eq!(result["call_id"], "call_1");
+    assert_eq!(result["outcome"], "denied");
+    assert_eq!(result["is_error"], true);
+    assert_eq!(
+        result["content"],
+        "Error: approval_denied (decided_by: run_owner). The approval for tool \"update_page_metadata\" was \
+         declined by the user who started this run, the person you are talking to. Nothing was executed. Tell \
+         them that they declined the approval themselves, not the system or an operator, and ask whether the \
+         change should be proposed again."
+    );
+
+    let answer = client
+        .get(service.url("/openapi.yaml"))
+        .send()
+        .await
+        .expect("the service answers");
+    assert_eq!(answer.status(), 200);
+    let served = answer.text().await.expect("the document");
+    let committed =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("openapi.yaml"))
+            .expect("openapi.yaml is in the repository");
+    assert_eq!(
+        served, committed,
+        "the served spec is the committed openapi.yaml"
+    );
+    assert!(served.contains("openapi:"), "an OpenAPI document");
+
+    drop(client);
+    let status = service.terminate(Duration::from_secs(GRACE_SECS + 5)).await;
+    let log = service.log();
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "exit after SIGTERM: {status}\n{log}"
+    );
+    assert!(
+        log.lines()
+            .all(|line| serde_json::from_str::<Value>(line).is_ok()),
+        "LOG_FORMAT=json writes JSON lines:\n{log}"
+    );
+    assert!(
+        !log.contains(&marker),
+        "logs never contain tool arguments:\n{log}"
+    );
+}
+
+/// Starts `serve` with one extra setting and expects it to refuse: exit code 2 and the variable named on stderr.
+async fn assert_start_refused(setting: &str, value: &str) {
+    let database = TestDatabase::new();
+    let mut command = binary(&database);
+    command
+        .arg("serve")
+        .env("LISTEN_ADDR", format!("127.0.0.1:{}", free_port()))
+        .env(setting, value);
+    let output = tokio::time::timeout(Duration::from_secs(20), command.output())
+        .await
+        .expect("an invalid setting stops the start at once")
+        .expect("the binary runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "{setting}={value}: {}\n{stderr}",
+        output.status
+    );
+    assert!(
+        stderr.contains(setting),
+        "the message names {setting}: {stderr}"
+    );
+}
+
+#[tokio::test]
+async fn an_unknown_privacy_level_stops_the_start_with_exit_code_2_naming_the_variable() {
+    assert_start_refused("PRIVACY_LEVEL", "secret").await;
+}
+
+#[tokio::test]
+async fn a_statement_timeout_not_below_the_request_timeout_stops_the_start_naming_the_variable() {
+    assert_start_refused("DATABASE_STATEMENT_TIMEOUT_MS", "40000").await;
+}
+
+/// Runs the binary with `args` against `database`; answers its exit status, stdout and stderr.
+async fn run(database: &TestDatabase, args: &[&str]) -> (ExitStatus, String, String) {
+    let output = binary(database)
+        .args(args)
+        .output()
+        .await
+        .expect("the binary runs");
+    (
+        output.status,
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn clients_are_listed_without_their_keys_and_a_revoked_client_is_shown_revoked() {
+    let database = TestDatabase::new();
+    let (status, stdout, stderr) = run(&database, &["migrate"]).await;
+    assert!(status.success(), "migrate: {status}\n{stderr}");
+    assert_eq!(stdout.trim(), "migrations applied");
+
+    let key = add_client(&database, &["runs:read", "decisions:anonymous"]).await;
+    let (status, listed, stderr) = run(&database, &["clients", "list"]).await;
+    assert!(status.success(), "clients list: {status}\n{stderr}");
+    let row = listed
+        .lines()
+        .find(|line| line.starts_with("e2e "))
+        .unwrap_or_else(|| panic!("the client is listed: {listed}"));
+    assert!(row.contains("active"), "{row}");
+    assert!(row.contains("decisions:anonymous runs:read"), "{row}");
+    assert!(
+        !listed.contains(&key) && !listed.contains(&key[3..11]),
+        "no part of the key is listed: {listed}"
+    );
+
+    let (status, stdout, stderr) = run(&database, &["clients", "revoke", "e2e"]).await;
+    assert!(status.success(), "clients revoke: {status}\n{stderr}");
+    assert_eq!(stdout.trim(), "revoked e2e");
+    let (_, listed, _) = run(&database, &["clients", "list"]).await;
+    assert!(
+        listed
+            .lines()
+            .any(|line| line.starts_with("e2e ") && line.contains("revoked")),
+        "{listed}"
+    );
+
+    let (status, _, stderr) = run(&database, &["clients", "revoke", "e2e"]).await;
+    assert_eq!(status.code(), Some(1), "revoking twice fails: {stderr}");
+    assert!(stderr.contains("e2e"), "{stderr}");
+}
+
+#[test]
+fn the_readme_documents_every_setting_with_its_flag_and_default_and_every_scope() {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+        .expect("README.md is in the repository");
+    let row = |name: &str| {
+        readme
+            .lines()
+            .find(|line| line.starts_with(&format!("| `{name}` |")))
+            .map(str::to_owned)
+    };
+    let command = Cli::command();
+    let mut undocumented = Vec::new();
+    for arg in command.get_arguments() {
+        let Some(env) = arg.get_env() else { continue };
+        let env = env.to_string_lossy();
+        let Some(line) = row(&env) else {
+            undocumented.push(format!("{env}: no row"));
+            continue;
+        };
+        if let Some(long) = arg.get_long()
+            && !line.contains(&format!("`--{long}`"))
+        {
+            undocumented.push(format!("{env}: flag --{long}"));
+        }
+        for default in arg.get_default_values() {
+            let default = default.to_string_lossy();
+            if !line.contains(&format!("`{default}`")) {
+                undocumented.push(format!("{env}: default {default}"));
+            }
+        }
+    }
+    for scope in Scope::ALL {
+        if row(scope.as_str()).is_none() {
+            undocumented.push(format!("scope {}: no row", scope.as_str()));
+        }
+    }
+    assert!(
+        undocumented.is_empty(),
+        "README.md is out of step with the code: {undocumented:#?}"
+    );
+}
