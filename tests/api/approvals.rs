@@ -4,6 +4,7 @@ use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
+use crate::database::TestDatabase;
 use crate::support::{self, TestApp, call, transcript};
 
 /// Registers a run of `owner` calling `tool` at the given privacy level; returns its id.
@@ -32,10 +33,9 @@ fn run_ids(page: &Value) -> Vec<String> {
         .collect()
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_plain_user_sees_only_their_own_waiting_runs_and_an_approver_sees_all(
-    pool: sqlx::PgPool,
-) {
+#[tokio::test]
+async fn a_plain_user_sees_only_their_own_waiting_runs_and_an_approver_sees_all() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     app.user(7, false, false, false).await;
     app.user(8, false, false, false).await;
@@ -63,8 +63,9 @@ async fn a_plain_user_sees_only_their_own_waiting_runs_and_an_approver_sees_all(
     );
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn the_inbox_filters_by_owner_and_by_tool(pool: sqlx::PgPool) {
+#[tokio::test]
+async fn the_inbox_filters_by_owner_and_by_tool() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     app.user(7, false, false, false).await;
     app.user(8, false, false, false).await;
@@ -82,8 +83,9 @@ async fn the_inbox_filters_by_owner_and_by_tool(pool: sqlx::PgPool) {
     assert!(run_ids(&inbox(&app, "acting_uid=9&tool=nothing").await.body).is_empty());
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn paging_with_the_cursor_visits_every_run_once_newest_first(pool: sqlx::PgPool) {
+#[tokio::test]
+async fn paging_with_the_cursor_visits_every_run_once_newest_first() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     app.user(7, false, false, false).await;
     let mut registered = Vec::new();
@@ -109,8 +111,9 @@ async fn paging_with_the_cursor_visits_every_run_once_newest_first(pool: sqlx::P
     assert_eq!(seen, registered);
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn arguments_are_shown_only_where_the_privacy_level_allows(pool: sqlx::PgPool) {
+#[tokio::test]
+async fn arguments_are_shown_only_where_the_privacy_level_allows() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     app.user(7, false, false, false).await;
     let metadata = waiting_run(&app, 7, "update_page", "metadata").await;
@@ -141,8 +144,9 @@ async fn arguments_are_shown_only_where_the_privacy_level_allows(pool: sqlx::PgP
     );
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn an_unknown_or_disabled_acting_user_is_refused(pool: sqlx::PgPool) {
+#[tokio::test]
+async fn an_unknown_or_disabled_acting_user_is_refused() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     app.user(5, true, false, true).await;
     let unknown = inbox(&app, "acting_uid=404").await;
@@ -157,8 +161,9 @@ async fn an_unknown_or_disabled_acting_user_is_refused(pool: sqlx::PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn bad_inbox_queries_are_answered_422(pool: sqlx::PgPool) {
+#[tokio::test]
+async fn bad_inbox_queries_are_answered_422() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     app.user(7, false, false, false).await;
     for query in [

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use crate::database::TestDatabase;
 use crate::support::{
     self, ALL_SCOPES, Answer, TestApp, add_client, assert_problem, owned_run, row_counts, run_body,
 };
@@ -130,25 +131,26 @@ async fn assert_every_route_unauthorized(app: &TestApp, authorization: Option<&s
     );
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn every_route_without_an_authorization_header_is_answered_401_with_a_bearer_challenge(
-    pool: PgPool,
-) {
+#[tokio::test]
+async fn every_route_without_an_authorization_header_is_answered_401_with_a_bearer_challenge() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
 
     assert_every_route_unauthorized(&app, None).await;
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn every_route_with_an_unknown_key_is_answered_401(pool: PgPool) {
+#[tokio::test]
+async fn every_route_with_an_unknown_key_is_answered_401() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (unknown, _) = approval_resume::keys::generate();
 
     assert_every_route_unauthorized(&app, Some(&format!("Bearer {unknown}"))).await;
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn every_route_with_a_malformed_authorization_header_is_answered_401(pool: PgPool) {
+#[tokio::test]
+async fn every_route_with_a_malformed_authorization_header_is_answered_401() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let key = app.admin_key.clone();
 
@@ -163,8 +165,9 @@ async fn every_route_with_a_malformed_authorization_header_is_answered_401(pool:
     }
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn every_route_with_a_revoked_key_is_answered_401(pool: PgPool) {
+#[tokio::test]
+async fn every_route_with_a_revoked_key_is_answered_401() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let key = app.client("revoked", ALL_SCOPES).await;
     let (id, _) = waiting_run(&app).await;
@@ -178,8 +181,9 @@ async fn every_route_with_a_revoked_key_is_answered_401(pool: PgPool) {
     assert_every_route_unauthorized(&app, Some(&format!("Bearer {key}"))).await;
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn every_route_refuses_a_key_without_its_scope_with_403_missing_scope(pool: PgPool) {
+#[tokio::test]
+async fn every_route_refuses_a_key_without_its_scope_with_403_missing_scope() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, digest) = waiting_run(&app).await;
     let before = row_counts(&app.pool).await;
@@ -214,8 +218,9 @@ async fn every_route_refuses_a_key_without_its_scope_with_403_missing_scope(pool
     );
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_run_of_another_tenant_is_answered_exactly_like_a_missing_run(pool: PgPool) {
+#[tokio::test]
+async fn a_run_of_another_tenant_is_answered_exactly_like_a_missing_run() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, digest) = waiting_run(&app).await;
     let stranger = add_client(&app.pool, "stranger", "elsewhere", ALL_SCOPES).await;
@@ -270,8 +275,9 @@ async fn a_run_of_another_tenant_is_answered_exactly_like_a_missing_run(pool: Pg
     assert_eq!(run["turn"]["digest"], digest);
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_run_id_that_is_not_a_uuid_is_answered_like_a_missing_run(pool: PgPool) {
+#[tokio::test]
+async fn a_run_id_that_is_not_a_uuid_is_answered_like_a_missing_run() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (_, digest) = waiting_run(&app).await;
     let before = row_counts(&app.pool).await;
@@ -302,8 +308,9 @@ async fn a_run_id_that_is_not_a_uuid_is_answered_like_a_missing_run(pool: PgPool
     assert_eq!(row_counts(&app.pool).await, before);
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn the_ops_endpoints_answer_without_a_key(pool: PgPool) {
+#[tokio::test]
+async fn the_ops_endpoints_answer_without_a_key() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
 
     let health = app.call(Method::GET, "/healthz", None, None).await;
@@ -320,8 +327,9 @@ async fn the_ops_endpoints_answer_without_a_key(pool: PgPool) {
     assert!(String::from_utf8_lossy(&openapi.bytes).starts_with("openapi:"));
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn an_unknown_route_is_a_404_problem_and_a_wrong_method_a_405_problem(pool: PgPool) {
+#[tokio::test]
+async fn an_unknown_route_is_a_404_problem_and_a_wrong_method_a_405_problem() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, _) = waiting_run(&app).await;
     let before = row_counts(&app.pool).await;
@@ -356,8 +364,9 @@ async fn an_unknown_route_is_a_404_problem_and_a_wrong_method_a_405_problem(pool
     assert_eq!(row_counts(&app.pool).await, before);
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn an_anonymous_decision_needs_the_anonymous_scope(pool: PgPool) {
+#[tokio::test]
+async fn an_anonymous_decision_needs_the_anonymous_scope() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, digest) = waiting_run(&app).await;
     let named_only = app
@@ -396,8 +405,9 @@ async fn an_anonymous_decision_needs_the_anonymous_scope(pool: PgPool) {
     assert_eq!(decided.body["decision"]["decided_by"], "unknown");
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_decision_that_omits_decider_uid_is_unprocessable(pool: PgPool) {
+#[tokio::test]
+async fn a_decision_that_omits_decider_uid_is_unprocessable() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, digest) = waiting_run(&app).await;
     let before = row_counts(&app.pool).await;
@@ -440,8 +450,9 @@ fn windows(text: &str, len: usize) -> impl Iterator<Item = &str> {
     (0..=text.len().saturating_sub(len)).map(move |start| &text[start..start + len])
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_key_is_stored_as_its_sha256_and_in_no_column_but_the_shown_prefix(pool: PgPool) {
+#[tokio::test]
+async fn a_key_is_stored_as_its_sha256_and_in_no_column_but_the_shown_prefix() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let key = app.client("hashed", &["runs:read"]).await;
     // The key works end to end.
@@ -473,8 +484,9 @@ async fn a_key_is_stored_as_its_sha256_and_in_no_column_but_the_shown_prefix(poo
     }
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn the_api_clients_row_holds_no_substring_of_the_key(pool: PgPool) {
+#[tokio::test]
+async fn the_api_clients_row_holds_no_substring_of_the_key() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let key = app.client("hashed", &["runs:read"]).await;
 

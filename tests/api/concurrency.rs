@@ -8,6 +8,7 @@ use serde_json::json;
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use crate::database::TestDatabase;
 use crate::support::{self, Options, TestApp};
 
 async fn count(pool: &PgPool, sql: &str, run_id: Uuid) -> i64 {
@@ -29,8 +30,9 @@ async fn idle_in_transaction(pool: &PgPool) -> i64 {
     .unwrap()
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn many_concurrent_decisions_on_one_turn_record_exactly_one(pool: PgPool) {
+#[tokio::test]
+async fn many_concurrent_decisions_on_one_turn_record_exactly_one() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool.clone()).await;
     // A second instance over the same database: correctness may not rest on one process's memory.
     let other_instance = app.second_instance();
@@ -112,8 +114,9 @@ async fn many_concurrent_decisions_on_one_turn_record_exactly_one(pool: PgPool) 
     );
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_client_that_gives_up_mid_decision_leaves_no_connection_in_a_transaction(pool: PgPool) {
+#[tokio::test]
+async fn a_client_that_gives_up_mid_decision_leaves_no_connection_in_a_transaction() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool.clone()).await;
     let (run_id, digest) = support::owned_run(&app).await;
 
@@ -165,10 +168,9 @@ async fn a_client_that_gives_up_mid_decision_leaves_no_connection_in_a_transacti
     assert_eq!(again.status, StatusCode::OK, "{:?}", again.body);
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn requests_cancelled_at_random_points_leave_every_run_whole_and_no_transaction_open(
-    pool: PgPool,
-) {
+#[tokio::test]
+async fn requests_cancelled_at_random_points_leave_every_run_whole_and_no_transaction_open() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool.clone()).await;
     app.user(7, false, false, false).await;
     let mut runs = Vec::new();
@@ -219,8 +221,9 @@ async fn requests_cancelled_at_random_points_leave_every_run_whole_and_no_transa
     assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.body);
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_request_over_the_timeout_is_answered_503_and_its_decision_still_completes(pool: PgPool) {
+#[tokio::test]
+async fn a_request_over_the_timeout_is_answered_503_and_its_decision_still_completes() {
+    let (_database, pool) = TestDatabase::create().await;
     let options = Options {
         request_timeout: Duration::from_millis(150),
         ..Options::default()
@@ -261,8 +264,9 @@ async fn a_request_over_the_timeout_is_answered_503_and_its_decision_still_compl
     assert_eq!(idle_in_transaction(&pool).await, 0);
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn backends_terminated_under_load_give_503s_never_500s_and_no_half_written_run(pool: PgPool) {
+#[tokio::test]
+async fn backends_terminated_under_load_give_503s_never_500s_and_no_half_written_run() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool.clone()).await;
     app.user(7, false, false, false).await;
     let mut runs = Vec::new();
@@ -352,4 +356,47 @@ async fn backends_terminated_under_load_give_503s_never_500s_and_no_half_written
         recovered += 1;
     }
     assert_eq!(recovered, runs.len());
+}
+
+#[tokio::test]
+async fn with_every_connection_taken_a_request_waits_the_acquire_timeout_then_gets_503() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool.clone()).await;
+    let (run_id, digest) = support::owned_run(&app).await;
+    let small_pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .acquire_timeout(Duration::from_millis(300))
+        .connect_with((*pool.connect_options()).clone())
+        .await
+        .unwrap();
+    let starved = app.with_pool(small_pool.clone());
+    let held = (
+        small_pool.acquire().await.unwrap(),
+        small_pool.acquire().await.unwrap(),
+    );
+
+    let started = std::time::Instant::now();
+    let answer = starved.decide(run_id, false, Some(7), &digest).await;
+    let waited = started.elapsed();
+    assert_eq!(
+        answer.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{:?}",
+        answer.body
+    );
+    assert_eq!(answer.code(), "database_unavailable");
+    assert!(answer.headers.contains_key("retry-after"));
+    assert!(
+        waited >= Duration::from_millis(300),
+        "answered before the acquire timeout: {waited:?}"
+    );
+    assert!(
+        waited < Duration::from_secs(5),
+        "the wait is bounded: {waited:?}"
+    );
+
+    drop(held);
+    let answer = starved.decide(run_id, false, Some(7), &digest).await;
+    assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.body);
+    assert_eq!(idle_in_transaction(&pool).await, 0);
 }

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use crate::database::TestDatabase;
 use crate::support::{
     self, Answer, Options, Recorded, TestApp, assert_nothing_recorded, owned_run, recorded,
     run_body,
@@ -122,8 +123,9 @@ async fn status_of(app: &TestApp, run_id: Uuid) -> Value {
 
 // --- Who declined: the three decided_by tokens, end to end ---
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_denial_by_the_owner_tells_the_model_they_declined_it_themselves(pool: PgPool) {
+#[tokio::test]
+async fn a_denial_by_the_owner_tells_the_model_they_declined_it_themselves() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, digest) = owned_run(&app).await;
     let answer = app.decide(id, false, Some(OWNER), &digest).await;
@@ -139,8 +141,9 @@ async fn a_denial_by_the_owner_tells_the_model_they_declined_it_themselves(pool:
     assert_eq!(status_of(&app, id).await, "resumed");
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_denial_by_an_approver_tells_the_model_another_backend_user_declined(pool: PgPool) {
+#[tokio::test]
+async fn a_denial_by_an_approver_tells_the_model_another_backend_user_declined() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, digest) = owned_run(&app).await;
     people(&app).await;
@@ -157,8 +160,9 @@ async fn a_denial_by_an_approver_tells_the_model_another_backend_user_declined(p
     assert_eq!(status_of(&app, id).await, "resumed");
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_denial_by_an_admin_tells_the_model_another_backend_user_declined(pool: PgPool) {
+#[tokio::test]
+async fn a_denial_by_an_admin_tells_the_model_another_backend_user_declined() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, digest) = owned_run(&app).await;
     people(&app).await;
@@ -175,8 +179,9 @@ async fn a_denial_by_an_admin_tells_the_model_another_backend_user_declined(pool
     assert_eq!(status_of(&app, id).await, "resumed");
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn an_anonymous_denial_tells_the_model_a_human_reviewer_declined(pool: PgPool) {
+#[tokio::test]
+async fn an_anonymous_denial_tells_the_model_a_human_reviewer_declined() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, digest) = owned_run(&app).await;
     // The anonymous scope alone is enough to decide with no decider uid.
@@ -195,8 +200,9 @@ async fn an_anonymous_denial_tells_the_model_a_human_reviewer_declined(pool: PgP
     assert_eq!(status_of(&app, id).await, "resumed");
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn nobody_declines_a_service_run_as_its_owner(pool: PgPool) {
+#[tokio::test]
+async fn nobody_declines_a_service_run_as_its_owner() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     people(&app).await;
     let id = Uuid::new_v4();
@@ -213,8 +219,9 @@ async fn nobody_declines_a_service_run_as_its_owner(pool: PgPool) {
 
 // --- Reasons ---
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_reason_is_rendered_on_the_write_call_only(pool: PgPool) {
+#[tokio::test]
+async fn a_reason_is_rendered_on_the_write_call_only() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     app.user(OWNER, false, false, false).await;
     people(&app).await;
@@ -276,8 +283,9 @@ async fn a_reason_is_rendered_on_the_write_call_only(pool: PgPool) {
     }
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn an_approval_with_a_reason_is_unprocessable(pool: PgPool) {
+#[tokio::test]
+async fn an_approval_with_a_reason_is_unprocessable() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, digest) = owned_run(&app).await;
     people(&app).await;
@@ -296,8 +304,9 @@ async fn an_approval_with_a_reason_is_unprocessable(pool: PgPool) {
     assert_nothing_recorded(&app.pool, id).await;
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_reason_outside_variant_and_skip_is_unprocessable(pool: PgPool) {
+#[tokio::test]
+async fn a_reason_outside_variant_and_skip_is_unprocessable() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, digest) = owned_run(&app).await;
     let body = json!({"approved": false, "decider_uid": OWNER, "turn_digest": digest, "reason": "because"});
@@ -320,8 +329,9 @@ async fn assert_refused(app: &TestApp, key: &str, run_id: Uuid, body: Value, cod
     assert!(run.get("decision").is_none(), "{run}");
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn an_unknown_decider_is_refused_and_nothing_is_recorded(pool: PgPool) {
+#[tokio::test]
+async fn an_unknown_decider_is_refused_and_nothing_is_recorded() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, digest) = owned_run(&app).await;
     for approved in [false, true] {
@@ -344,8 +354,9 @@ async fn an_unknown_decider_is_refused_and_nothing_is_recorded(pool: PgPool) {
     assert_refused(&app, &app.admin_key, id, body, "unknown_decider").await;
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_decision_body_that_does_not_fit_is_unprocessable_and_records_nothing(pool: PgPool) {
+#[tokio::test]
+async fn a_decision_body_that_does_not_fit_is_unprocessable_and_records_nothing() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, digest) = owned_run(&app).await;
     let bodies = [
@@ -370,8 +381,9 @@ async fn a_decision_body_that_does_not_fit_is_unprocessable_and_records_nothing(
     }
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_disabled_decider_is_refused_and_nothing_is_recorded(pool: PgPool) {
+#[tokio::test]
+async fn a_disabled_decider_is_refused_and_nothing_is_recorded() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, digest) = owned_run(&app).await;
     // A disabled admin, a disabled approver, and the owner once disabled: none may decide.
@@ -386,8 +398,9 @@ async fn a_disabled_decider_is_refused_and_nothing_is_recorded(pool: PgPool) {
     assert_refused(&app, &app.admin_key, id, body, "decider_disabled").await;
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_plain_other_user_is_refused_and_nothing_is_recorded(pool: PgPool) {
+#[tokio::test]
+async fn a_plain_other_user_is_refused_and_nothing_is_recorded() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, digest) = owned_run(&app).await;
     people(&app).await;
@@ -397,8 +410,9 @@ async fn a_plain_other_user_is_refused_and_nothing_is_recorded(pool: PgPool) {
     }
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn no_decider_without_the_anonymous_scope_is_refused_and_nothing_is_recorded(pool: PgPool) {
+#[tokio::test]
+async fn no_decider_without_the_anonymous_scope_is_refused_and_nothing_is_recorded() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, digest) = owned_run(&app).await;
     let chat = app
@@ -420,8 +434,9 @@ async fn no_decider_without_the_anonymous_scope_is_refused_and_nothing_is_record
     assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_named_decider_needs_the_decide_scope(pool: PgPool) {
+#[tokio::test]
+async fn a_named_decider_needs_the_decide_scope() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, digest) = owned_run(&app).await;
     let reader = app.client("reader", &["runs:read", "runs:write"]).await;
@@ -429,8 +444,9 @@ async fn a_named_decider_needs_the_decide_scope(pool: PgPool) {
     assert_refused(&app, &reader, id, body, "missing_scope").await;
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_run_of_another_tenant_is_answered_like_a_missing_one(pool: PgPool) {
+#[tokio::test]
+async fn a_run_of_another_tenant_is_answered_like_a_missing_one() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, digest) = owned_run(&app).await;
     let stranger = support::add_client(&app.pool, "stranger", "other", support::ALL_SCOPES).await;
@@ -454,8 +470,9 @@ async fn four_eyes_run(app: &TestApp) -> (Uuid, String) {
     (id, run["turn"]["digest"].as_str().unwrap().to_owned())
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn under_four_eyes_the_owner_may_not_approve(pool: PgPool) {
+#[tokio::test]
+async fn under_four_eyes_the_owner_may_not_approve() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, digest) = four_eyes_run(&app).await;
     let body = json!({"approved": true, "decider_uid": OWNER, "turn_digest": digest});
@@ -472,8 +489,9 @@ async fn under_four_eyes_the_owner_may_not_approve(pool: PgPool) {
     assert_refused(&app, &app.admin_key, id, body, "second_approver_required").await;
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn under_four_eyes_the_owner_may_still_deny(pool: PgPool) {
+#[tokio::test]
+async fn under_four_eyes_the_owner_may_still_deny() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, digest) = four_eyes_run(&app).await;
     let answer = app.decide(id, false, Some(OWNER), &digest).await;
@@ -488,8 +506,9 @@ async fn under_four_eyes_the_owner_may_still_deny(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn under_four_eyes_an_approver_may_approve(pool: PgPool) {
+#[tokio::test]
+async fn under_four_eyes_an_approver_may_approve() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, digest) = four_eyes_run(&app).await;
     people(&app).await;
@@ -503,8 +522,9 @@ async fn under_four_eyes_an_approver_may_approve(pool: PgPool) {
 
 // --- Conflicts (§5) ---
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_stale_digest_is_a_conflict_and_records_nothing(pool: PgPool) {
+#[tokio::test]
+async fn a_stale_digest_is_a_conflict_and_records_nothing() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, digest) = owned_run(&app).await;
     let stale = "0".repeat(64);
@@ -517,8 +537,9 @@ async fn a_stale_digest_is_a_conflict_and_records_nothing(pool: PgPool) {
     }
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn the_same_denial_again_gets_a_byte_identical_answer_and_records_nothing_new(pool: PgPool) {
+#[tokio::test]
+async fn the_same_denial_again_gets_a_byte_identical_answer_and_records_nothing_new() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, digest) = owned_run(&app).await;
     let body = json!({"approved": false, "decider_uid": OWNER, "turn_digest": digest, "reason": "variant"});
@@ -541,10 +562,9 @@ async fn the_same_denial_again_gets_a_byte_identical_answer_and_records_nothing_
     );
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn the_same_approval_again_gets_a_byte_identical_answer_and_records_nothing_new(
-    pool: PgPool,
-) {
+#[tokio::test]
+async fn the_same_approval_again_gets_a_byte_identical_answer_and_records_nothing_new() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, digest) = owned_run(&app).await;
     let first = app.decide(id, true, Some(OWNER), &digest).await;
@@ -559,8 +579,9 @@ async fn the_same_approval_again_gets_a_byte_identical_answer_and_records_nothin
     assert_eq!(recorded(&app.pool, id).await, after_first);
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_different_decision_on_a_decided_turn_is_a_conflict(pool: PgPool) {
+#[tokio::test]
+async fn a_different_decision_on_a_decided_turn_is_a_conflict() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, digest) = owned_run(&app).await;
     people(&app).await;
@@ -593,8 +614,9 @@ async fn a_different_decision_on_a_decided_turn_is_a_conflict(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_reason_given_first_and_left_out_again_is_a_different_decision(pool: PgPool) {
+#[tokio::test]
+async fn a_reason_given_first_and_left_out_again_is_a_different_decision() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, digest) = owned_run(&app).await;
     let with_reason =
@@ -608,8 +630,9 @@ async fn a_reason_given_first_and_left_out_again_is_a_different_decision(pool: P
     assert_eq!(answer.code(), "already_decided");
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_decision_on_a_cancelled_run_is_not_awaiting_approval(pool: PgPool) {
+#[tokio::test]
+async fn a_decision_on_a_cancelled_run_is_not_awaiting_approval() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, digest) = owned_run(&app).await;
     let cancelled = app.post(&format!("/v1/runs/{id}/cancel"), json!({})).await;
@@ -633,8 +656,9 @@ async fn a_decision_on_a_cancelled_run_is_not_awaiting_approval(pool: PgPool) {
 
 // --- Approval without executors ---
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn an_approval_without_executors_answers_not_permitted_for_every_call(pool: PgPool) {
+#[tokio::test]
+async fn an_approval_without_executors_answers_not_permitted_for_every_call() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, digest) = owned_run(&app).await;
     let answer = app.decide(id, true, Some(OWNER), &digest).await;
@@ -744,8 +768,9 @@ async fn assert_approval_event_whole(app: &TestApp, run_id: Uuid, digest: &str) 
 
 const WRITE_ARGUMENTS: &str = r#"{"page": 12, "description": "A page"}"#;
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn with_the_floor_full_and_the_run_at_none_no_tool_event_is_stored(pool: PgPool) {
+#[tokio::test]
+async fn with_the_floor_full_and_the_run_at_none_no_tool_event_is_stored() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, answer) = denied_at(&app, "none", WRITE_ARGUMENTS).await;
     let digest = answer.body["decision"]["turn_digest"].as_str().unwrap();
@@ -764,8 +789,9 @@ async fn with_the_floor_full_and_the_run_at_none_no_tool_event_is_stored(pool: P
     );
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn with_the_floor_metadata_and_the_run_full_tool_events_keep_no_payload(pool: PgPool) {
+#[tokio::test]
+async fn with_the_floor_metadata_and_the_run_full_tool_events_keep_no_payload() {
+    let (_database, pool) = TestDatabase::create().await;
     let options = Options {
         privacy_floor: PrivacyLevel::Metadata,
         ..Options::default()
@@ -817,8 +843,9 @@ async fn with_the_floor_metadata_and_the_run_full_tool_events_keep_no_payload(po
     );
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn with_the_run_redacted_stored_arguments_are_redacted(pool: PgPool) {
+#[tokio::test]
+async fn with_the_run_redacted_stored_arguments_are_redacted() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let key = "sk-abcdefghijklmnopqrstuvwxyz0123456789";
     let arguments =
@@ -853,8 +880,9 @@ async fn with_the_run_redacted_stored_arguments_are_redacted(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn with_the_floor_and_the_run_full_tool_events_are_verbatim(pool: PgPool) {
+#[tokio::test]
+async fn with_the_floor_and_the_run_full_tool_events_are_verbatim() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let arguments = r#"{"page": 12, "description": "Write to ann@example.com"}"#;
     let (id, answer) = denied_at(&app, "full", arguments).await;
@@ -885,10 +913,9 @@ async fn with_the_floor_and_the_run_full_tool_events_are_verbatim(pool: PgPool) 
     assert_approval_event_whole(&app, id, digest).await;
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn the_stricter_of_the_service_floor_and_the_run_level_applies_in_every_combination(
-    pool: PgPool,
-) {
+#[tokio::test]
+async fn the_stricter_of_the_service_floor_and_the_run_level_applies_in_every_combination() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     // Strictest first; the stricter of two is the one with the lower index.
     let levels = ["none", "metadata", "redacted", "full"];
@@ -927,8 +954,9 @@ async fn the_stricter_of_the_service_floor_and_the_run_level_applies_in_every_co
 
 // --- The resumed model input (§7) ---
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn the_model_input_is_a_conflict_before_a_decision(pool: PgPool) {
+#[tokio::test]
+async fn the_model_input_is_a_conflict_before_a_decision() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, _) = owned_run(&app).await;
     for query in ["", "?format=anthropic", "?format=openai-responses"] {
@@ -938,8 +966,9 @@ async fn the_model_input_is_a_conflict_before_a_decision(pool: PgPool) {
     }
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn after_a_denial_the_model_input_is_the_one_the_decision_answered(pool: PgPool) {
+#[tokio::test]
+async fn after_a_denial_the_model_input_is_the_one_the_decision_answered() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, digest) = owned_run(&app).await;
     let decided = app.decide(id, false, Some(OWNER), &digest).await;
@@ -988,8 +1017,9 @@ fn responses_results(input: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn every_format_carries_the_same_results_in_the_same_order(pool: PgPool) {
+#[tokio::test]
+async fn every_format_carries_the_same_results_in_the_same_order() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, digest) = owned_run(&app).await;
     people(&app).await;
@@ -1074,8 +1104,9 @@ async fn every_format_carries_the_same_results_in_the_same_order(pool: PgPool) {
     assert_eq!(replayed.body["results"], decided.body["results"]);
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn an_unknown_format_is_unprocessable(pool: PgPool) {
+#[tokio::test]
+async fn an_unknown_format_is_unprocessable() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, digest) = owned_run(&app).await;
     let decided = app.decide(id, false, Some(OWNER), &digest).await;
@@ -1092,10 +1123,9 @@ async fn an_unknown_format_is_unprocessable(pool: PgPool) {
     assert_eq!(answer.content_type(), "application/problem+json");
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_decision_asking_for_an_unknown_format_is_unprocessable_and_records_nothing(
-    pool: PgPool,
-) {
+#[tokio::test]
+async fn a_decision_asking_for_an_unknown_format_is_unprocessable_and_records_nothing() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, digest) = owned_run(&app).await;
     let answer = app
@@ -1115,8 +1145,9 @@ async fn a_decision_asking_for_an_unknown_format_is_unprocessable_and_records_no
 
 // --- The run after the decision ---
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn the_run_shows_its_decision_once_decided(pool: PgPool) {
+#[tokio::test]
+async fn the_run_shows_its_decision_once_decided() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, digest) = owned_run(&app).await;
     let before = app.get(&format!("/v1/runs/{id}")).await.body;

@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use crate::database::TestDatabase;
 use crate::support::{self, Options, TestApp, call};
 
 /// One request an executor received.
@@ -149,8 +150,9 @@ fn results(answer: &support::Answer) -> Vec<(String, String, bool)> {
         .collect()
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn an_approved_turn_runs_its_calls_in_order_and_returns_their_results(pool: PgPool) {
+#[tokio::test]
+async fn an_approved_turn_runs_its_calls_in_order_and_returns_their_results() {
+    let (_database, pool) = TestDatabase::create().await;
     let fake = FakeExecutor::start().await;
     let app = app_with_tools(
         pool,
@@ -205,8 +207,9 @@ async fn an_approved_turn_runs_its_calls_in_order_and_returns_their_results(pool
     }
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn every_executor_failure_becomes_the_failed_result(pool: PgPool) {
+#[tokio::test]
+async fn every_executor_failure_becomes_the_failed_result() {
+    let (_database, pool) = TestDatabase::create().await;
     let fake = FakeExecutor::start().await;
     let mut tools: HashMap<String, ToolExecutor> = [
         ("slow_tool", "slow"),
@@ -255,8 +258,9 @@ async fn every_executor_failure_becomes_the_failed_result(pool: PgPool) {
     assert_eq!(results(&answer), expected);
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn an_oversized_answer_is_cut_and_marked(pool: PgPool) {
+#[tokio::test]
+async fn an_oversized_answer_is_cut_and_marked() {
+    let (_database, pool) = TestDatabase::create().await;
     let fake = FakeExecutor::start().await;
     let app = app_with_tools(pool, &fake, &[("big_tool", "huge")]).await;
     let (run_id, digest) = run_calling(&app, &["big_tool"]).await;
@@ -266,8 +270,9 @@ async fn an_oversized_answer_is_cut_and_marked(pool: PgPool) {
     assert_eq!(answer.body["results"][0]["outcome"], "ok");
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_tool_without_an_enabled_executor_is_not_permitted_and_never_called(pool: PgPool) {
+#[tokio::test]
+async fn a_tool_without_an_enabled_executor_is_not_permitted_and_never_called() {
+    let (_database, pool) = TestDatabase::create().await;
     let fake = FakeExecutor::start().await;
     let mut tools = HashMap::new();
     tools.insert(
@@ -305,8 +310,9 @@ async fn a_tool_without_an_enabled_executor_is_not_permitted_and_never_called(po
     assert!(fake.received().is_empty());
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn the_executor_secret_is_sent_as_a_bearer_token(pool: PgPool) {
+#[tokio::test]
+async fn the_executor_secret_is_sent_as_a_bearer_token() {
+    let (_database, pool) = TestDatabase::create().await;
     let fake = FakeExecutor::start().await;
     let mut tools = HashMap::new();
     let secret = approval_resume::config::Secret::new("exec-secret-1".into());
@@ -369,10 +375,9 @@ async fn abandoned_turn(app: &TestApp, run_id: Uuid, digest: &str) {
         .unwrap();
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_turn_abandoned_mid_way_is_finished_by_recovery_without_sending_any_call_twice(
-    pool: PgPool,
-) {
+#[tokio::test]
+async fn a_turn_abandoned_mid_way_is_finished_by_recovery_without_sending_any_call_twice() {
+    let (_database, pool) = TestDatabase::create().await;
     let fake = FakeExecutor::start().await;
     let app = app_with_tools(
         pool.clone(),
@@ -423,8 +428,9 @@ async fn a_turn_abandoned_mid_way_is_finished_by_recovery_without_sending_any_ca
     assert_eq!(fake.received().len(), 1);
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_turn_whose_lease_still_runs_is_left_to_its_instance(pool: PgPool) {
+#[tokio::test]
+async fn a_turn_whose_lease_still_runs_is_left_to_its_instance() {
+    let (_database, pool) = TestDatabase::create().await;
     let fake = FakeExecutor::start().await;
     let app = app_with_tools(
         pool.clone(),
@@ -449,8 +455,9 @@ async fn a_turn_whose_lease_still_runs_is_left_to_its_instance(pool: PgPool) {
     assert_eq!(status, "resuming");
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_slow_executor_within_its_timeout_is_waited_for(pool: PgPool) {
+#[tokio::test]
+async fn a_slow_executor_within_its_timeout_is_waited_for() {
+    let (_database, pool) = TestDatabase::create().await;
     let fake = FakeExecutor::start().await;
     let mut tools = HashMap::new();
     tools.insert(

@@ -14,9 +14,9 @@ use std::path::PathBuf;
 
 use axum::http::StatusCode;
 use serde_json::{Value, json};
-use sqlx::PgPool;
 use uuid::Uuid;
 
+use crate::database::TestDatabase;
 use crate::support::{self, TestApp, call};
 
 /// Fixed, so the run is the same on every run of the test.
@@ -207,8 +207,9 @@ fn text(value: &Value) -> String {
         .to_owned()
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn each_format_of_a_two_turn_run_matches_its_golden_file(pool: PgPool) {
+#[tokio::test]
+async fn each_format_of_a_two_turn_run_matches_its_golden_file() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let answered = resumed_twice(&app).await;
     for format in FORMATS {
@@ -220,8 +221,9 @@ async fn each_format_of_a_two_turn_run_matches_its_golden_file(pool: PgPool) {
     assert_eq!(answered, default.body);
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn all_three_formats_carry_the_same_calls_and_results_in_the_same_order(pool: PgPool) {
+#[tokio::test]
+async fn all_three_formats_carry_the_same_calls_and_results_in_the_same_order() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     resumed_twice(&app).await;
     let chat = model_input(&app, "openai-chat").await;

@@ -9,6 +9,7 @@ use serde_json::json;
 use tracing_subscriber::fmt::MakeWriter;
 use uuid::Uuid;
 
+use crate::database::TestDatabase;
 use crate::executors::{FakeExecutor, app_with_tools};
 use crate::support::{call, transcript};
 
@@ -33,8 +34,9 @@ impl<'a> MakeWriter<'a> for Captured {
     }
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn no_argument_result_or_transcript_reaches_the_logs_even_at_debug(pool: sqlx::PgPool) {
+#[tokio::test]
+async fn no_argument_result_or_transcript_reaches_the_logs_even_at_debug() {
+    let (_database, pool) = TestDatabase::create().await;
     let captured = Captured::default();
     let subscriber = tracing_subscriber::fmt()
         .json()

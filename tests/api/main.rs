@@ -1,8 +1,10 @@
-//! API tests against a real Postgres: each `#[sqlx::test]` gets a fresh, migrated database.
+//! API tests against a real Postgres: each test gets a fresh, migrated database of its own (`TestDatabase`).
 
 mod approvals;
 mod auth;
 mod concurrency;
+#[path = "../common/database.rs"]
+mod database;
 mod decisions;
 mod executors;
 mod formats;

@@ -8,10 +8,12 @@ use axum::http::StatusCode;
 use serde_json::Value;
 use sqlx::postgres::PgListener;
 
+use crate::database::TestDatabase;
 use crate::support;
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_resume_is_announced_on_the_channel_with_the_run_id(pool: sqlx::PgPool) {
+#[tokio::test]
+async fn a_resume_is_announced_on_the_channel_with_the_run_id() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool.clone()).await;
     let mut listener = PgListener::connect_with(&pool).await.unwrap();
     listener.listen(RESUMED_CHANNEL).await.unwrap();
@@ -32,8 +34,9 @@ async fn a_resume_is_announced_on_the_channel_with_the_run_id(pool: sqlx::PgPool
     assert_eq!(payload["approved"], false);
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_refused_decision_announces_nothing(pool: sqlx::PgPool) {
+#[tokio::test]
+async fn a_refused_decision_announces_nothing() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool.clone()).await;
     let mut listener = PgListener::connect_with(&pool).await.unwrap();
     listener.listen(RESUMED_CHANNEL).await.unwrap();
@@ -44,8 +47,9 @@ async fn a_refused_decision_announces_nothing(pool: sqlx::PgPool) {
     assert!(heard.is_err(), "something was announced: {heard:?}");
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_purge_clears_old_payloads_and_deletes_old_finished_runs_only(pool: sqlx::PgPool) {
+#[tokio::test]
+async fn a_purge_clears_old_payloads_and_deletes_old_finished_runs_only() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool.clone()).await;
     let (old_finished, digest) = full_privacy_run(&app).await;
     app.decide(old_finished, false, Some(7), &digest).await;

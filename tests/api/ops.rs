@@ -2,10 +2,12 @@
 
 use axum::http::{Method, StatusCode};
 
+use crate::database::TestDatabase;
 use crate::support;
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn metrics_count_requests_by_route_and_decisions_by_decided_by(pool: sqlx::PgPool) {
+#[tokio::test]
+async fn metrics_count_requests_by_route_and_decisions_by_decided_by() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (run_id, digest) = support::owned_run(&app).await;
     let answer = app.decide(run_id, false, Some(7), &digest).await;
@@ -42,8 +44,9 @@ async fn metrics_count_requests_by_route_and_decisions_by_decided_by(pool: sqlx:
     );
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn metrics_need_a_key_with_the_metrics_scope(pool: sqlx::PgPool) {
+#[tokio::test]
+async fn metrics_need_a_key_with_the_metrics_scope() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let no_key = app.call(Method::GET, "/metrics", None, None).await;
     assert_eq!(no_key.status, StatusCode::UNAUTHORIZED);
@@ -55,8 +58,9 @@ async fn metrics_need_a_key_with_the_metrics_scope(pool: sqlx::PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn readiness_says_ready_once_the_database_is_migrated(pool: sqlx::PgPool) {
+#[tokio::test]
+async fn readiness_says_ready_once_the_database_is_migrated() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let ready = app.call(Method::GET, "/readyz", None, None).await;
     assert_eq!(

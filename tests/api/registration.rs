@@ -3,9 +3,9 @@
 use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use sqlx::PgPool;
 use uuid::Uuid;
 
+use crate::database::TestDatabase;
 use crate::support::{
     self, Options, RowCounts, TestApp, assert_problem, call, owned_run, row_counts, run_body,
     transcript,
@@ -57,10 +57,9 @@ fn assert_no_runs(counts: RowCounts) {
     assert_eq!((counts.runs, counts.turn_calls), (0, 0));
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_registered_run_is_answered_with_its_pending_calls_in_order_and_its_turn_digest(
-    pool: PgPool,
-) {
+#[tokio::test]
+async fn a_registered_run_is_answered_with_its_pending_calls_in_order_and_its_turn_digest() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     app.user(7, false, false, false).await;
     let id = Uuid::new_v4();
@@ -104,8 +103,9 @@ async fn a_registered_run_is_answered_with_its_pending_calls_in_order_and_its_tu
     assert_eq!(&read.body, run);
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn the_published_digest_example_is_what_the_api_computes(pool: PgPool) {
+#[tokio::test]
+async fn the_published_digest_example_is_what_the_api_computes() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     // The example's canonical text, as DESIGN.md §2 prints it, hashes to the published value.
     assert_eq!(
@@ -130,8 +130,9 @@ async fn the_published_digest_example_is_what_the_api_computes(pool: PgPool) {
     assert_eq!(run["turn"]["pending_calls"][0]["effect"], "read");
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn the_same_registration_again_is_answered_200_with_the_same_run(pool: PgPool) {
+#[tokio::test]
+async fn the_same_registration_again_is_answered_200_with_the_same_run() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     app.user(7, false, false, false).await;
     let id = Uuid::new_v4();
@@ -145,8 +146,9 @@ async fn the_same_registration_again_is_answered_200_with_the_same_run(pool: PgP
     assert_eq!((counts.runs, counts.turn_calls), (1, 2));
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn the_same_registration_with_its_keys_in_another_order_is_the_same_run(pool: PgPool) {
+#[tokio::test]
+async fn the_same_registration_with_its_keys_in_another_order_is_the_same_run() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     app.user(7, false, false, false).await;
     let id = Uuid::new_v4();
@@ -182,8 +184,9 @@ async fn the_same_registration_with_its_keys_in_another_order_is_the_same_run(po
     assert_eq!(row_counts(&app.pool).await.runs, 1);
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_registration_that_spells_out_the_defaults_is_the_same_run(pool: PgPool) {
+#[tokio::test]
+async fn a_registration_that_spells_out_the_defaults_is_the_same_run() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     app.user(7, false, false, false).await;
     let id = Uuid::new_v4();
@@ -198,8 +201,9 @@ async fn a_registration_that_spells_out_the_defaults_is_the_same_run(pool: PgPoo
     assert_eq!(again.body, first);
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn another_body_under_a_taken_id_is_a_conflict_and_changes_nothing(pool: PgPool) {
+#[tokio::test]
+async fn another_body_under_a_taken_id_is_a_conflict_and_changes_nothing() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     app.user(7, false, false, false).await;
     let id = Uuid::new_v4();
@@ -223,10 +227,9 @@ async fn another_body_under_a_taken_id_is_a_conflict_and_changes_nothing(pool: P
     assert_eq!((counts.runs, counts.turn_calls), (1, 2));
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn an_id_taken_in_another_tenant_is_a_conflict_that_reveals_nothing_of_that_run(
-    pool: PgPool,
-) {
+#[tokio::test]
+async fn an_id_taken_in_another_tenant_is_a_conflict_that_reveals_nothing_of_that_run() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let id = Uuid::new_v4();
     let first = app.register(run_body(id, 0)).await;
@@ -249,8 +252,9 @@ async fn an_id_taken_in_another_tenant_is_a_conflict_that_reveals_nothing_of_tha
 
 // Refusals of the transcript: 422 invalid_transcript, nothing written.
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_transcript_whose_last_message_is_not_an_assistant_turn_is_refused(pool: PgPool) {
+#[tokio::test]
+async fn a_transcript_whose_last_message_is_not_an_assistant_turn_is_refused() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let mut messages = transcript(vec![call("call_1", "read_page", "{}")]);
     messages.push(json!({"role": "user", "content": "and then?"}));
@@ -264,8 +268,9 @@ async fn a_transcript_whose_last_message_is_not_an_assistant_turn_is_refused(poo
     .await;
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn an_assistant_turn_without_tool_calls_is_refused(pool: PgPool) {
+#[tokio::test]
+async fn an_assistant_turn_without_tool_calls_is_refused() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let no_calls = vec![
         json!({"role": "user", "content": "hi"}),
@@ -288,8 +293,9 @@ async fn an_assistant_turn_without_tool_calls_is_refused(pool: PgPool) {
     }
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn an_empty_transcript_is_refused(pool: PgPool) {
+#[tokio::test]
+async fn an_empty_transcript_is_refused() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
 
     assert_refused(
@@ -301,8 +307,9 @@ async fn an_empty_transcript_is_refused(pool: PgPool) {
     .await;
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_call_id_used_twice_is_refused(pool: PgPool) {
+#[tokio::test]
+async fn a_call_id_used_twice_is_refused() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let in_one_turn = transcript(vec![
         call("call_1", "read_page", "{}"),
@@ -326,8 +333,9 @@ async fn a_call_id_used_twice_is_refused(pool: PgPool) {
     }
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_tool_name_outside_the_providers_rule_is_refused(pool: PgPool) {
+#[tokio::test]
+async fn a_tool_name_outside_the_providers_rule_is_refused() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let too_long = "x".repeat(65);
 
@@ -342,8 +350,9 @@ async fn a_tool_name_outside_the_providers_rule_is_refused(pool: PgPool) {
     }
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_tool_name_of_64_allowed_characters_is_accepted(pool: PgPool) {
+#[tokio::test]
+async fn a_tool_name_of_64_allowed_characters_is_accepted() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let name = format!("{}-_9", "A".repeat(61));
     assert_eq!(name.len(), 64);
@@ -355,8 +364,9 @@ async fn a_tool_name_of_64_allowed_characters_is_accepted(pool: PgPool) {
     assert_eq!(run["turn"]["pending_calls"][0]["name"], name);
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn arguments_that_are_not_a_string_holding_a_json_object_are_refused(pool: PgPool) {
+#[tokio::test]
+async fn arguments_that_are_not_a_string_holding_a_json_object_are_refused() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let not_a_string = json!({"id": "call_1", "type": "function",
         "function": {"name": "read_page", "arguments": {"page": 12}}});
@@ -374,8 +384,9 @@ async fn arguments_that_are_not_a_string_holding_a_json_object_are_refused(pool:
     }
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_message_with_an_unknown_role_is_refused(pool: PgPool) {
+#[tokio::test]
+async fn a_message_with_an_unknown_role_is_refused() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let mut messages = transcript(vec![call("call_1", "read_page", "{}")]);
     messages.insert(1, json!({"role": "robot", "content": "beep"}));
@@ -389,8 +400,9 @@ async fn a_message_with_an_unknown_role_is_refused(pool: PgPool) {
     .await;
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_tool_message_without_its_tool_call_id_is_refused(pool: PgPool) {
+#[tokio::test]
+async fn a_tool_message_without_its_tool_call_id_is_refused() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let messages = vec![
         json!({"role": "user", "content": "Read page 1."}),
@@ -410,8 +422,9 @@ async fn a_tool_message_without_its_tool_call_id_is_refused(pool: PgPool) {
 
 // Refusals of the body's other fields.
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn an_unknown_top_level_field_is_refused_as_an_invalid_body(pool: PgPool) {
+#[tokio::test]
+async fn an_unknown_top_level_field_is_refused_as_an_invalid_body() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let mut body = run_body(Uuid::new_v4(), 0);
     body["priority"] = json!(1);
@@ -419,8 +432,9 @@ async fn an_unknown_top_level_field_is_refused_as_an_invalid_body(pool: PgPool) 
     assert_refused(&app, body, StatusCode::UNPROCESSABLE_ENTITY, "invalid_body").await;
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_negative_owner_uid_is_refused(pool: PgPool) {
+#[tokio::test]
+async fn a_negative_owner_uid_is_refused() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
 
     assert_refused(
@@ -432,8 +446,9 @@ async fn a_negative_owner_uid_is_refused(pool: PgPool) {
     .await;
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn an_owner_uid_that_names_no_user_of_the_tenant_is_refused(pool: PgPool) {
+#[tokio::test]
+async fn an_owner_uid_that_names_no_user_of_the_tenant_is_refused() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     // uid 9 exists, but in another tenant: it is no user of this client's tenant.
     let other_tenant = support::add_client(&app.pool, "other", "other", support::ALL_SCOPES).await;
@@ -458,8 +473,9 @@ async fn an_owner_uid_that_names_no_user_of_the_tenant_is_refused(pool: PgPool) 
     }
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn owner_uid_0_registers_a_service_run_without_any_user(pool: PgPool) {
+#[tokio::test]
+async fn owner_uid_0_registers_a_service_run_without_any_user() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
 
     let run = app.register(run_body(Uuid::new_v4(), 0)).await;
@@ -469,8 +485,9 @@ async fn owner_uid_0_registers_a_service_run_without_any_user(pool: PgPool) {
     assert_eq!(row_counts(&app.pool).await.backend_users, 0);
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_tool_declared_twice_or_with_an_invalid_name_is_refused(pool: PgPool) {
+#[tokio::test]
+async fn a_tool_declared_twice_or_with_an_invalid_name_is_refused() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let mut twice = run_body(Uuid::new_v4(), 0);
     twice["tools"] = json!([
@@ -485,8 +502,9 @@ async fn a_tool_declared_twice_or_with_an_invalid_name_is_refused(pool: PgPool) 
     }
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn an_effect_outside_read_and_write_is_refused(pool: PgPool) {
+#[tokio::test]
+async fn an_effect_outside_read_and_write_is_refused() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let mut body = run_body(Uuid::new_v4(), 0);
     body["tools"] = json!([{"name": "read_page", "effect": "delete"}]);
@@ -494,8 +512,9 @@ async fn an_effect_outside_read_and_write_is_refused(pool: PgPool) {
     assert_refused(&app, body, StatusCode::UNPROCESSABLE_ENTITY, "invalid_body").await;
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_privacy_level_outside_the_enum_is_refused(pool: PgPool) {
+#[tokio::test]
+async fn a_privacy_level_outside_the_enum_is_refused() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let mut body = run_body(Uuid::new_v4(), 0);
     body["privacy_level"] = json!("secret");
@@ -503,8 +522,9 @@ async fn a_privacy_level_outside_the_enum_is_refused(pool: PgPool) {
     assert_refused(&app, body, StatusCode::UNPROCESSABLE_ENTITY, "invalid_body").await;
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_privacy_level_of_the_enum_is_registered(pool: PgPool) {
+#[tokio::test]
+async fn a_privacy_level_of_the_enum_is_registered() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let mut body = run_body(Uuid::new_v4(), 0);
     body["privacy_level"] = json!("none");
@@ -516,8 +536,9 @@ async fn a_privacy_level_of_the_enum_is_registered(pool: PgPool) {
 
 // Refusals of the request's form.
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_body_that_is_not_declared_json_is_refused_415(pool: PgPool) {
+#[tokio::test]
+async fn a_body_that_is_not_declared_json_is_refused_415() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let text = serde_json::to_vec(&run_body(Uuid::new_v4(), 0)).unwrap();
 
@@ -534,8 +555,9 @@ async fn a_body_that_is_not_declared_json_is_refused_415(pool: PgPool) {
     assert_no_runs(row_counts(&app.pool).await);
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn malformed_json_is_refused_400(pool: PgPool) {
+#[tokio::test]
+async fn malformed_json_is_refused_400() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
 
     let answer = app
@@ -551,8 +573,9 @@ async fn malformed_json_is_refused_400(pool: PgPool) {
     assert_no_runs(row_counts(&app.pool).await);
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_body_over_the_limit_is_refused_413(pool: PgPool) {
+#[tokio::test]
+async fn a_body_over_the_limit_is_refused_413() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app_with(
         pool,
         Options {
@@ -577,8 +600,9 @@ async fn a_body_over_the_limit_is_refused_413(pool: PgPool) {
 
 // Backend users.
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn putting_a_user_creates_it_and_putting_it_again_replaces_it(pool: PgPool) {
+#[tokio::test]
+async fn putting_a_user_creates_it_and_putting_it_again_replaces_it() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let put = |body: Value| app.call(Method::PUT, "/v1/users/7", Some(&app.admin_key), Some(body));
 
@@ -604,8 +628,9 @@ async fn putting_a_user_creates_it_and_putting_it_again_replaces_it(pool: PgPool
     assert_eq!(row_counts(&app.pool).await.backend_users, 1);
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_uid_that_is_not_an_integer_of_at_least_1_is_refused(pool: PgPool) {
+#[tokio::test]
+async fn a_uid_that_is_not_an_integer_of_at_least_1_is_refused() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let body = json!({"username": "alice", "is_admin": false, "can_approve_others": false, "disabled": false});
 
@@ -623,8 +648,9 @@ async fn a_uid_that_is_not_an_integer_of_at_least_1_is_refused(pool: PgPool) {
     assert_eq!(row_counts(&app.pool).await.backend_users, 0);
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn an_empty_username_is_refused(pool: PgPool) {
+#[tokio::test]
+async fn an_empty_username_is_refused() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
 
     let answer = app
@@ -644,8 +670,9 @@ async fn an_empty_username_is_refused(pool: PgPool) {
     assert_eq!(row_counts(&app.pool).await.backend_users, 0);
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_user_body_with_an_unknown_or_a_missing_field_is_refused(pool: PgPool) {
+#[tokio::test]
+async fn a_user_body_with_an_unknown_or_a_missing_field_is_refused() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let unknown = json!({"username": "alice", "is_admin": false, "can_approve_others": false, "disabled": false, "email": "a@example.com"});
     let missing = json!({"username": "alice", "is_admin": false, "can_approve_others": false});
@@ -661,8 +688,9 @@ async fn a_user_body_with_an_unknown_or_a_missing_field_is_refused(pool: PgPool)
 
 // Cancelling and completing.
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn cancelling_a_waiting_run_cancels_it_and_cancelling_again_answers_the_run(pool: PgPool) {
+#[tokio::test]
+async fn cancelling_a_waiting_run_cancels_it_and_cancelling_again_answers_the_run() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, _) = owned_run(&app).await;
 
@@ -682,8 +710,9 @@ async fn cancelling_a_waiting_run_cancels_it_and_cancelling_again_answers_the_ru
     assert_eq!(again.body["status"], "cancelled");
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_run_waiting_for_approval_cannot_be_completed(pool: PgPool) {
+#[tokio::test]
+async fn a_run_waiting_for_approval_cannot_be_completed() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, _) = owned_run(&app).await;
 
@@ -696,8 +725,9 @@ async fn a_run_waiting_for_approval_cannot_be_completed(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_denied_run_completes_and_a_completed_run_cannot_be_cancelled(pool: PgPool) {
+#[tokio::test]
+async fn a_denied_run_completes_and_a_completed_run_cannot_be_cancelled() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, digest) = owned_run(&app).await;
     let denied = app.decide(id, false, Some(7), &digest).await;
@@ -720,8 +750,9 @@ async fn a_denied_run_completes_and_a_completed_run_cannot_be_cancelled(pool: Pg
     );
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_resumed_run_may_be_cancelled_and_then_not_completed(pool: PgPool) {
+#[tokio::test]
+async fn a_resumed_run_may_be_cancelled_and_then_not_completed() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, digest) = owned_run(&app).await;
     let denied = app.decide(id, false, Some(7), &digest).await;
@@ -735,8 +766,9 @@ async fn a_resumed_run_may_be_cancelled_and_then_not_completed(pool: PgPool) {
     assert_problem(&complete, StatusCode::CONFLICT, "run_finished");
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_decision_on_a_cancelled_run_is_refused_and_records_nothing(pool: PgPool) {
+#[tokio::test]
+async fn a_decision_on_a_cancelled_run_is_refused_and_records_nothing() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, digest) = owned_run(&app).await;
     let cancelled = act(&app, id, "cancel").await;

@@ -432,3 +432,27 @@ impl TestApp {
         }
     }
 }
+
+impl TestApp {
+    /// The same app over another pool (a smaller or a broken one), with the same admin key.
+    pub fn with_pool(&self, pool: PgPool) -> TestApp {
+        let resumer = Arc::new(Resumer {
+            pool: pool.clone(),
+            executors: self.state.resumer.executors.clone(),
+            privacy_floor: self.state.resumer.privacy_floor,
+            instance_id: self.state.resumer.instance_id,
+            lease_margin: self.state.resumer.lease_margin,
+        });
+        let state = AppState {
+            pool: pool.clone(),
+            resumer,
+            limits: self.state.limits,
+        };
+        TestApp {
+            router: router(state.clone()),
+            pool,
+            state,
+            admin_key: self.admin_key.clone(),
+        }
+    }
+}

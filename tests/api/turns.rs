@@ -6,6 +6,7 @@ use sha2::{Digest, Sha256};
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use crate::database::TestDatabase;
 use crate::support::{self, Answer, Recorded, TestApp, call, owned_run, recorded, run_body};
 
 const OWNER: i64 = 7;
@@ -90,8 +91,9 @@ fn the_digest_helper_gives_the_design_example() {
     );
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn after_a_denial_a_new_turn_suspends_the_run_again(pool: PgPool) {
+#[tokio::test]
+async fn after_a_denial_a_new_turn_suspends_the_run_again() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, digest0) = denied_run(&app).await;
     let resumed_input = app.get(&format!("/v1/runs/{id}/model-input")).await.body;
@@ -124,8 +126,9 @@ async fn after_a_denial_a_new_turn_suspends_the_run_again(pool: PgPool) {
     assert_eq!(still.body, resumed_input);
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn the_same_append_again_answers_the_same_run(pool: PgPool) {
+#[tokio::test]
+async fn the_same_append_again_answers_the_same_run() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, _) = denied_run(&app).await;
     let first = append(&app, id, next_turn("call_3")).await;
@@ -145,8 +148,9 @@ async fn the_same_append_again_answers_the_same_run(pool: PgPool) {
     assert_eq!(calls, 3);
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_decision_on_the_new_turn_with_the_old_digest_is_stale(pool: PgPool) {
+#[tokio::test]
+async fn a_decision_on_the_new_turn_with_the_old_digest_is_stale() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, digest0) = denied_run(&app).await;
     let appended = append(&app, id, next_turn("call_3")).await;
@@ -167,8 +171,9 @@ async fn a_decision_on_the_new_turn_with_the_old_digest_is_stale(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn denying_the_new_turn_resumes_with_both_turns_tool_messages_in_order(pool: PgPool) {
+#[tokio::test]
+async fn denying_the_new_turn_resumes_with_both_turns_tool_messages_in_order() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, _) = denied_run(&app).await;
     let appended = append(&app, id, next_turn("call_3")).await;
@@ -247,8 +252,9 @@ async fn denying_the_new_turn_resumes_with_both_turns_tool_messages_in_order(poo
     assert_eq!(result_ids, [vec!["call_1", "call_2"], vec!["call_3"]]);
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_new_turn_may_not_reuse_a_call_id_of_an_earlier_turn(pool: PgPool) {
+#[tokio::test]
+async fn a_new_turn_may_not_reuse_a_call_id_of_an_earlier_turn() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, digest0) = denied_run(&app).await;
     let transcript = working_transcript(&app.pool, id).await;
@@ -269,8 +275,9 @@ async fn a_new_turn_may_not_reuse_a_call_id_of_an_earlier_turn(pool: PgPool) {
     assert_eq!(working_transcript(&app.pool, id).await, transcript);
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_new_turn_must_end_in_an_assistant_turn_with_tool_calls(pool: PgPool) {
+#[tokio::test]
+async fn a_new_turn_must_end_in_an_assistant_turn_with_tool_calls() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, _) = denied_run(&app).await;
     let answer = append(
@@ -291,8 +298,9 @@ async fn a_new_turn_must_end_in_an_assistant_turn_with_tool_calls(pool: PgPool) 
     );
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn another_append_while_waiting_is_a_conflict(pool: PgPool) {
+#[tokio::test]
+async fn another_append_while_waiting_is_a_conflict() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, _) = denied_run(&app).await;
     let first = append(&app, id, next_turn("call_3")).await;
@@ -305,8 +313,9 @@ async fn another_append_while_waiting_is_a_conflict(pool: PgPool) {
     assert_eq!(working_transcript(&app.pool, id).await, transcript);
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn an_append_on_a_run_never_decided_is_a_conflict(pool: PgPool) {
+#[tokio::test]
+async fn an_append_on_a_run_never_decided_is_a_conflict() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, digest0) = owned_run(&app).await;
     let answer = append(&app, id, next_turn("call_3")).await;
@@ -318,8 +327,9 @@ async fn an_append_on_a_run_never_decided_is_a_conflict(pool: PgPool) {
     assert_eq!(run["turn"]["digest"], digest0);
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn a_run_of_another_tenant_takes_no_turn(pool: PgPool) {
+#[tokio::test]
+async fn a_run_of_another_tenant_takes_no_turn() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, digest0) = denied_run(&app).await;
     let stranger = support::add_client(&app.pool, "stranger", "other", support::ALL_SCOPES).await;
@@ -337,8 +347,9 @@ async fn a_run_of_another_tenant_takes_no_turn(pool: PgPool) {
     assert_eq!(run["turn"]["digest"], digest0);
 }
 
-#[sqlx::test(migrator = "approval_resume::storage::MIGRATOR")]
-async fn in_anthropic_form_every_resumed_turns_results_keep_their_error_flag(pool: PgPool) {
+#[tokio::test]
+async fn in_anthropic_form_every_resumed_turns_results_keep_their_error_flag() {
+    let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, _) = denied_run(&app).await;
     let appended = append(&app, id, next_turn("call_3")).await;

@@ -10,9 +10,11 @@ use std::time::{Duration, Instant};
 use approval_resume::config::Cli;
 use clap::CommandFactory;
 use serde_json::Value;
-use sqlx::Connection;
 use tokio::process::{Child, Command};
-use uuid::Uuid;
+
+pub mod database;
+
+pub use database::TestDatabase;
 
 pub const BINARY: &str = env!("CARGO_BIN_EXE_approval-resume");
 
@@ -28,61 +30,6 @@ pub fn settings() -> Vec<String> {
 
 /// The grace period the served binary gets; it must stop well within it when nothing is in flight.
 pub const GRACE_SECS: u64 = 5;
-
-/// The server tests run against: the environment's `DATABASE_URL`, else the one `.cargo/config.toml` gave the
-/// compiler, else the README's local default.
-pub fn server_url() -> String {
-    std::env::var("DATABASE_URL")
-        .ok()
-        .or_else(|| option_env!("DATABASE_URL").map(str::to_owned))
-        .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/approval_resume".to_owned())
-}
-
-/// `url` with its database name replaced, query string kept.
-pub fn with_database(url: &str, name: &str) -> String {
-    let mut url = reqwest::Url::parse(url).expect("DATABASE_URL is a URL");
-    url.set_path(&format!("/{name}"));
-    url.to_string()
-}
-
-/// A database of the test's own. The binary creates it on first use; dropping this drops it (best effort).
-pub struct TestDatabase {
-    pub name: String,
-    pub url: String,
-}
-
-impl TestDatabase {
-    pub fn new() -> Self {
-        let name = format!("approval_resume_e2e_{}", Uuid::new_v4().simple());
-        let url = with_database(&server_url(), &name);
-        TestDatabase { name, url }
-    }
-}
-
-impl Drop for TestDatabase {
-    fn drop(&mut self) {
-        let admin_url = with_database(&self.url, "postgres");
-        let drop = format!("drop database if exists \"{}\" with (force)", self.name);
-        // Drop runs inside the test's runtime, which cannot be blocked on; a thread with a runtime of its own can.
-        let dropped = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            runtime.block_on(async {
-                let mut admin = sqlx::PgConnection::connect(&admin_url).await?;
-                sqlx::raw_sql(sqlx::AssertSqlSafe(drop))
-                    .execute(&mut admin)
-                    .await?;
-                admin.close().await
-            })?;
-            Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
-        })
-        .join();
-        if let Ok(Err(error)) = dropped {
-            eprintln!("could not drop the test database {}: {error}", self.name);
-        }
-    }
-}
 
 /// A command of the binary with a clean environment but for `DATABASE_URL`.
 pub fn binary(database: &TestDatabase) -> Command {
