@@ -1,1 +1,1378 @@
-//! (being written)
+//! The contract and the code kept together: `openapi.yaml` (as compiled into the binary) documents exactly the
+//! routes the router serves, and every answer these tests provoke has a documented status, content type, headers
+//! and body shape. Each operation's test provokes every documented status and problem code, so a status or code
+//! the code no longer answers fails as surely as an undocumented one.
+
+use std::collections::BTreeSet;
+use std::sync::{LazyLock, Mutex};
+use std::time::Duration;
+
+use approval_resume::app::{AppState, Limits};
+use approval_resume::http::ops::OPENAPI_YAML;
+use axum::body::{Body, Bytes};
+use axum::http::{Method, Request};
+use http_body_util::{BodyExt, Full, Limited};
+use regex::Regex;
+use serde_json::{Value, json};
+use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
+use uuid::Uuid;
+
+use crate::database::TestDatabase;
+use crate::support::{Answer, TestApp, add_client, app, call, owned_run, run_body, transcript};
+
+// The spec.
+
+fn spec() -> &'static Value {
+    static SPEC: LazyLock<Value> = LazyLock::new(|| {
+        serde_yaml::from_str(OPENAPI_YAML).expect("openapi.yaml is YAML that maps onto JSON")
+    });
+    &SPEC
+}
+
+/// Follows `$ref`s within the spec until the value is not a reference.
+fn resolve(value: &Value) -> &Value {
+    let mut value = value;
+    while let Some(reference) = value.get("$ref").and_then(Value::as_str) {
+        let pointer = reference
+            .strip_prefix('#')
+            .expect("references stay within the spec");
+        value = spec()
+            .pointer(pointer)
+            .unwrap_or_else(|| panic!("{reference} points at nothing"));
+    }
+    value
+}
+
+/// Validates `instance` against a schema of the spec. The schema becomes the root of a document that also holds
+/// the spec's `components`, so its `#/components/...` references resolve as they do in the spec.
+fn schema_errors(schema: &Value, instance: &Value) -> Vec<String> {
+    let mut root = schema.as_object().expect("schemas are objects").clone();
+    root.insert("components".into(), spec()["components"].clone());
+    let validator = jsonschema::options()
+        .should_validate_formats(true)
+        .build(&Value::Object(root))
+        .unwrap_or_else(|error| panic!("a schema of the spec does not compile: {error}"));
+    let errors = validator.iter_errors(instance);
+    errors
+        .map(|error| format!("{error} (at {:?})", error.instance_path().as_str()))
+        .collect()
+}
+
+/// The problem codes a schema allows: the intersection of every `code` enum along its `allOf`.
+fn documented_codes(schema: &Value) -> BTreeSet<String> {
+    let schema = resolve(schema);
+    let own = schema.pointer("/properties/code/enum").map(strings);
+    let parts = schema
+        .get("allOf")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten();
+    let parts = parts
+        .map(documented_codes)
+        .filter(|codes| !codes.is_empty());
+    let mut sets = own.into_iter().chain(parts);
+    let first = sets.next().unwrap_or_default();
+    sets.fold(first, |a, b| a.intersection(&b).cloned().collect())
+}
+
+fn strings(list: &Value) -> BTreeSet<String> {
+    let list = list.as_array().expect("a list");
+    list.iter()
+        .map(|s| s.as_str().expect("a string").to_owned())
+        .collect()
+}
+
+const METHODS: [&str; 8] = [
+    "get", "put", "post", "delete", "options", "head", "patch", "trace",
+];
+
+/// Every operation of the spec, as (METHOD, path template).
+fn spec_operations() -> BTreeSet<(String, String)> {
+    let paths = spec()["paths"].as_object().expect("the spec has paths");
+    let mut operations = BTreeSet::new();
+    for (path, item) in paths {
+        for method in item.as_object().unwrap().keys() {
+            if METHODS.contains(&method.as_str()) {
+                operations.insert((method.to_uppercase(), path.clone()));
+            }
+        }
+    }
+    operations
+}
+
+fn operation(method: &Method, template: &str) -> &'static Value {
+    let operation = &spec()["paths"][template][method.as_str().to_lowercase()];
+    assert!(
+        operation.is_object(),
+        "the spec documents no {method} {template}"
+    );
+    operation
+}
+
+/// Every (status, code) an operation documents; a success has the empty code.
+fn documented_answers(operation: &Value) -> BTreeSet<(u16, String)> {
+    let responses = operation["responses"].as_object().expect("responses");
+    let mut answers = BTreeSet::new();
+    for (status, response) in responses {
+        let status: u16 = status.parse().expect("statuses are numbers");
+        match resolve(response)["content"].get("application/problem+json") {
+            Some(media) => {
+                let codes = documented_codes(&media["schema"]);
+                assert!(!codes.is_empty(), "{status} documents no code");
+                answers.extend(codes.into_iter().map(|code| (status, code)));
+            }
+            None => {
+                answers.insert((status, String::new()));
+            }
+        }
+    }
+    answers
+}
+
+// The router.
+
+/// Every `.route("…", method(…).method(…))` of src/app.rs, read as text.
+fn router_routes() -> BTreeSet<(String, String)> {
+    let source = include_str!("../../src/app.rs");
+    let path = Regex::new(r#"^\s*"([^"]+)""#).unwrap();
+    let method =
+        Regex::new(r"(?:^|[^:\w])(get|put|post|delete|options|head|patch|trace)\(").unwrap();
+    let mut routes = BTreeSet::new();
+    for (start, _) in source.match_indices(".route(") {
+        let args = up_to_closing_parenthesis(&source[start + ".route(".len()..]);
+        let path = &path.captures(args).expect("routes have literal paths")[1];
+        let methods: Vec<_> = method
+            .captures_iter(args)
+            .map(|c| c[1].to_uppercase())
+            .collect();
+        assert!(
+            !methods.is_empty(),
+            "the route {path} of src/app.rs has no method"
+        );
+        routes.extend(methods.into_iter().map(|m| (m, path.to_owned())));
+    }
+    assert!(!routes.is_empty(), "no route found in src/app.rs");
+    routes
+}
+
+fn up_to_closing_parenthesis(text: &str) -> &str {
+    let mut depth = 1;
+    for (i, c) in text.char_indices() {
+        depth += match c {
+            '(' => 1,
+            ')' => -1,
+            _ => 0,
+        };
+        if depth == 0 {
+            return &text[..i];
+        }
+    }
+    panic!("unbalanced parentheses in src/app.rs")
+}
+
+/// A path for a template: uid 1, a fresh run id.
+fn concrete(template: &str) -> String {
+    let id = Uuid::new_v4().to_string();
+    template.replace("{uid}", "1").replace("{id}", &id)
+}
+
+fn matches_template(template: &str, path: &str) -> bool {
+    let path: Vec<_> = path
+        .split('?')
+        .next()
+        .unwrap_or_default()
+        .split('/')
+        .collect();
+    let template: Vec<_> = template.split('/').collect();
+    let same = |(t, p): (&&str, &&str)| t == p || (t.starts_with('{') && !p.is_empty());
+    template.len() == path.len() && template.iter().zip(&path).all(same)
+}
+
+// Driving one operation.
+
+/// One documented operation of one app: every answer is checked against the spec and remembered.
+struct Op<'a> {
+    app: &'a TestApp,
+    method: Method,
+    template: &'static str,
+    operation: &'static Value,
+    seen: Mutex<BTreeSet<(u16, String)>>,
+}
+
+impl<'a> Op<'a> {
+    fn new(app: &'a TestApp, method: Method, template: &'static str) -> Self {
+        let operation = operation(&method, template);
+        let seen = Mutex::new(BTreeSet::new());
+        Op {
+            app,
+            method,
+            template,
+            operation,
+            seen,
+        }
+    }
+
+    fn name(&self) -> String {
+        format!("{} {}", self.method, self.template)
+    }
+
+    /// Sends with the admin key and asserts the status and problem code (empty for a success).
+    async fn expect(&self, path: &str, body: impl Into<Option<Value>>, expected: &str) -> Answer {
+        let key = self.app.admin_key.clone();
+        self.expect_on(self.app, Some(&key), path, body.into(), expected)
+            .await
+    }
+
+    /// Sends to `app` (this app or a variant of it) with `key`, and asserts as `expect` does.
+    async fn expect_on(
+        &self,
+        app: &TestApp,
+        key: Option<&str>,
+        path: &str,
+        body: Option<Value>,
+        expected: &str,
+    ) -> Answer {
+        let answer = app.call(self.method.clone(), path, key, body.clone()).await;
+        self.check(path, body.as_ref(), &answer);
+        let sent = body.map(|body| body.to_string()).unwrap_or_default();
+        let context = format!("{} {path} {sent}", self.method);
+        assert_answer(&answer, expected, &context);
+        answer
+    }
+
+    /// Sends a request with the admin key, a content type and a raw body, and asserts as `expect` does.
+    async fn expect_raw(
+        &self,
+        app: &TestApp,
+        path: &str,
+        content_type: &str,
+        body: Body,
+        expected: &str,
+    ) {
+        let request = Request::builder()
+            .method(self.method.clone())
+            .uri(path)
+            .header("authorization", format!("Bearer {}", app.admin_key))
+            .header("content-type", content_type)
+            .body(body)
+            .unwrap();
+        let answer = app.send(request).await;
+        self.check(path, None, &answer);
+        assert_answer(
+            &answer,
+            expected,
+            &format!("{} {path} ({content_type})", self.method),
+        );
+    }
+
+    fn check(&self, path: &str, request_body: Option<&Value>, answer: &Answer) {
+        let name = self.name();
+        assert!(
+            matches_template(self.template, path),
+            "{path} is not a path of {name}"
+        );
+        let status = answer.status.as_u16();
+        let Some(response) = self.operation["responses"].get(status.to_string()) else {
+            panic!(
+                "{name} answered {status}, which the spec does not document: {:?}",
+                answer.body
+            );
+        };
+        let response = resolve(response);
+
+        let content = response["content"]
+            .as_object()
+            .expect("every response has content");
+        assert_eq!(
+            content.len(),
+            1,
+            "{name} {status}: one media type per response"
+        );
+        let (media_type, media) = content.iter().next().unwrap();
+        let body = &answer.body;
+        assert_eq!(
+            answer.content_type(),
+            media_type,
+            "{name} {status}: content type of {body}"
+        );
+        let instance = if media_type.ends_with("json") {
+            serde_json::from_slice(&answer.bytes).expect("a JSON body is JSON")
+        } else {
+            Value::String(String::from_utf8(answer.bytes.clone()).expect("a text body is UTF-8"))
+        };
+        let errors = schema_errors(&media["schema"], &instance);
+        assert!(
+            errors.is_empty(),
+            "{name} {status}: the body breaks the spec: {errors:#?}\n{instance:#}"
+        );
+
+        for (header, documented) in response["headers"].as_object().into_iter().flatten() {
+            let documented = resolve(documented);
+            let value = answer
+                .headers
+                .get(header.as_str())
+                .and_then(|v| v.to_str().ok());
+            let Some(value) = value else {
+                assert!(
+                    documented["required"] != true,
+                    "{name} {status}: no {header} header"
+                );
+                continue;
+            };
+            let schema = &documented["schema"];
+            let value = match resolve(schema)["type"].as_str() {
+                Some("integer") => json!(value.parse::<i64>().expect("an integer header")),
+                _ => json!(value),
+            };
+            let errors = schema_errors(schema, &value);
+            assert!(
+                errors.is_empty(),
+                "{name} {status}: header {header}: {errors:?}"
+            );
+        }
+
+        if let Some(body) = request_body {
+            let schema = &self.operation["requestBody"]["content"]["application/json"]["schema"];
+            assert!(schema.is_object(), "{name} documents no JSON request body");
+            let errors = schema_errors(schema, body);
+            if answer.status.is_success() {
+                assert!(
+                    errors.is_empty(),
+                    "{name}: the code took a body the spec refuses: {errors:?}"
+                );
+            } else if answer.code() == "invalid_body" {
+                assert!(
+                    !errors.is_empty(),
+                    "{name}: the code refused a body the spec takes: {body}"
+                );
+            }
+        }
+
+        let code = if media_type == "application/problem+json" {
+            answer.code()
+        } else {
+            ""
+        };
+        self.seen.lock().unwrap().insert((status, code.to_owned()));
+    }
+
+    /// Fails unless every documented answer was provoked.
+    fn assert_every_documented_answer_was_seen(&self) {
+        let seen = self.seen.lock().unwrap();
+        let documented = documented_answers(self.operation);
+        let missing: Vec<_> = documented.difference(&seen).collect();
+        assert!(
+            missing.is_empty(),
+            "{}: documented, never provoked: {missing:?}",
+            self.name()
+        );
+    }
+
+    /// 401 without a key and with an unknown key, 403 with a key that holds no scope.
+    async fn provoke_auth_errors(&self, path: &str, body: Option<Value>) {
+        let (app, body) = (self.app, || body.clone());
+        self.expect_on(app, None, path, body(), "401 unauthorized")
+            .await;
+        self.expect_on(app, Some("not-a-key"), path, body(), "401 unauthorized")
+            .await;
+        let nothing = app.client("no-scopes", &[]).await;
+        self.expect_on(app, Some(&nothing), path, body(), "403 missing_scope")
+            .await;
+    }
+
+    /// 500 `internal`, 503 `database_unavailable` and 503 `timeout`, as the database can fail any keyed request.
+    async fn provoke_server_errors(&self, path: &str, body: Option<Value>) {
+        let (app, body) = (self.app, || body.clone());
+        let key = Some(app.admin_key.as_str());
+        let broken = app.with_pool(pool_without_tables(&app.pool));
+        self.expect_on(&broken, key, path, body(), "500 internal")
+            .await;
+        let unavailable = app.with_pool(closed_pool(&app.pool).await);
+        self.expect_on(&unavailable, key, path, body(), "503 database_unavailable")
+            .await;
+        let holder = lock(&app.pool, "lock table api_clients in access exclusive mode").await;
+        self.expect_on(&impatient(app), key, path, body(), "503 timeout")
+            .await;
+        holder.rollback().await.unwrap();
+    }
+
+    /// 400 `malformed_json` and `bad_request`, 413 and 415, as any operation that reads a JSON body answers.
+    async fn provoke_body_errors(&self, path: &str) {
+        let (app, json) = (self.app, "application/json");
+        self.expect_raw(app, path, json, Body::from("{"), "400 malformed_json")
+            .await;
+        // A body whose stream breaks off, as when the connection fails while the body is read.
+        let broken = Limited::new(Full::new(Bytes::from_static(b"{}")), 0)
+            .map_err(|_| std::io::Error::other("the connection broke"));
+        self.expect_raw(app, path, json, Body::new(broken), "400 bad_request")
+            .await;
+        self.expect_raw(
+            app,
+            path,
+            "text/plain",
+            Body::from("{}"),
+            "415 unsupported_media_type",
+        )
+        .await;
+        let small = with_limits(
+            app,
+            Limits {
+                max_body_bytes: 16,
+                ..app.state.limits
+            },
+        );
+        let large = Body::from(json!({"padding": "x".repeat(64)}).to_string());
+        self.expect_raw(&small, path, json, large, "413 payload_too_large")
+            .await;
+    }
+}
+
+/// Asserts an answer's status and problem code, written `"409 stale_turn"`, or `"200"` for a success.
+#[track_caller]
+fn assert_answer(answer: &Answer, expected: &str, context: &str) {
+    let actual = match answer.code() {
+        "" => answer.status.as_u16().to_string(),
+        code => format!("{} {code}", answer.status.as_u16()),
+    };
+    assert_eq!(actual, expected, "{context}\n{:#}", answer.body);
+}
+
+#[track_caller]
+fn assert_ok(answer: &Answer) {
+    assert_answer(answer, "200", "a step of the test");
+}
+
+// Ways to make the database fail a request.
+
+/// A pool that never gives a connection: every query fails with `PoolClosed`.
+async fn closed_pool(pool: &PgPool) -> PgPool {
+    let closed = PgPoolOptions::new().connect_lazy_with((*pool.connect_options()).clone());
+    closed.close().await;
+    closed
+}
+
+/// A pool on the same database whose queries find no table: every query fails with a database error.
+fn pool_without_tables(pool: &PgPool) -> PgPool {
+    let options = (*pool.connect_options()).clone();
+    let options = options.options([("search_path", "no_such_schema")]);
+    PgPoolOptions::new()
+        .max_connections(1)
+        .connect_lazy_with(options)
+}
+
+/// Holds a table lock until the returned transaction ends: requests that need the table wait.
+async fn lock(
+    pool: &PgPool,
+    statement: &'static str,
+) -> sqlx::Transaction<'static, sqlx::Postgres> {
+    let mut holder = pool.begin().await.unwrap();
+    sqlx::query(statement).execute(&mut *holder).await.unwrap();
+    holder
+}
+
+fn with_limits(app: &TestApp, limits: Limits) -> TestApp {
+    app.with_state(AppState {
+        limits,
+        ..app.state.clone()
+    })
+}
+
+/// The app with a request timeout short enough to pass while a test holds a lock the request waits for.
+fn impatient(app: &TestApp) -> TestApp {
+    let request_timeout = Duration::from_millis(200);
+    with_limits(
+        app,
+        Limits {
+            request_timeout,
+            ..app.state.limits
+        },
+    )
+}
+
+// Fixtures.
+
+async fn set_status(pool: &PgPool, run_id: Uuid, status: &str) {
+    let statement = "update runs set status = $2 where id = $1";
+    sqlx::query(statement)
+        .bind(run_id)
+        .bind(status)
+        .execute(pool)
+        .await
+        .unwrap();
+}
+
+fn decision(approved: bool, decider_uid: Option<i64>, digest: &str) -> Value {
+    json!({"approved": approved, "decider_uid": decider_uid, "turn_digest": digest})
+}
+
+/// A run of owner 7, denied by them: resumed.
+async fn resumed_run(app: &TestApp) -> Uuid {
+    let (id, digest) = owned_run(app).await;
+    assert_ok(&app.decide(id, false, Some(7), &digest).await);
+    id
+}
+
+/// A run of owner 7 registered with changes to `run_body`; returns its id and digest.
+async fn run_with(app: &TestApp, changes: Value) -> (Uuid, String) {
+    let id = Uuid::new_v4();
+    let mut body = run_body(id, 7);
+    for (key, value) in changes.as_object().unwrap() {
+        body[key] = value.clone();
+    }
+    let run = app.register(body).await;
+    (id, run["turn"]["digest"].as_str().unwrap().to_owned())
+}
+
+fn with(mut body: Value, key: &str, value: Value) -> Value {
+    body[key] = value;
+    body
+}
+
+fn without(mut body: Value, key: &str) -> Value {
+    body.as_object_mut().unwrap().remove(key);
+    body
+}
+
+// The spec and the router.
+
+#[test]
+fn the_spec_is_openapi_3_1_and_names_the_crate_version() {
+    assert_eq!(spec()["openapi"], "3.1.0");
+    assert_eq!(spec()["info"]["title"], "approval-resume");
+    assert_eq!(spec()["info"]["version"], env!("CARGO_PKG_VERSION"));
+    assert!(
+        spec()["info"]["description"]
+            .as_str()
+            .is_some_and(|d| !d.is_empty())
+    );
+}
+
+#[test]
+fn every_reference_in_the_spec_resolves_and_every_schema_compiles() {
+    fn walk(value: &Value, count: &mut usize) {
+        if value.get("$ref").is_some() {
+            resolve(value);
+            *count += 1;
+        }
+        match value {
+            Value::Object(map) => map.values().for_each(|v| walk(v, count)),
+            Value::Array(items) => items.iter().for_each(|v| walk(v, count)),
+            _ => {}
+        }
+    }
+    let mut count = 0;
+    walk(spec(), &mut count);
+    assert!(count > 0);
+    for name in spec()["components"]["schemas"].as_object().unwrap().keys() {
+        schema_errors(
+            &json!({"$ref": format!("#/components/schemas/{name}")}),
+            &Value::Null,
+        );
+    }
+}
+
+#[test]
+fn every_route_of_the_router_is_in_the_spec_and_back() {
+    let (router, spec) = (router_routes(), spec_operations());
+    let undocumented: Vec<_> = router.difference(&spec).collect();
+    assert!(
+        undocumented.is_empty(),
+        "routes of src/app.rs not in openapi.yaml: {undocumented:?}"
+    );
+    let unrouted: Vec<_> = spec.difference(&router).collect();
+    assert!(
+        unrouted.is_empty(),
+        "operations of openapi.yaml not in src/app.rs: {unrouted:?}"
+    );
+}
+
+#[tokio::test]
+async fn every_operation_in_the_spec_is_served_by_the_router() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = app(pool).await;
+    let is_fallback = |answer: &Answer| {
+        let detail = &answer.body["detail"];
+        answer.status == 404 && answer.code() == "not_found" && detail == "no such route"
+    };
+    let answer = app.call(Method::GET, "/v1/no-such-route", None, None).await;
+    assert!(
+        is_fallback(&answer),
+        "the probe tells the fallback apart: {:?}",
+        answer.body
+    );
+
+    let operations = spec_operations();
+    for (method, template) in &operations {
+        let method: Method = method.parse().unwrap();
+        let body = (method != Method::GET).then(|| json!({}));
+        let answer = app
+            .call(method.clone(), &concrete(template), None, body)
+            .await;
+        assert!(!is_fallback(&answer), "{method} {template} is not routed");
+        assert!(
+            answer.status != 405,
+            "{method} {template} is routed for other methods only"
+        );
+    }
+    // A documented path serves no method that the spec does not document.
+    let paths: BTreeSet<&String> = operations.iter().map(|(_, path)| path).collect();
+    for template in paths {
+        for method in [
+            Method::GET,
+            Method::PUT,
+            Method::POST,
+            Method::DELETE,
+            Method::PATCH,
+        ] {
+            if !operations.contains(&(method.to_string(), template.clone())) {
+                let answer = app
+                    .call(method.clone(), &concrete(template), None, None)
+                    .await;
+                let (status, code) = (answer.status.as_u16(), answer.code());
+                let message = format!("{method} {template} is served but not documented");
+                assert_eq!((status, code), (405, "method_not_allowed"), "{message}");
+            }
+        }
+    }
+}
+
+#[test]
+fn every_problem_code_in_the_source_is_listed_in_the_spec_and_back() {
+    let patterns = [
+        r#"new\(\s*StatusCode::[A-Z_]+\s*,\s*"([a-z_]+)""#,
+        r#"unprocessable\(\s*"([a-z_]+)""#,
+        r#"conflict\(\s*"([a-z_]+)""#,
+        r#"Refusal::[A-Za-z]+\s*=>\s*"([a-z_]+)""#,
+    ]
+    .map(|pattern| Regex::new(pattern).unwrap());
+    let mut in_source = BTreeSet::new();
+    let mut directories = vec![std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src")];
+    while let Some(directory) = directories.pop() {
+        for entry in std::fs::read_dir(&directory).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                directories.push(path);
+            } else if path.extension().is_some_and(|ext| ext == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                for pattern in &patterns {
+                    in_source.extend(pattern.captures_iter(&text).map(|c| c[1].to_owned()));
+                }
+            }
+        }
+    }
+    let listed = strings(&spec()["components"]["schemas"]["Problem"]["properties"]["code"]["enum"]);
+    let unlisted: Vec<_> = in_source.difference(&listed).collect();
+    assert!(
+        unlisted.is_empty(),
+        "answered by src/, not in Problem.code: {unlisted:?}"
+    );
+    let unknown: Vec<_> = listed.difference(&in_source).collect();
+    assert!(
+        unknown.is_empty(),
+        "in Problem.code, never answered by src/: {unknown:?}"
+    );
+}
+
+#[test]
+fn every_problem_an_operation_documents_fits_the_problem_schema() {
+    let listed = documented_codes(&json!({"$ref": "#/components/schemas/Problem"}));
+    for (method, template) in spec_operations() {
+        let operation = operation(&method.parse().unwrap(), &template);
+        for (status, code) in documented_answers(operation) {
+            if code.is_empty() {
+                continue;
+            }
+            assert!(
+                listed.contains(&code),
+                "{method} {template} {status}: {code} is no Problem.code"
+            );
+            let content = &resolve(&operation["responses"][status.to_string()])["content"];
+            let problem = json!({
+                "type": format!("urn:approval-resume:problem:{code}"), "title": "Title",
+                "status": status, "detail": "detail", "code": code, "request_id": "id",
+            });
+            let errors = schema_errors(&content["application/problem+json"]["schema"], &problem);
+            assert!(
+                errors.is_empty(),
+                "{method} {template} {status} {code}: {errors:?}"
+            );
+        }
+    }
+}
+
+// Each operation: every documented answer, provoked and checked.
+
+#[tokio::test]
+async fn putting_a_user_answers_as_documented() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = app(pool).await;
+    let op = Op::new(&app, Method::PUT, "/v1/users/{uid}");
+    let user = json!({"username": "ann", "is_admin": false, "can_approve_others": true, "disabled": false});
+    let path = "/v1/users/7";
+
+    op.expect(path, user.clone(), "200").await;
+    op.expect(path, user.clone(), "200").await;
+    op.expect(
+        path,
+        with(user.clone(), "role", json!("admin")),
+        "422 invalid_body",
+    )
+    .await;
+    op.expect(
+        path,
+        without(user.clone(), "can_approve_others"),
+        "422 invalid_body",
+    )
+    .await;
+    op.expect(
+        path,
+        with(user.clone(), "disabled", json!(null)),
+        "422 invalid_body",
+    )
+    .await;
+    op.expect("/v1/users/0", user.clone(), "422 invalid_uid")
+        .await;
+    op.expect("/v1/users/ann", user.clone(), "422 invalid_uid")
+        .await;
+    op.expect(
+        path,
+        with(user.clone(), "username", json!("")),
+        "422 invalid_username",
+    )
+    .await;
+    let long = json!("x".repeat(257));
+    op.expect(
+        path,
+        with(user.clone(), "username", long),
+        "422 invalid_username",
+    )
+    .await;
+
+    op.provoke_body_errors(path).await;
+    op.provoke_auth_errors(path, Some(user.clone())).await;
+    op.provoke_server_errors(path, Some(user)).await;
+    op.assert_every_documented_answer_was_seen();
+}
+
+#[tokio::test]
+async fn registering_a_run_answers_as_documented() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = app(pool).await;
+    app.user(7, false, false, false).await;
+    let op = Op::new(&app, Method::POST, "/v1/runs");
+    let path = "/v1/runs";
+    let taken = run_body(Uuid::new_v4(), 7);
+    let fresh = || run_body(Uuid::new_v4(), 7);
+
+    op.expect(path, taken.clone(), "201").await;
+    op.expect(path, taken.clone(), "200").await;
+    let other = with(taken, "require_second_approver", json!(true));
+    op.expect(path, other, "409 run_exists").await;
+    let service_run = json!({
+        "id": Uuid::new_v4(), "owner_uid": 0, "messages": transcript(vec![call("c1", "read", "{}")]),
+        "tools": [], "privacy_level": "none", "require_second_approver": true,
+    });
+    op.expect(path, service_run, "201").await;
+
+    op.expect(
+        path,
+        with(fresh(), "priority", json!(1)),
+        "422 invalid_body",
+    )
+    .await;
+    op.expect(
+        path,
+        with(fresh(), "id", json!("run-1")),
+        "422 invalid_body",
+    )
+    .await;
+    op.expect(path, without(fresh(), "messages"), "422 invalid_body")
+        .await;
+    op.expect(
+        path,
+        with(fresh(), "privacy_level", json!("secret")),
+        "422 invalid_body",
+    )
+    .await;
+    let bad_effect = json!([{"name": "read_page", "effect": "delete"}]);
+    op.expect(path, with(fresh(), "tools", bad_effect), "422 invalid_body")
+        .await;
+    let extra_in_tool = json!([{"name": "read_page", "effect": "read", "timeout": 5}]);
+    op.expect(
+        path,
+        with(fresh(), "tools", extra_in_tool),
+        "422 invalid_body",
+    )
+    .await;
+    op.expect(
+        path,
+        with(fresh(), "owner_uid", json!(-1)),
+        "422 invalid_owner",
+    )
+    .await;
+    let bad_name = json!([{"name": "read page", "effect": "read"}]);
+    op.expect(path, with(fresh(), "tools", bad_name), "422 invalid_tool")
+        .await;
+    let twice = json!([{"name": "x", "effect": "read"}, {"name": "x", "effect": "write"}]);
+    op.expect(path, with(fresh(), "tools", twice), "422 invalid_tool")
+        .await;
+    op.expect(
+        path,
+        with(fresh(), "messages", json!([])),
+        "422 invalid_transcript",
+    )
+    .await;
+    let no_turn = json!([{"role": "user", "content": "hi"}]);
+    op.expect(
+        path,
+        with(fresh(), "messages", no_turn),
+        "422 invalid_transcript",
+    )
+    .await;
+    op.expect(path, run_body(Uuid::new_v4(), 99), "422 unknown_owner")
+        .await;
+
+    op.provoke_body_errors(path).await;
+    op.provoke_auth_errors(path, Some(fresh())).await;
+    op.provoke_server_errors(path, Some(fresh())).await;
+    op.assert_every_documented_answer_was_seen();
+}
+
+#[tokio::test]
+async fn reading_a_run_answers_as_documented() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = app(pool).await;
+    let op = Op::new(&app, Method::GET, "/v1/runs/{id}");
+    let (waiting, _) = owned_run(&app).await;
+    let path = format!("/v1/runs/{waiting}");
+
+    let answer = op.expect(&path, None, "200").await;
+    assert!(
+        answer.body.get("decision").is_none(),
+        "no decision yet: {:#}",
+        answer.body
+    );
+    let resumed = resumed_run(&app).await;
+    let answer = op.expect(&format!("/v1/runs/{resumed}"), None, "200").await;
+    assert_eq!(answer.body["decision"]["decided_by"], "run_owner");
+
+    op.expect(&concrete("/v1/runs/{id}"), None, "404 not_found")
+        .await;
+    op.expect("/v1/runs/not-a-uuid", None, "404 not_found")
+        .await;
+    let elsewhere = add_client(&app.pool, "elsewhere", "other", &["runs:read"]).await;
+    op.expect_on(&app, Some(&elsewhere), &path, None, "404 not_found")
+        .await;
+
+    op.provoke_auth_errors(&path, None).await;
+    op.provoke_server_errors(&path, None).await;
+    op.assert_every_documented_answer_was_seen();
+}
+
+#[tokio::test]
+async fn deciding_a_turn_answers_as_documented() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = app(pool).await;
+    let op = Op::new(&app, Method::POST, "/v1/runs/{id}/decision");
+
+    // A denial with a reason, its replay, and the decisions that conflict with it.
+    let (denied, digest) = owned_run(&app).await;
+    let path = format!("/v1/runs/{denied}/decision");
+    let deny = with(
+        decision(false, Some(7), &digest),
+        "reason",
+        json!("variant"),
+    );
+    let first = op.expect(&path, deny.clone(), "200").await;
+    assert_eq!(first.body["model_input"]["format"], "openai-chat");
+    let again = op.expect(&path, deny, "200").await;
+    assert_eq!(again.bytes, first.bytes, "a replay is byte-identical");
+    let no_reason = with(decision(false, Some(7), &digest), "reason", json!(null));
+    op.expect(&path, no_reason, "409 already_decided").await;
+    op.expect(
+        &path,
+        decision(true, Some(7), &digest),
+        "409 already_decided",
+    )
+    .await;
+    op.expect(
+        &path,
+        decision(false, Some(7), &"0".repeat(64)),
+        "409 stale_turn",
+    )
+    .await;
+
+    // An approval (no executor: not permitted), and the same while its tools run.
+    let (approved, digest) = owned_run(&app).await;
+    let path = format!("/v1/runs/{approved}/decision?format=anthropic");
+    let answer = op
+        .expect(&path, decision(true, Some(7), &digest), "200")
+        .await;
+    assert_eq!(answer.body["results"][0]["outcome"], "not_permitted");
+    set_status(&app.pool, approved, "resuming").await;
+    op.expect(
+        &path,
+        decision(true, Some(7), &digest),
+        "409 resume_in_progress",
+    )
+    .await;
+
+    // A denial by nobody.
+    let (anonymous, digest) = owned_run(&app).await;
+    let path = format!("/v1/runs/{anonymous}/decision?format=openai-responses");
+    let answer = op
+        .expect(&path, decision(false, None, &digest), "200")
+        .await;
+    assert_eq!(answer.body["decision"]["decided_by"], "unknown");
+
+    // Who may decide.
+    let (id, digest) = owned_run(&app).await;
+    let path = format!("/v1/runs/{id}/decision");
+    app.user(8, false, false, false).await;
+    app.user(9, true, false, true).await;
+    op.expect(
+        &path,
+        decision(false, Some(99), &digest),
+        "403 unknown_decider",
+    )
+    .await;
+    op.expect(
+        &path,
+        decision(false, Some(9), &digest),
+        "403 decider_disabled",
+    )
+    .await;
+    op.expect(
+        &path,
+        decision(false, Some(8), &digest),
+        "403 decider_not_permitted",
+    )
+    .await;
+    let named_only = app.client("named-only", &["decisions:write"]).await;
+    let nobody = Some(decision(false, None, &digest));
+    op.expect_on(&app, Some(&named_only), &path, nobody, "403 missing_scope")
+        .await;
+    let (four_eyes, four_eyes_digest) =
+        run_with(&app, json!({"require_second_approver": true})).await;
+    let four_eyes = format!("/v1/runs/{four_eyes}/decision");
+    let by_owner = decision(true, Some(7), &four_eyes_digest);
+    op.expect(&four_eyes, by_owner, "403 second_approver_required")
+        .await;
+
+    // Bodies and queries that do not fit.
+    let deny = decision(false, Some(7), &digest);
+    op.expect(
+        &path,
+        without(deny.clone(), "decider_uid"),
+        "422 invalid_body",
+    )
+    .await;
+    op.expect(
+        &path,
+        with(deny.clone(), "comment", json!("no")),
+        "422 invalid_body",
+    )
+    .await;
+    op.expect(
+        &path,
+        with(deny.clone(), "reason", json!("later")),
+        "422 invalid_body",
+    )
+    .await;
+    op.expect(&path, decision(false, Some(0), &digest), "422 invalid_uid")
+        .await;
+    let approve = with(decision(true, Some(7), &digest), "reason", json!("skip"));
+    op.expect(&path, approve, "422 reason_requires_denial")
+        .await;
+    op.expect(
+        &format!("{path}?format=claude"),
+        deny.clone(),
+        "422 invalid_query",
+    )
+    .await;
+    op.expect(&format!("{path}?page=2"), deny.clone(), "422 invalid_query")
+        .await;
+
+    op.expect(
+        &concrete("/v1/runs/{id}/decision"),
+        deny.clone(),
+        "404 not_found",
+    )
+    .await;
+    // A run cancelled before any decision waits for none.
+    assert_ok(&app.post(&format!("/v1/runs/{id}/cancel"), json!({})).await);
+    op.expect(&path, deny.clone(), "409 not_awaiting_approval")
+        .await;
+
+    op.provoke_body_errors(&path).await;
+    op.provoke_auth_errors(&path, Some(deny.clone())).await;
+    op.provoke_server_errors(&path, Some(deny)).await;
+    op.assert_every_documented_answer_was_seen();
+}
+
+#[tokio::test]
+async fn reading_the_model_input_answers_as_documented() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = app(pool).await;
+    let op = Op::new(&app, Method::GET, "/v1/runs/{id}/model-input");
+    let (waiting, _) = owned_run(&app).await;
+    op.expect(
+        &format!("/v1/runs/{waiting}/model-input"),
+        None,
+        "409 not_resumed",
+    )
+    .await;
+
+    let id = resumed_run(&app).await;
+    let path = format!("/v1/runs/{id}/model-input");
+    let formats = [
+        ("", "openai-chat"),
+        ("?format=openai-chat", "openai-chat"),
+        ("?format=anthropic", "anthropic"),
+        ("?format=openai-responses", "openai-responses"),
+    ];
+    for (query, format) in formats {
+        let answer = op.expect(&format!("{path}{query}"), None, "200").await;
+        assert_eq!(answer.body["format"], format);
+    }
+    op.expect(&format!("{path}?format=gemini"), None, "422 invalid_query")
+        .await;
+    op.expect(&format!("{path}?turn=0"), None, "422 invalid_query")
+        .await;
+    op.expect(
+        &concrete("/v1/runs/{id}/model-input"),
+        None,
+        "404 not_found",
+    )
+    .await;
+    op.provoke_auth_errors(&path, None).await;
+    op.provoke_server_errors(&path, None).await;
+    set_status(&app.pool, id, "resuming").await;
+    op.expect(&path, None, "409 resume_in_progress").await;
+    op.assert_every_documented_answer_was_seen();
+}
+
+#[tokio::test]
+async fn appending_a_turn_answers_as_documented() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = app(pool).await;
+    let op = Op::new(&app, Method::POST, "/v1/runs/{id}/turns");
+    let next = json!({"messages": [
+        {"role": "user", "content": "Try a shorter one."},
+        {"role": "assistant", "content": null, "tool_calls": [call("call_3", "update_page_metadata", "{}")]},
+    ]});
+    let (waiting, _) = owned_run(&app).await;
+    op.expect(
+        &format!("/v1/runs/{waiting}/turns"),
+        next.clone(),
+        "409 not_resumed",
+    )
+    .await;
+
+    let id = resumed_run(&app).await;
+    let path = format!("/v1/runs/{id}/turns");
+    let reused =
+        json!({"messages": [{"role": "assistant", "tool_calls": [call("call_1", "read", "{}")]}]});
+    op.expect(&path, reused, "422 invalid_transcript").await;
+    op.expect(&path, json!({"messages": []}), "422 invalid_transcript")
+        .await;
+    op.expect(
+        &path,
+        with(next.clone(), "turn_index", json!(1)),
+        "422 invalid_body",
+    )
+    .await;
+    op.expect(&path, json!({}), "422 invalid_body").await;
+    let answer = op.expect(&path, next.clone(), "200").await;
+    assert_eq!(
+        (&answer.body["status"], &answer.body["turn"]["index"]),
+        (&json!("waiting_for_approval"), &json!(1))
+    );
+    op.expect(&path, next.clone(), "200").await;
+    op.expect(
+        &concrete("/v1/runs/{id}/turns"),
+        next.clone(),
+        "404 not_found",
+    )
+    .await;
+
+    // A resumed run without a decision on its turn is a defect of the stored data: 500, saying nothing of it.
+    let (broken, _) = owned_run(&app).await;
+    set_status(&app.pool, broken, "resumed").await;
+    let answer = op
+        .expect(
+            &format!("/v1/runs/{broken}/turns"),
+            next.clone(),
+            "500 internal",
+        )
+        .await;
+    assert_eq!(
+        answer.body["detail"],
+        "an internal error occurred; it was logged"
+    );
+
+    op.provoke_body_errors(&path).await;
+    op.provoke_auth_errors(&path, Some(next.clone())).await;
+    op.provoke_server_errors(&path, Some(next)).await;
+    op.assert_every_documented_answer_was_seen();
+}
+
+#[tokio::test]
+async fn listing_events_answers_as_documented() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = app(pool).await;
+    let op = Op::new(&app, Method::GET, "/v1/runs/{id}/events");
+    let (waiting, _) = owned_run(&app).await;
+    let answer = op
+        .expect(&format!("/v1/runs/{waiting}/events"), None, "200")
+        .await;
+    assert_eq!(answer.body["approval_events"], json!([]));
+
+    // A denial by the owner at every level, an approval by nobody at the run's default level.
+    let id = resumed_run(&app).await;
+    let path = format!("/v1/runs/{id}/events");
+    let answer = op.expect(&path, None, "200").await;
+    assert_eq!(answer.body["tool_events"][0]["privacy_level"], "metadata");
+    for (level, tool_events) in [("none", 0), ("metadata", 2), ("redacted", 2), ("full", 2)] {
+        let (id, digest) = run_with(&app, json!({"privacy_level": level})).await;
+        assert_ok(&app.decide(id, false, Some(7), &digest).await);
+        let answer = op
+            .expect(&format!("/v1/runs/{id}/events"), None, "200")
+            .await;
+        let events = answer.body["tool_events"].as_array().unwrap();
+        assert_eq!(events.len(), tool_events, "{level}");
+        assert!(events.iter().all(|event| event["privacy_level"] == level));
+    }
+    let (approved, digest) = owned_run(&app).await;
+    assert_ok(&app.decide(approved, true, None, &digest).await);
+    op.expect(&format!("/v1/runs/{approved}/events"), None, "200")
+        .await;
+    op.expect(&concrete("/v1/runs/{id}/events"), None, "404 not_found")
+        .await;
+
+    op.provoke_auth_errors(&path, None).await;
+    op.provoke_server_errors(&path, None).await;
+    op.assert_every_documented_answer_was_seen();
+}
+
+#[tokio::test]
+async fn cancelling_a_run_answers_as_documented() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = app(pool).await;
+    let op = Op::new(&app, Method::POST, "/v1/runs/{id}/cancel");
+    let (waiting, _) = owned_run(&app).await;
+    let path = format!("/v1/runs/{waiting}/cancel");
+
+    let answer = op.expect(&path, None, "200").await;
+    assert_eq!(answer.body["status"], "cancelled");
+    op.expect(&path, None, "200").await;
+    let resumed = resumed_run(&app).await;
+    op.expect(&format!("/v1/runs/{resumed}/cancel"), None, "200")
+        .await;
+    let completed = resumed_run(&app).await;
+    assert_ok(
+        &app.post(&format!("/v1/runs/{completed}/complete"), json!({}))
+            .await,
+    );
+    op.expect(
+        &format!("/v1/runs/{completed}/cancel"),
+        None,
+        "409 run_finished",
+    )
+    .await;
+    let (resuming, _) = owned_run(&app).await;
+    set_status(&app.pool, resuming, "resuming").await;
+    op.expect(
+        &format!("/v1/runs/{resuming}/cancel"),
+        None,
+        "409 resume_in_progress",
+    )
+    .await;
+    op.expect(&concrete("/v1/runs/{id}/cancel"), None, "404 not_found")
+        .await;
+
+    op.provoke_auth_errors(&path, None).await;
+    op.provoke_server_errors(&path, None).await;
+    op.assert_every_documented_answer_was_seen();
+}
+
+#[tokio::test]
+async fn completing_a_run_answers_as_documented() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = app(pool).await;
+    let op = Op::new(&app, Method::POST, "/v1/runs/{id}/complete");
+    let (waiting, _) = owned_run(&app).await;
+    op.expect(
+        &format!("/v1/runs/{waiting}/complete"),
+        None,
+        "409 not_resumed",
+    )
+    .await;
+    let id = resumed_run(&app).await;
+    let path = format!("/v1/runs/{id}/complete");
+
+    let answer = op.expect(&path, None, "200").await;
+    assert_eq!(answer.body["status"], "completed");
+    op.expect(&path, None, "200").await;
+    let (cancelled, _) = owned_run(&app).await;
+    assert_ok(
+        &app.post(&format!("/v1/runs/{cancelled}/cancel"), json!({}))
+            .await,
+    );
+    op.expect(
+        &format!("/v1/runs/{cancelled}/complete"),
+        None,
+        "409 run_finished",
+    )
+    .await;
+    let (resuming, _) = owned_run(&app).await;
+    set_status(&app.pool, resuming, "resuming").await;
+    op.expect(
+        &format!("/v1/runs/{resuming}/complete"),
+        None,
+        "409 resume_in_progress",
+    )
+    .await;
+    op.expect(&concrete("/v1/runs/{id}/complete"), None, "404 not_found")
+        .await;
+
+    op.provoke_auth_errors(&path, None).await;
+    op.provoke_server_errors(&path, None).await;
+    op.assert_every_documented_answer_was_seen();
+}
+
+#[tokio::test]
+async fn the_ops_endpoints_answer_as_documented() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = app(pool).await;
+    let healthz = Op::new(&app, Method::GET, "/healthz");
+    healthz.expect_on(&app, None, "/healthz", None, "200").await;
+    healthz.assert_every_documented_answer_was_seen();
+
+    let openapi = Op::new(&app, Method::GET, "/openapi.yaml");
+    let served = openapi
+        .expect_on(&app, None, "/openapi.yaml", None, "200")
+        .await;
+    assert_eq!(
+        served.bytes,
+        OPENAPI_YAML.as_bytes(),
+        "the served document is the compiled-in spec"
+    );
+    openapi.assert_every_documented_answer_was_seen();
+
+    let metrics = Op::new(&app, Method::GET, "/metrics");
+    let scraper = app.client("scraper", &["metrics:read"]).await;
+    metrics
+        .expect_on(&app, Some(&scraper), "/metrics", None, "200")
+        .await;
+    metrics.provoke_auth_errors("/metrics", None).await;
+    metrics.provoke_server_errors("/metrics", None).await;
+    metrics.assert_every_documented_answer_was_seen();
+
+    let readyz = Op::new(&app, Method::GET, "/readyz");
+    readyz.expect_on(&app, None, "/readyz", None, "200").await;
+    // A database that was never migrated has no migrations table: answered 500, not 503 not_migrated.
+    let never_migrated = app.with_pool(pool_without_tables(&app.pool));
+    readyz
+        .expect_on(&never_migrated, None, "/readyz", None, "500 internal")
+        .await;
+    let unavailable = app.with_pool(closed_pool(&app.pool).await);
+    readyz
+        .expect_on(
+            &unavailable,
+            None,
+            "/readyz",
+            None,
+            "503 database_unavailable",
+        )
+        .await;
+    let holder = lock(
+        &app.pool,
+        "lock table _sqlx_migrations in access exclusive mode",
+    )
+    .await;
+    readyz
+        .expect_on(&impatient(&app), None, "/readyz", None, "503 timeout")
+        .await;
+    holder.rollback().await.unwrap();
+    let statement = "update _sqlx_migrations set success = false
+                     where version = (select max(version) from _sqlx_migrations)";
+    sqlx::query(statement).execute(&app.pool).await.unwrap();
+    readyz
+        .expect_on(&app, None, "/readyz", None, "503 not_migrated")
+        .await;
+    readyz.assert_every_documented_answer_was_seen();
+}
+
+#[tokio::test]
+async fn listing_approvals_answers_as_documented() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = app(pool).await;
+    let op = Op::new(&app, Method::GET, "/v1/approvals");
+    let (first, _) = owned_run(&app).await;
+    let (second, _) = run_with(&app, json!({"privacy_level": "full"})).await;
+    app.user(8, false, true, false).await;
+    app.user(9, false, false, true).await;
+
+    let path = "/v1/approvals?acting_uid=7&limit=1";
+    let page = op.expect(path, None, "200").await;
+    assert_eq!(
+        page.body["items"][0]["run_id"],
+        second.to_string(),
+        "newest first"
+    );
+    assert!(page.body["items"][0]["turn"]["pending_calls"][0]["arguments"].is_string());
+    let cursor = page.body["next_cursor"]
+        .as_str()
+        .expect("another page follows");
+    let next = op
+        .expect(&format!("{path}&cursor={cursor}"), None, "200")
+        .await;
+    assert_eq!(next.body["items"][0]["run_id"], first.to_string());
+    assert!(
+        next.body["items"][0]["turn"]["pending_calls"][0]
+            .get("arguments")
+            .is_none()
+    );
+    let filtered = "/v1/approvals?acting_uid=8&owner_uid=7&tool=read_page&limit=200";
+    op.expect(filtered, None, "200").await;
+
+    op.expect("/v1/approvals", None, "422 invalid_query").await;
+    op.expect("/v1/approvals?acting_uid=ann", None, "422 invalid_query")
+        .await;
+    op.expect(
+        "/v1/approvals?acting_uid=7&page=2",
+        None,
+        "422 invalid_query",
+    )
+    .await;
+    op.expect(
+        "/v1/approvals?acting_uid=7&limit=0",
+        None,
+        "422 invalid_query",
+    )
+    .await;
+    op.expect(
+        "/v1/approvals?acting_uid=7&limit=201",
+        None,
+        "422 invalid_query",
+    )
+    .await;
+    op.expect(
+        "/v1/approvals?acting_uid=7&cursor=nope",
+        None,
+        "422 invalid_cursor",
+    )
+    .await;
+    op.expect("/v1/approvals?acting_uid=99", None, "403 unknown_decider")
+        .await;
+    op.expect("/v1/approvals?acting_uid=9", None, "403 decider_disabled")
+        .await;
+
+    op.provoke_auth_errors("/v1/approvals?acting_uid=7", None)
+        .await;
+    op.provoke_server_errors("/v1/approvals?acting_uid=7", None)
+        .await;
+    op.assert_every_documented_answer_was_seen();
+}

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The benchmark of approval-resume (BENCHMARKS.md says what it measures and how to read it).
+#
+#   bash bench/run.sh              the whole benchmark, about 8 minutes; the report is printed and kept in
+#                                  target/bench/report.md, the micro-benchmarks in target/bench/core.txt
+#   bash bench/run.sh pool-sweep   deny throughput by DATABASE_POOL_SIZE (how the default pool size was chosen)
+#
+# Needs: cargo, a Postgres server (trust auth) at BENCH_PG_URL, and pgbench (Debian: package postgresql-15).
+# It creates and drops the database BENCH_DATABASE; nothing else on the server is touched.
+#
+# Settings (environment variables, defaults in brackets):
+#   BENCH_PG_URL          server URL without a database      [postgres://postgres@127.0.0.1:5432]
+#   BENCH_DATABASE        database created afresh            [approval_resume_bench]
+#   BENCH_POOL_SIZE       the service's DATABASE_POOL_SIZE   [16]
+#   BENCH_CONCURRENCY     virtual clients per phase          [1,8,32,64]
+#   BENCH_SECONDS         measured seconds per phase         [8]
+#   BENCH_WARMUP_SECONDS  warm-up seconds per phase          [1]
+#   BENCH_PHASES          any of deny,floor,merged,latency,approve,scaling   [all]
+#   BENCH_SCALING_CLIENTS clients of the scaling phases      [8]
+#   BENCH_SWEEP_POOLS     pool sizes of pool-sweep           [4,8,16,32,64]
+#   BENCH_MICRO=0         skip the criterion micro-benchmarks
+#   PGBENCH               path to pgbench                    [found on PATH or in /usr/lib/postgresql/*/bin]
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+
+if [ -z "${PGBENCH:-}" ] && ! command -v pgbench >/dev/null 2>&1 \
+    && ! compgen -G "/usr/lib/postgresql/*/bin/pgbench" >/dev/null; then
+    echo "pgbench not found: install it (Debian: apt-get install -y postgresql-15) or set PGBENCH" >&2
+    exit 1
+fi
+
+mkdir -p target/bench
+# The service under test is the shipped binary, built in release; the harness is a bench target (release too).
+cargo build --release --bin approval-resume
+cargo bench --bench decisions --no-run
+
+started=$(date +%s)
+cargo bench --bench decisions -- "$@" | tee target/bench/report.md
+
+if [ "$#" -eq 0 ] && [ "${BENCH_MICRO:-1}" = 1 ]; then
+    echo
+    echo "## Micro-benchmarks of the pure core (criterion, 1 s warm-up, 2 s measurement each)"
+    echo
+    cargo bench --bench core -- --warm-up-time 1 --measurement-time 2 | tee target/bench/core.txt
+fi
+echo "bench/run.sh took $(($(date +%s) - started)) s after the build."

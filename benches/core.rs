@@ -1,0 +1,133 @@
+//! Micro-benchmarks of the pure core (criterion): the denial text, the turn digest, the privacy filter and the
+//! model-input formats. Run with `cargo bench --bench core`; `bash bench/run.sh` runs them too, briefly.
+
+use std::hint::black_box;
+
+use approval_resume::domain::model_input::{self, ModelInputFormat};
+use approval_resume::domain::privacy;
+use approval_resume::domain::results::{self, ToolResult};
+use approval_resume::domain::transcript::{self, PendingCall};
+use approval_resume::tokens::{DecidedBy, DenialReason, Effect, PrivacyLevel};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use serde_json::Value;
+
+#[path = "decisions/transcript.rs"]
+#[allow(dead_code)]
+mod synthetic;
+
+fn denial_text(c: &mut Criterion) {
+    let mut group = c.benchmark_group("denial_text");
+    let cases = [
+        ("run_owner", Effect::Write, DecidedBy::RunOwner, None),
+        (
+            "other_user_variant",
+            Effect::Write,
+            DecidedBy::OtherUser,
+            Some(DenialReason::Variant),
+        ),
+        (
+            "unknown_read_skip",
+            Effect::Read,
+            DecidedBy::Unknown,
+            Some(DenialReason::Skip),
+        ),
+    ];
+    for (name, effect, decided_by, reason) in cases {
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                results::denial_text(black_box(synthetic::WRITE_TOOL), effect, decided_by, reason)
+            })
+        });
+    }
+    group.finish();
+}
+
+fn pending_calls(messages: &[Value]) -> Vec<PendingCall> {
+    transcript::validate(messages, &Default::default()).expect("the synthetic transcript is valid")
+}
+
+fn turn_digest(c: &mut Criterion) {
+    let mut group = c.benchmark_group("turn_digest");
+    for calls in [1, 4, 16] {
+        let pending = pending_calls(&synthetic::transcript(3, calls, "r"));
+        group.throughput(Throughput::Elements(calls as u64));
+        group.bench_with_input(
+            BenchmarkId::from_parameter(calls),
+            &pending,
+            |b, pending| b.iter(|| transcript::turn_digest(black_box(pending))),
+        );
+    }
+    group.finish();
+}
+
+fn denied(pending: &[PendingCall]) -> Vec<ToolResult> {
+    pending
+        .iter()
+        .map(|call| {
+            results::denied(
+                &call.id,
+                &call.name,
+                Effect::Write,
+                DecidedBy::RunOwner,
+                None,
+            )
+        })
+        .collect()
+}
+
+fn privacy_filter(c: &mut Criterion) {
+    let mut group = c.benchmark_group("privacy_tool_event");
+    let pending = pending_calls(&synthetic::transcript(3, 1, "r"));
+    let denial = denied(&pending).remove(0);
+    // A long executor answer with secrets in it: what redaction is for (and where it cuts at 2,000 characters).
+    let long_answer = ToolResult {
+        content: "Deployed with key sk-proj-abcdefghijklmnopqrstuvwxyz0123 for ops@example.org. "
+            .repeat(120),
+        ..denial.clone()
+    };
+    for (name, result) in [("denial", &denial), ("answer_10kb", &long_answer)] {
+        for level in [PrivacyLevel::Redacted, PrivacyLevel::Full] {
+            group.bench_with_input(
+                BenchmarkId::new(level.as_str(), name),
+                result,
+                |b, result| {
+                    b.iter(|| {
+                        privacy::tool_event(
+                            level,
+                            black_box(&pending[0].arguments),
+                            black_box(result),
+                            DecidedBy::RunOwner,
+                        )
+                    })
+                },
+            );
+        }
+    }
+    group.finish();
+}
+
+fn render(c: &mut Criterion) {
+    let mut group = c.benchmark_group("model_input_render");
+    for messages in [10, 1_000] {
+        let transcript = synthetic::transcript(messages, 1, "r");
+        let results = denied(&pending_calls(&transcript));
+        group.throughput(Throughput::Elements(messages as u64));
+        for format in [
+            ModelInputFormat::OpenAiChat,
+            ModelInputFormat::Anthropic,
+            ModelInputFormat::OpenAiResponses,
+        ] {
+            group.bench_with_input(
+                BenchmarkId::new(format.as_str(), messages),
+                &(&transcript, &results),
+                |b, (transcript, results)| {
+                    b.iter(|| model_input::render(format, black_box(transcript), results, &[]))
+                },
+            );
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(core, denial_text, turn_digest, privacy_filter, render);
+criterion_main!(core);

@@ -1,0 +1,258 @@
+//! The figures of one phase, and the Markdown tables the harness prints (pasted as-is into BENCHMARKS.md).
+
+use hdrhistogram::Histogram;
+
+use crate::floor::FloorOutcome;
+use crate::load::Outcome;
+use crate::service::Cpu;
+
+/// One measured phase of the service.
+pub struct Phase {
+    pub clients: usize,
+    pub outcome: Outcome,
+    pub cpu: Cpu,
+    /// Peak RSS of the service during the phase (VmHWM after a reset), KiB.
+    pub peak_rss_kib: u64,
+}
+
+/// One pgbench run of the floor.
+pub struct FloorPhase {
+    /// `current`: bench/deny_floor.sql; `merged`: bench/deny_floor_merged.sql (a proposal).
+    pub script: &'static str,
+    pub clients: usize,
+    pub outcome: FloorOutcome,
+    pub cpu: Cpu,
+    pub seconds: f64,
+}
+
+fn ms(histogram: &Histogram<u64>, quantile: f64) -> String {
+    if histogram.is_empty() {
+        return "–".into();
+    }
+    format!(
+        "{:.2}",
+        histogram.value_at_quantile(quantile) as f64 / 1000.0
+    )
+}
+
+fn per(total_ms: f64, count: u64) -> String {
+    if count == 0 {
+        return "–".into();
+    }
+    format!("{:.3}", total_ms / count as f64)
+}
+
+fn errors(outcome: &Outcome) -> String {
+    if outcome.errors.is_empty() {
+        return "0".into();
+    }
+    outcome
+        .errors
+        .iter()
+        .map(|(kind, count)| format!("{count}× {kind}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn mib(kib: u64) -> String {
+    format!("{:.1}", kib as f64 / 1024.0)
+}
+
+/// Share of the machine's CPU time (all cores) the three parties used while the phase ran.
+fn busy(cpu: &Cpu, seconds: f64, cores: f64) -> String {
+    let used = cpu.service_ms + cpu.postgres_ms + cpu.harness_ms + cpu.children_ms;
+    format!("{:.0}%", used / (seconds * 1000.0 * cores) * 100.0)
+}
+
+/// The headline: deny decisions of the service against the floor at each concurrency. The floor is pgbench at
+/// the same number of connections as clients, and (where that differs) at the service's own connection count.
+pub fn deny_vs_floor(service: &[Phase], floor: &[FloorPhase], pool: usize) -> String {
+    let mut out = String::from(
+        "| clients | service decisions/s | p50 ms | p99 ms | p99.9 ms | errors | floor tx/s, as many connections | floor p50 ms | floor p99 ms | ratio | floor tx/s, min(clients, pool) connections | ratio | merged-SQL floor tx/s, min(clients, pool) |\n\
+         |---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    let find = |clients: usize, script: &str| {
+        floor
+            .iter()
+            .find(|f| f.clients == clients && f.script == script && f.outcome.failed.is_none())
+    };
+    for phase in service {
+        let rate = phase.outcome.rate();
+        let ratio = |f: Option<&FloorPhase>| {
+            f.map(|f| format!("**{:.0}%**", rate / f.outcome.tps * 100.0))
+                .unwrap_or_else(|| "–".into())
+        };
+        let tps = |f: Option<&FloorPhase>| {
+            f.map(|f| format!("{:.0}", f.outcome.tps))
+                .unwrap_or_else(|| "–".into())
+        };
+        let same = find(phase.clients, "current");
+        let pooled = find(phase.clients.min(pool), "current");
+        let merged = find(phase.clients.min(pool), "merged");
+        let (floor_p50, floor_p99) = same
+            .map(|f| (ms(&f.outcome.latency, 0.5), ms(&f.outcome.latency, 0.99)))
+            .unwrap_or_else(|| ("–".into(), "–".into()));
+        let exhausted = if phase.outcome.exhausted {
+            " (ran out of seeded runs)"
+        } else {
+            ""
+        };
+        out.push_str(&format!(
+            "| {} | {rate:.0}{exhausted} | {} | {} | {} | {} | {} | {floor_p50} | {floor_p99} | {} | {} | {} | {} |\n",
+            phase.clients,
+            ms(&phase.outcome.latency, 0.5),
+            ms(&phase.outcome.latency, 0.99),
+            ms(&phase.outcome.latency, 0.999),
+            errors(&phase.outcome),
+            tps(same),
+            ratio(same),
+            tps(pooled),
+            ratio(pooled),
+            tps(merged),
+        ));
+    }
+    let failed: Vec<String> = floor
+        .iter()
+        .filter_map(|f| {
+            f.outcome
+                .failed
+                .as_ref()
+                .map(|why| format!("- pgbench {} at {}: {why}\n", f.script, f.clients))
+        })
+        .collect();
+    out.push_str(&failed.concat());
+    out
+}
+
+/// Where the CPU went, per decision (service phases) or per transaction (floor), and the service's memory.
+pub fn resources(service: &[Phase], floor: &[FloorPhase], cores: f64) -> String {
+    let mut out = String::from(
+        "| run | clients | decisions | seconds | service CPU ms/op | Postgres CPU ms/op | driver CPU ms/op | machine busy | DB round trips/op | service peak RSS MiB |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for phase in service {
+        let seconds = phase.outcome.elapsed.as_secs_f64();
+        out.push_str(&format!(
+            "| service | {} | {} | {seconds:.1} | {} | {} | {} | {} | {:.1} | {} |\n",
+            phase.clients,
+            phase.outcome.ok,
+            per(phase.cpu.service_ms, phase.outcome.ok),
+            per(phase.cpu.postgres_ms, phase.outcome.ok),
+            per(phase.cpu.harness_ms, phase.outcome.ok),
+            busy(&phase.cpu, seconds, cores),
+            phase.cpu.service_db_sends / phase.outcome.ok.max(1) as f64,
+            mib(phase.peak_rss_kib),
+        ));
+    }
+    for phase in floor {
+        out.push_str(&format!(
+            "| pgbench {} | {} | {} | {:.1} | – | {} | {} | {} | – | – |\n",
+            phase.script,
+            phase.clients,
+            phase.outcome.transactions,
+            phase.seconds,
+            per(phase.cpu.postgres_ms, phase.outcome.transactions),
+            per(phase.cpu.children_ms, phase.outcome.transactions),
+            busy(&phase.cpu, phase.seconds, cores),
+        ));
+    }
+    out
+}
+
+/// Approve phases, or any plain list of service phases.
+pub fn plain(label: &str, phases: &[Phase]) -> String {
+    let mut out = format!(
+        "| {label} | decisions/s | p50 ms | p99 ms | p99.9 ms | errors | service CPU ms/op | Postgres CPU ms/op | DB round trips/op | service peak RSS MiB |\n\
+         |---:|---:|---:|---:|---:|---|---:|---:|---:|---:|\n"
+    );
+    for phase in phases {
+        let exhausted = if phase.outcome.exhausted {
+            " (ran out of seeded runs)"
+        } else {
+            ""
+        };
+        out.push_str(&format!(
+            "| {} | {:.0}{exhausted} | {} | {} | {} | {} | {} | {} | {:.1} | {} |\n",
+            phase.clients,
+            phase.outcome.rate(),
+            ms(&phase.outcome.latency, 0.5),
+            ms(&phase.outcome.latency, 0.99),
+            ms(&phase.outcome.latency, 0.999),
+            errors(&phase.outcome),
+            per(phase.cpu.service_ms, phase.outcome.ok),
+            per(phase.cpu.postgres_ms, phase.outcome.ok),
+            phase.cpu.service_db_sends / phase.outcome.ok.max(1) as f64,
+            mib(phase.peak_rss_kib),
+        ));
+    }
+    out
+}
+
+/// The open-loop phase: Poisson arrivals, latency from each request's scheduled start; the service, then pgbench
+/// at the same rate with the service's connection count.
+pub fn open_loop(target_rate: f64, saturating: f64, phase: &Phase, floor: &[FloorPhase]) -> String {
+    let mut out = format!(
+        "Mean arrival rate {target_rate:.0}/s, {:.0}% of the highest closed-loop deny throughput ({saturating:.0}/s).\n\n\
+         | run | connections | achieved /s | p50 ms | p99 ms | p99.9 ms | max ms | errors |\n\
+         |---|---:|---:|---:|---:|---:|---:|---|\n\
+         | service | {} clients | {:.0} | {} | {} | {} | {} | {} |\n",
+        target_rate / saturating * 100.0,
+        phase.clients,
+        phase.outcome.rate(),
+        ms(&phase.outcome.latency, 0.5),
+        ms(&phase.outcome.latency, 0.99),
+        ms(&phase.outcome.latency, 0.999),
+        ms(&phase.outcome.latency, 1.0),
+        errors(&phase.outcome),
+    );
+    for f in floor {
+        out.push_str(&format!(
+            "| pgbench {} | {} | {:.0} | {} | {} | {} | {} | {} |\n",
+            f.script,
+            f.clients,
+            f.outcome.tps,
+            ms(&f.outcome.latency, 0.5),
+            ms(&f.outcome.latency, 0.99),
+            ms(&f.outcome.latency, 0.999),
+            ms(&f.outcome.latency, 1.0),
+            f.outcome.failed.as_deref().unwrap_or("0"),
+        ));
+    }
+    out
+}
+
+/// One scaling point: a run shape and what deciding it cost.
+pub struct ScalePoint {
+    pub messages: usize,
+    pub calls: usize,
+    pub phase: Phase,
+}
+
+pub fn scaling(points: &[ScalePoint]) -> String {
+    let mut out = String::from(
+        "| messages | calls | decisions | decisions/s | p50 ms | p99 ms | answer KiB | service CPU ms/op | Postgres CPU ms/op | service peak RSS MiB | errors |\n\
+         |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+    );
+    for point in points {
+        let phase = &point.phase;
+        let answer_kib = if phase.outcome.ok == 0 {
+            0.0
+        } else {
+            phase.outcome.response_bytes as f64 / phase.outcome.ok as f64 / 1024.0
+        };
+        out.push_str(&format!(
+            "| {} | {} | {} | {:.0} | {} | {} | {answer_kib:.1} | {} | {} | {} | {} |\n",
+            point.messages,
+            point.calls,
+            phase.outcome.ok,
+            phase.outcome.rate(),
+            ms(&phase.outcome.latency, 0.5),
+            ms(&phase.outcome.latency, 0.99),
+            per(phase.cpu.service_ms, phase.outcome.ok),
+            per(phase.cpu.postgres_ms, phase.outcome.ok),
+            mib(phase.peak_rss_kib),
+            errors(&phase.outcome),
+        ));
+    }
+    out
+}
