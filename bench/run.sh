@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The benchmark of approval-resume (BENCHMARKS.md says what it measures and how to read it).
 #
-#   bash bench/run.sh              the whole benchmark, about 8 minutes; the report is printed and kept in
+#   bash bench/run.sh              the whole benchmark, about 7 minutes after the build; the report is printed and kept in
 #                                  target/bench/report.md, the micro-benchmarks in target/bench/core.txt
 #   bash bench/run.sh pool-sweep   deny throughput by DATABASE_POOL_SIZE (how the default pool size was chosen)
 #
