@@ -9,8 +9,7 @@ create table api_clients (
     -- A tenant is the host application installation a client acts for; it sees only that tenant's users and runs.
     tenant      text not null check (tenant ~ '^[A-Za-z0-9_.-]{1,64}$'),
     key_hash    bytea not null unique check (length(key_hash) = 32),
-    -- A public key id (the first bytes of key_hash in hex), shown by `clients list` so a person can tell keys
-    -- apart without any part of the secret being stored.
+    -- The first characters of the key, shown by `clients list` so a person can tell keys apart.
     key_prefix  text not null,
     scopes      text[] not null,
     created_at  timestamptz not null default now(),

@@ -507,3 +507,31 @@ async fn the_api_clients_row_holds_no_substring_of_the_key() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_key_id_stored_before_the_key_id_migration_is_rewritten_from_the_hash() {
+    let (_database, pool) = TestDatabase::create().await;
+    let (key, id) = approval_resume::keys::generate();
+    let hash = approval_resume::keys::hash(&key);
+    sqlx::query(
+        "insert into api_clients (name, tenant, key_hash, key_prefix, scopes) values ('old', 'default', $1, $2, '{}')",
+    )
+    .bind(&hash[..])
+    .bind(&key[..10])
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::raw_sql(include_str!("../../migrations/0002_key_id_from_hash.sql"))
+        .execute(&pool)
+        .await
+        .unwrap();
+    let stored: String =
+        sqlx::query_scalar("select key_prefix from api_clients where name = 'old'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        stored, id,
+        "the migration computes the same key id as keys::key_id"
+    );
+}
