@@ -10,10 +10,11 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use super::{ResumeError, Resumed, Resumer, load_resumed, write_tool_events};
+use super::{ResumeError, Resumed, Resumer, load_resumed, tool_events};
 use crate::domain::results::{self, ToolResult};
 use crate::domain::tokens::RunStatus;
 use crate::executor::ExecutorCall;
+use crate::storage::deciding::{self, ClosingTurn};
 use crate::storage::decisions;
 use crate::storage::runs::{self, CallRow, RunRow};
 
@@ -40,12 +41,11 @@ pub async fn finish_turn(
     }
 
     let mut tx = resumer.pool.begin().await?;
-    let run = runs::lock(&mut tx, tenant, run_id)
+    let locked = deciding::lock_run(&mut tx, tenant, run_id, None, false)
         .await?
         .ok_or(ResumeError::RunNotFound)?;
-    let decision = decisions::find(&mut *tx, run.id, run.turn_index)
-        .await?
-        .ok_or(ResumeError::NotAwaitingApproval)?;
+    let run = locked.run;
+    let decision = locked.decision.ok_or(ResumeError::NotAwaitingApproval)?;
     if run.status() != RunStatus::Resuming || run.lease_owner != Some(resumer.instance_id) {
         // Another instance took the turn over (our lease ran out) or already finished it.
         tx.rollback().await?;
@@ -53,17 +53,14 @@ pub async fn finish_turn(
     }
     let calls = runs::calls(&mut *tx, run.id, run.turn_index).await?;
     let results = super::stored_results(&calls)?;
-    write_tool_events(
-        &mut tx,
-        resumer,
-        &run,
-        &calls,
-        &results,
-        decision.decided_by()?,
-    )
-    .await?;
-    runs::set_status(&mut tx, run.id, RunStatus::Resumed).await?;
-    runs::notify_resumed(&mut tx, &run, true).await?;
+    let events = tool_events(resumer, &run, &calls, &results, decision.decided_by()?);
+    let closing = ClosingTurn {
+        run: &run,
+        approved: true,
+        results: &[],
+        events: &events,
+    };
+    deciding::close_turn(&mut tx, &closing).await?;
     tx.commit().await?;
     tracing::info!(run_id = %run.id, turn = run.turn_index, calls = calls.len(), "approved turn resumed");
     load_resumed(&resumer.pool, run.id, decision).await

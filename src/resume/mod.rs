@@ -10,20 +10,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use sqlx::{PgConnection, PgPool};
+use sqlx::PgPool;
 use uuid::Uuid;
 
 pub use approve::{finish_turn, spawn_recovery};
 
-use crate::domain::authorize::{self, DeciderFacts, DecisionAsk, Refusal};
+use crate::domain::authorize::{self, DecisionAsk, Refusal};
 use crate::domain::privacy;
 use crate::domain::results::{self, ToolResult};
 use crate::domain::tokens::{DecidedBy, DenialReason, PrivacyLevel, RunStatus};
 use crate::executor::Executors;
 use crate::metrics;
+use crate::storage::StorageError;
+use crate::storage::deciding::{self, ClosingTurn, LockedRun};
 use crate::storage::decisions::{self, DecisionRow, NewDecision};
 use crate::storage::runs::{self, CallRow, RunRow};
-use crate::storage::{StorageError, users};
 
 /// What the decision path needs, shared by every request and the recovery task.
 pub struct Resumer {
@@ -117,38 +118,43 @@ async fn decide_to_completion(
     request: &DecisionRequest,
 ) -> Result<Resumed, ResumeError> {
     let mut tx = resumer.pool.begin().await?;
-    let run = runs::lock(&mut tx, &actor.tenant, request.run_id)
-        .await?
-        .ok_or(ResumeError::RunNotFound)?;
-    let decided_by = authorize_decider(&mut tx, actor, &run, request).await?;
+    // A deny answers the transcript from this same read; an approval reads it after its tools ran.
+    let locked = deciding::lock_run(
+        &mut tx,
+        &actor.tenant,
+        request.run_id,
+        request.decider_uid,
+        !request.approved,
+    )
+    .await?
+    .ok_or(ResumeError::RunNotFound)?;
+    let run = &locked.run;
+    let decided_by = authorize_decider(actor, &locked, request)?;
 
     if request.turn_digest != run.turn_digest {
         return Err(ResumeError::StaleTurn);
     }
-    if let Some(existing) = decisions::find(&mut *tx, run.id, run.turn_index).await? {
+    if let Some(existing) = locked.decision {
         tx.rollback().await?;
-        return replay(resumer, &run, existing, request).await;
+        return replay(resumer, &locked.run, existing, request).await;
     }
     if run.status() != RunStatus::WaitingForApproval {
         return Err(ResumeError::NotAwaitingApproval);
     }
 
-    let decision = decisions::insert(
-        &mut tx,
-        &NewDecision {
-            run_id: run.id,
-            turn_index: run.turn_index,
-            approved: request.approved,
-            decider_uid: request.decider_uid,
-            decided_by,
-            reason: request.reason,
-            turn_digest: &run.turn_digest,
-            client_name: &actor.client_name,
-        },
-    )
-    .await?;
+    let new_decision = NewDecision {
+        run_id: run.id,
+        turn_index: run.turn_index,
+        approved: request.approved,
+        decider_uid: request.decider_uid,
+        decided_by,
+        reason: request.reason,
+        turn_digest: &run.turn_digest,
+        client_name: &actor.client_name,
+    };
 
     if request.approved {
+        decisions::insert(&mut tx, &new_decision).await?;
         runs::start_resuming(&mut tx, run.id, resumer.instance_id, resumer.lease()).await?;
         tx.commit().await?;
         metrics::decision(true, decided_by.as_str());
@@ -156,7 +162,7 @@ async fn decide_to_completion(
         return finish_turn(resumer, &actor.tenant, run.id).await;
     }
 
-    let calls = runs::calls(&mut *tx, run.id, run.turn_index).await?;
+    let (calls, earlier_calls) = deciding::calls_through(&mut tx, run.id, run.turn_index).await?;
     let results: Vec<ToolResult> = calls
         .iter()
         .map(|call| {
@@ -174,47 +180,40 @@ async fn decide_to_completion(
         .map(|c| c.position)
         .zip(results.iter())
         .collect();
-    decisions::store_results(&mut tx, run.id, run.turn_index, &positioned).await?;
-    write_tool_events(&mut tx, resumer, &run, &calls, &results, decided_by).await?;
-    runs::set_status(&mut tx, run.id, RunStatus::Resumed).await?;
-    runs::notify_resumed(&mut tx, &run, false).await?;
-    let transcript = runs::messages(&mut *tx, run.id).await?;
-    let earlier_results =
-        stored_results(&runs::calls_before(&mut *tx, run.id, run.turn_index).await?)?;
+    let events = tool_events(resumer, run, &calls, &results, decided_by);
+    let closing = ClosingTurn {
+        run,
+        approved: false,
+        results: &positioned,
+        events: &events,
+    };
+    let decision = deciding::record_denial(&mut tx, &new_decision, &closing).await?;
     tx.commit().await?;
     metrics::decision(false, decided_by.as_str());
     tracing::info!(run_id = %run.id, turn = run.turn_index, decided_by = decided_by.as_str(), "turn denied");
+    let transcript = locked.transcript.ok_or_else(|| {
+        StorageError::Corrupt("the transcript asked for with the run was not read".into())
+    })?;
     Ok(Resumed {
         run_id: run.id,
         decision,
         results,
         transcript,
-        earlier_results,
+        earlier_results: stored_results(&earlier_calls)?,
     })
 }
 
-/// Applies §4 with the decider's row, loaded inside the decision's transaction.
-async fn authorize_decider(
-    conn: &mut PgConnection,
+/// Applies §4 with the decider's row, read with the run under its lock.
+fn authorize_decider(
     actor: &Actor,
-    run: &RunRow,
+    locked: &LockedRun,
     request: &DecisionRequest,
 ) -> Result<DecidedBy, ResumeError> {
-    let decider = match request.decider_uid {
-        Some(uid) => users::find(&mut *conn, &actor.tenant, uid)
-            .await?
-            .map(|user| DeciderFacts {
-                is_admin: user.is_admin,
-                can_approve_others: user.can_approve_others,
-                disabled: user.disabled,
-            }),
-        None => None,
-    };
     let decided_by = authorize::authorize(&DecisionAsk {
         decider_uid: request.decider_uid,
-        decider,
-        owner_uid: run.owner_uid,
-        require_second_approver: run.require_second_approver,
+        decider: locked.decider,
+        owner_uid: locked.run.owner_uid,
+        require_second_approver: locked.run.require_second_approver,
         approved: request.approved,
         client_may_decide_anonymously: actor.may_decide_anonymously,
     })?;
@@ -297,23 +296,21 @@ fn stored_result(call: &CallRow) -> Result<ToolResult, StorageError> {
     })
 }
 
-/// Writes one tool event per call, filtered by the stricter of the service's and the run's privacy level.
-async fn write_tool_events(
-    conn: &mut PgConnection,
+/// One tool event per call, filtered by the stricter of the service's and the run's privacy level.
+fn tool_events(
     resumer: &Resumer,
     run: &RunRow,
     calls: &[CallRow],
     results: &[ToolResult],
     decided_by: DecidedBy,
-) -> Result<(), StorageError> {
+) -> Vec<(i32, privacy::ToolEvent)> {
     let level = resumer.privacy_floor.stricter(run.privacy_level());
-    let events: Vec<(i32, privacy::ToolEvent)> = calls
+    calls
         .iter()
         .zip(results)
         .filter_map(|(call, result)| {
             privacy::tool_event(level, &call.arguments, result, decided_by)
                 .map(|event| (call.position, event))
         })
-        .collect();
-    decisions::insert_tool_events(conn, run.id, run.turn_index, &events).await
+        .collect()
 }

@@ -5,7 +5,6 @@ use sqlx::{PgConnection, PgExecutor};
 use uuid::Uuid;
 
 use super::StorageError;
-use crate::domain::privacy::ToolEvent;
 use crate::domain::results::ToolResult;
 use crate::domain::tokens::{DecidedBy, DenialReason};
 
@@ -122,33 +121,6 @@ pub async fn insert(
     Ok(row)
 }
 
-/// Stores the results of several calls at once; a call that already has a result keeps it.
-pub async fn store_results(
-    conn: &mut PgConnection,
-    run_id: Uuid,
-    turn_index: i32,
-    results: &[(i32, &ToolResult)],
-) -> Result<(), StorageError> {
-    let positions: Vec<i32> = results.iter().map(|(position, _)| *position).collect();
-    let outcomes: Vec<&str> = results.iter().map(|(_, r)| r.outcome.as_str()).collect();
-    let errors: Vec<bool> = results.iter().map(|(_, r)| r.is_error).collect();
-    let contents: Vec<&str> = results.iter().map(|(_, r)| r.content.as_str()).collect();
-    sqlx::query(
-        "update turn_calls c set outcome = r.outcome, is_error = r.is_error, content = r.content, finished_at = now()
-         from unnest($3::int[], $4::text[], $5::bool[], $6::text[]) as r(position, outcome, is_error, content)
-         where c.run_id = $1 and c.turn_index = $2 and c.position = r.position and c.outcome is null",
-    )
-    .bind(run_id)
-    .bind(turn_index)
-    .bind(&positions)
-    .bind(&outcomes)
-    .bind(&errors)
-    .bind(&contents)
-    .execute(conn)
-    .await?;
-    Ok(())
-}
-
 /// Stores one call's result as soon as it is known; `false` when it already had one.
 pub async fn store_result(
     db: impl PgExecutor<'_>,
@@ -194,60 +166,6 @@ pub async fn mark_started(
     .execute(db)
     .await?;
     Ok(done.rows_affected() == 1)
-}
-
-/// Stores the tool events of a turn, one per call that has one, in one statement.
-pub async fn insert_tool_events(
-    conn: &mut PgConnection,
-    run_id: Uuid,
-    turn_index: i32,
-    events: &[(i32, ToolEvent)],
-) -> Result<(), StorageError> {
-    if events.is_empty() {
-        return Ok(());
-    }
-    let positions: Vec<i32> = events.iter().map(|(position, _)| *position).collect();
-    let call_ids: Vec<&str> = events.iter().map(|(_, e)| e.call_id.as_str()).collect();
-    let tools: Vec<&str> = events.iter().map(|(_, e)| e.tool.as_str()).collect();
-    let outcomes: Vec<&str> = events.iter().map(|(_, e)| e.outcome.as_str()).collect();
-    let errors: Vec<bool> = events.iter().map(|(_, e)| e.is_error).collect();
-    let decided_by: Vec<&str> = events.iter().map(|(_, e)| e.decided_by.as_str()).collect();
-    let levels: Vec<&str> = events
-        .iter()
-        .map(|(_, e)| e.privacy_level.as_str())
-        .collect();
-    let argument_bytes: Vec<i32> = events.iter().map(|(_, e)| e.arguments_bytes).collect();
-    let result_bytes: Vec<i32> = events.iter().map(|(_, e)| e.result_bytes).collect();
-    let arguments: Vec<Option<&str>> = events.iter().map(|(_, e)| e.arguments.as_deref()).collect();
-    let results: Vec<Option<&str>> = events.iter().map(|(_, e)| e.result.as_deref()).collect();
-    sqlx::query(
-        "insert into tool_events (run_id, turn_index, position, call_id, tool, outcome, is_error, decided_by,
-                                  privacy_level, arguments_bytes, result_bytes, arguments, result,
-                                  started_at, finished_at)
-         select $1, $2, e.position, e.call_id, e.tool, e.outcome, e.is_error, e.decided_by, e.privacy_level,
-                e.arguments_bytes, e.result_bytes, e.arguments, e.result, c.started_at, c.finished_at
-         from unnest($3::int[], $4::text[], $5::text[], $6::text[], $7::bool[], $8::text[], $9::text[],
-                     $10::int[], $11::int[], $12::text[], $13::text[])
-              as e(position, call_id, tool, outcome, is_error, decided_by, privacy_level,
-                   arguments_bytes, result_bytes, arguments, result)
-         join turn_calls c on c.run_id = $1 and c.turn_index = $2 and c.position = e.position",
-    )
-    .bind(run_id)
-    .bind(turn_index)
-    .bind(&positions)
-    .bind(&call_ids)
-    .bind(&tools)
-    .bind(&outcomes)
-    .bind(&errors)
-    .bind(&decided_by)
-    .bind(&levels)
-    .bind(&argument_bytes)
-    .bind(&result_bytes)
-    .bind(&arguments)
-    .bind(&results)
-    .execute(conn)
-    .await?;
-    Ok(())
 }
 
 /// A tool event as stored, for the audit view.

@@ -4,6 +4,7 @@
 
 pub mod approvals;
 pub mod clients;
+pub mod deciding;
 pub mod decisions;
 pub mod retention;
 pub mod runs;
@@ -111,9 +112,13 @@ pub async fn connect(settings: &PoolSettings) -> Result<PgPool, StorageError> {
         ("lock_timeout", statement_ms.as_str()),
         ("idle_in_transaction_session_timeout", idle_ms.as_str()),
     ]);
+    // No ping before each acquire: sqlx already pings every connection when it is released and closes a broken
+    // one, so the ping on acquire only catches a connection that died while idle (a restarted or terminated
+    // backend), at the cost of one round trip on every request. Such a request is answered 503 and retried.
     let pool = PgPoolOptions::new()
         .max_connections(settings.max_connections)
         .acquire_timeout(settings.acquire_timeout)
+        .test_before_acquire(false)
         .connect_lazy_with(options);
     Ok(pool)
 }

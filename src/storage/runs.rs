@@ -267,29 +267,9 @@ pub async fn calls_before(
     Ok(rows)
 }
 
-/// The Postgres channel on which every resume is announced, in the transaction that resumes the run.
+/// The Postgres channel on which every resume is announced, in the transaction that resumes the run
+/// ([`super::deciding`] sends it).
 pub const RESUMED_CHANNEL: &str = "approval_resume_run_resumed";
-
-/// Announces a resume to listeners (the agent worker) once the transaction commits; nothing is sent on rollback.
-/// The payload is `{"run_id", "tenant", "turn_index", "approved"}`, never a transcript or a result.
-pub async fn notify_resumed(
-    conn: &mut PgConnection,
-    run: &RunRow,
-    approved: bool,
-) -> Result<(), StorageError> {
-    let payload = serde_json::json!({
-        "run_id": run.id,
-        "tenant": run.tenant,
-        "turn_index": run.turn_index,
-        "approved": approved,
-    });
-    sqlx::query("select pg_notify($1, $2)")
-        .bind(RESUMED_CHANNEL)
-        .bind(payload.to_string())
-        .execute(conn)
-        .await?;
-    Ok(())
-}
 
 /// Moves a run to `status`, ending any lease.
 pub async fn set_status(

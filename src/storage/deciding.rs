@@ -1,0 +1,337 @@
+//! The statements of one decision, merged so a decision costs few round trips: everything the rules need is read
+//! under the run's row lock in one statement, and a turn is closed (results, tool events, status, notification)
+//! in one more. A deny is the service's busiest path and its cost should be the commit (BENCHMARKS.md); each
+//! statement saved here is a network round trip and a pass through the executor of Postgres saved per click.
+
+use std::sync::LazyLock;
+
+use serde_json::Value;
+use sqlx::postgres::PgRow;
+use sqlx::types::Json;
+use sqlx::{FromRow, PgConnection, Row};
+use uuid::Uuid;
+
+use super::StorageError;
+use super::decisions::{self, DecisionRow, NewDecision};
+use super::runs::{CallRow, RESUMED_CHANNEL, RunRow};
+use crate::domain::authorize::DeciderFacts;
+use crate::domain::privacy::ToolEvent;
+use crate::domain::results::ToolResult;
+use crate::domain::tokens::{DenialReason, RunStatus};
+
+/// A run locked for a decision, with what the decision rules need about it.
+#[derive(Debug)]
+pub struct LockedRun {
+    pub run: RunRow,
+    /// `None` when the decider uid names no backend user of the run's tenant (or none was given).
+    pub decider: Option<DeciderFacts>,
+    /// The decision of the run's current turn, if it has one.
+    pub decision: Option<DecisionRow>,
+    /// The working transcript, when it was asked for.
+    pub transcript: Option<Vec<Value>>,
+}
+
+/// Locks the run (the same row lock every writer takes first) and reads, in the same statement, the decider's
+/// row, the current turn's decision and, when `with_transcript`, the transcript. `None`: no such run in the tenant.
+/// The decider's row may be as old as the lock wait; users are not serialized with decisions in any case.
+pub async fn lock_run(
+    conn: &mut PgConnection,
+    tenant: &str,
+    run_id: Uuid,
+    decider_uid: Option<i64>,
+    with_transcript: bool,
+) -> Result<Option<LockedRun>, StorageError> {
+    let row = sqlx::query(
+        "select r.*,
+                u.uid is not null as decider_found, u.is_admin, u.can_approve_others, u.disabled,
+                e.turn_index as decision_turn_index, e.approved, e.decider_uid, e.decided_by, e.reason,
+                e.turn_digest as decision_turn_digest, e.client_name, e.decided_at
+         from (select id, tenant, owner_uid, status, privacy_level, require_second_approver, registration_hash,
+                      tools, turn_index, turn_digest, turn_request_hash, lease_owner, lease_until, created_at,
+                      updated_at, case when $4 then messages end as messages
+               from runs where id = $1 and tenant = $2 for update) r
+         left join backend_users u on u.tenant = r.tenant and u.uid = $3
+         left join approval_events e on e.run_id = r.id and e.turn_index = r.turn_index",
+    )
+    .bind(run_id)
+    .bind(tenant)
+    .bind(decider_uid)
+    .bind(with_transcript)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some(mut locked) = row.map(|row| locked_run(&row)).transpose()? else {
+        return Ok(None);
+    };
+    // The joined rows are read with the statement's snapshot, taken before the lock was granted, while the run row
+    // is its newest version. So when another transaction decided the turn while this one waited for the lock, the
+    // run shows the status it set but the join misses its decision. Every decision changes the run's status in the
+    // same transaction, so only a run that is no longer waiting can be missing one: read it again, now under the
+    // lock, with a fresh snapshot.
+    if locked.decision.is_none() && locked.run.status() != RunStatus::WaitingForApproval {
+        locked.decision = decisions::find(&mut *conn, run_id, locked.run.turn_index).await?;
+    }
+    Ok(Some(locked))
+}
+
+fn locked_run(row: &PgRow) -> Result<LockedRun, StorageError> {
+    let decider = if row.try_get("decider_found")? {
+        Some(DeciderFacts {
+            is_admin: row.try_get("is_admin")?,
+            can_approve_others: row.try_get("can_approve_others")?,
+            disabled: row.try_get("disabled")?,
+        })
+    } else {
+        None
+    };
+    let decision = match row.try_get::<Option<i32>, _>("decision_turn_index")? {
+        Some(turn_index) => Some(DecisionRow {
+            turn_index,
+            approved: row.try_get("approved")?,
+            decider_uid: row.try_get("decider_uid")?,
+            decided_by: row.try_get("decided_by")?,
+            reason: row.try_get("reason")?,
+            turn_digest: row.try_get("decision_turn_digest")?,
+            client_name: row.try_get("client_name")?,
+            decided_at: row.try_get("decided_at")?,
+        }),
+        None => None,
+    };
+    let transcript = row
+        .try_get::<Option<Json<Vec<Value>>>, _>("messages")?
+        .map(|Json(messages)| messages);
+    Ok(LockedRun {
+        run: RunRow::from_row(row)?,
+        decider,
+        decision,
+        transcript,
+    })
+}
+
+/// The calls of a run through `turn_index`, in one read: the current turn's calls, and the earlier turns' calls
+/// that have a result (their results are part of the model input), each in turn and call order.
+pub async fn calls_through(
+    conn: &mut PgConnection,
+    run_id: Uuid,
+    turn_index: i32,
+) -> Result<(Vec<CallRow>, Vec<CallRow>), StorageError> {
+    let rows = sqlx::query(
+        "select turn_index, position, call_id, tool, arguments, effect, started_at, outcome, is_error, content,
+                finished_at
+         from turn_calls
+         where run_id = $1 and turn_index <= $2 and (turn_index = $2 or outcome is not null)
+         order by turn_index, position",
+    )
+    .bind(run_id)
+    .bind(turn_index)
+    .fetch_all(conn)
+    .await?;
+    let mut current = Vec::new();
+    let mut earlier = Vec::new();
+    for row in &rows {
+        let call = CallRow::from_row(row)?;
+        if row.try_get::<i32, _>("turn_index")? == turn_index {
+            current.push(call);
+        } else {
+            earlier.push(call);
+        }
+    }
+    Ok((current, earlier))
+}
+
+/// How a decided turn ends: the results still to store, the tool events to write, and what to announce.
+pub struct ClosingTurn<'a> {
+    pub run: &'a RunRow,
+    pub approved: bool,
+    /// `(position, result)` of calls whose result is not stored yet; a call that has one keeps it.
+    pub results: &'a [(i32, &'a ToolResult)],
+    /// `(position, event)`, already filtered by the privacy level.
+    pub events: &'a [(i32, ToolEvent)],
+}
+
+/// The common-table expressions that close a turn, over the parameters `$1` to `$19` bound by [`bind_closing`]:
+/// store the results, write the tool events (with the times of the calls as just stored), move the run to
+/// `resumed` ending any lease, and announce the resume once the transaction commits.
+const CLOSE_TURN: &str = "
+    stored as (
+        update turn_calls c set outcome = r.outcome, is_error = r.is_error, content = r.content, finished_at = now()
+        from unnest($3::int[], $4::text[], $5::bool[], $6::text[]) as r(position, outcome, is_error, content)
+        where c.run_id = $1 and c.turn_index = $2 and c.position = r.position and c.outcome is null
+        returning c.position, c.finished_at
+    ), events as (
+        insert into tool_events (run_id, turn_index, position, call_id, tool, outcome, is_error, decided_by,
+                                 privacy_level, arguments_bytes, result_bytes, arguments, result,
+                                 started_at, finished_at)
+        select $1, $2, e.position, e.call_id, e.tool, e.outcome, e.is_error, e.decided_by, e.privacy_level,
+               e.arguments_bytes, e.result_bytes, e.arguments, e.result, c.started_at,
+               coalesce(s.finished_at, c.finished_at)
+        from unnest($7::int[], $8::text[], $9::text[], $10::text[], $11::bool[], $12::text[], $13::text[],
+                    $14::int[], $15::int[], $16::text[], $17::text[])
+             as e(position, call_id, tool, outcome, is_error, decided_by, privacy_level,
+                  arguments_bytes, result_bytes, arguments, result)
+        join turn_calls c on c.run_id = $1 and c.turn_index = $2 and c.position = e.position
+        left join stored s on s.position = e.position
+    ), resumed as (
+        update runs set status = 'resumed', lease_owner = null, lease_until = null, updated_at = now()
+        where id = $1
+        returning id
+    ), notified as materialized (
+        select pg_notify($18, $19)
+    )";
+
+/// Closes a turn whose results are all stored (the approve path, after its executors ran).
+pub async fn close_turn(
+    conn: &mut PgConnection,
+    closing: &ClosingTurn<'_>,
+) -> Result<(), StorageError> {
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        format!("with {CLOSE_TURN} select resumed.id from resumed cross join notified")
+    });
+    bind_closing(sqlx::query(sqlx::AssertSqlSafe(SQL.as_str())), closing)
+        .fetch_one(conn)
+        .await?;
+    Ok(())
+}
+
+/// Records a deny decision and closes its turn with the denial results, in one statement.
+pub async fn record_denial(
+    conn: &mut PgConnection,
+    decision: &NewDecision<'_>,
+    closing: &ClosingTurn<'_>,
+) -> Result<DecisionRow, StorageError> {
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "with decision as (
+                 insert into approval_events (run_id, turn_index, approved, decider_uid, decided_by, reason,
+                                              turn_digest, client_name)
+                 values ($1, $2, $20, $21, $22, $23, $24, $25)
+                 returning turn_index, approved, decider_uid, decided_by, reason, turn_digest, client_name,
+                           decided_at
+             ), {CLOSE_TURN}
+             select decision.* from decision cross join resumed cross join notified"
+        )
+    });
+    let row = bind_closing(sqlx::query(sqlx::AssertSqlSafe(SQL.as_str())), closing)
+        .bind(decision.approved)
+        .bind(decision.decider_uid)
+        .bind(decision.decided_by.as_str())
+        .bind(decision.reason.map(DenialReason::as_str))
+        .bind(decision.turn_digest)
+        .bind(decision.client_name)
+        .fetch_one(conn)
+        .await?;
+    Ok(DecisionRow::from_row(&row)?)
+}
+
+type Query<'q> = sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>;
+
+/// Binds `$1` to `$19` of [`CLOSE_TURN`].
+fn bind_closing<'q>(query: Query<'q>, closing: &ClosingTurn<'q>) -> Query<'q> {
+    let results = closing.results;
+    let events = closing.events;
+    query
+        .bind(closing.run.id)
+        .bind(closing.run.turn_index)
+        .bind(
+            results
+                .iter()
+                .map(|(position, _)| *position)
+                .collect::<Vec<i32>>(),
+        )
+        .bind(
+            results
+                .iter()
+                .map(|(_, r)| r.outcome.as_str())
+                .collect::<Vec<&str>>(),
+        )
+        .bind(
+            results
+                .iter()
+                .map(|(_, r)| r.is_error)
+                .collect::<Vec<bool>>(),
+        )
+        .bind(
+            results
+                .iter()
+                .map(|(_, r)| r.content.as_str())
+                .collect::<Vec<&str>>(),
+        )
+        .bind(
+            events
+                .iter()
+                .map(|(position, _)| *position)
+                .collect::<Vec<i32>>(),
+        )
+        .bind(
+            events
+                .iter()
+                .map(|(_, e)| e.call_id.as_str())
+                .collect::<Vec<&str>>(),
+        )
+        .bind(
+            events
+                .iter()
+                .map(|(_, e)| e.tool.as_str())
+                .collect::<Vec<&str>>(),
+        )
+        .bind(
+            events
+                .iter()
+                .map(|(_, e)| e.outcome.as_str())
+                .collect::<Vec<&str>>(),
+        )
+        .bind(
+            events
+                .iter()
+                .map(|(_, e)| e.is_error)
+                .collect::<Vec<bool>>(),
+        )
+        .bind(
+            events
+                .iter()
+                .map(|(_, e)| e.decided_by.as_str())
+                .collect::<Vec<&str>>(),
+        )
+        .bind(
+            events
+                .iter()
+                .map(|(_, e)| e.privacy_level.as_str())
+                .collect::<Vec<&str>>(),
+        )
+        .bind(
+            events
+                .iter()
+                .map(|(_, e)| e.arguments_bytes)
+                .collect::<Vec<i32>>(),
+        )
+        .bind(
+            events
+                .iter()
+                .map(|(_, e)| e.result_bytes)
+                .collect::<Vec<i32>>(),
+        )
+        .bind(
+            events
+                .iter()
+                .map(|(_, e)| e.arguments.as_deref())
+                .collect::<Vec<Option<&str>>>(),
+        )
+        .bind(
+            events
+                .iter()
+                .map(|(_, e)| e.result.as_deref())
+                .collect::<Vec<Option<&str>>>(),
+        )
+        .bind(RESUMED_CHANNEL)
+        .bind(resumed_payload(closing.run, closing.approved))
+}
+
+/// The notification's payload: `{"run_id", "tenant", "turn_index", "approved"}`, never a transcript or a result.
+fn resumed_payload(run: &RunRow, approved: bool) -> String {
+    serde_json::json!({
+        "run_id": run.id,
+        "tenant": run.tenant,
+        "turn_index": run.turn_index,
+        "approved": approved,
+    })
+    .to_string()
+}
