@@ -15,7 +15,7 @@
 #   BENCH_CONCURRENCY     virtual clients per phase          [1,8,32,64]
 #   BENCH_SECONDS         measured seconds per phase         [8]
 #   BENCH_WARMUP_SECONDS  warm-up seconds per phase          [1]
-#   BENCH_PHASES          any of deny,floor,merged,latency,approve,scaling   [all]
+#   BENCH_PHASES          any of deny,floor,previous,latency,approve,scaling   [all]
 #   BENCH_SCALING_CLIENTS clients of the scaling phases      [8]
 #   BENCH_SWEEP_POOLS     pool sizes of pool-sweep           [4,8,16,32,64]
 #   BENCH_MICRO=0         skip the criterion micro-benchmarks

@@ -89,7 +89,7 @@ impl Settings {
             warmup: Duration::from_secs_f64(
                 var("BENCH_WARMUP_SECONDS", "1").parse().unwrap_or(1.0),
             ),
-            phases: var("BENCH_PHASES", "deny,floor,merged,latency,approve,scaling")
+            phases: var("BENCH_PHASES", "deny,floor,previous,latency,approve,scaling")
                 .split(',')
                 .map(|p| p.trim().to_owned())
                 .collect(),
@@ -281,8 +281,8 @@ async fn benchmark(settings: &Settings) -> Result<(), Error> {
     } else {
         None
     };
-    let scripts: Vec<&'static str> = if settings.wants("merged") {
-        vec!["current", "merged"]
+    let scripts: Vec<&'static str> = if settings.wants("previous") {
+        vec!["current", "previous"]
     } else {
         vec!["current"]
     };
@@ -415,8 +415,8 @@ fn measure_length(settings: &Settings) -> Length {
     Length::Seconds(settings.seconds)
 }
 
-/// pgbench at `clients` connections with bench/deny_floor.sql (`current`) or bench/deny_floor_merged.sql
-/// (`merged`): a short warm-up that also sizes the seeding, then the measured run.
+/// pgbench at `clients` connections with bench/deny_floor.sql (`current`) or bench/deny_floor_previous.sql
+/// (`previous`): a short warm-up that also sizes the seeding, then the measured run.
 async fn floor_phase(
     bench: &Bench,
     floor: &mut Floor,
@@ -425,7 +425,7 @@ async fn floor_phase(
     length: Length,
 ) -> Result<FloorPhase, Error> {
     let file = match script {
-        "merged" => "bench/deny_floor_merged.sql",
+        "previous" => "bench/deny_floor_previous.sql",
         _ => "bench/deny_floor.sql",
     };
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
