@@ -89,10 +89,13 @@ impl Settings {
             warmup: Duration::from_secs_f64(
                 var("BENCH_WARMUP_SECONDS", "1").parse().unwrap_or(1.0),
             ),
-            phases: var("BENCH_PHASES", "deny,floor,previous,latency,approve,scaling")
-                .split(',')
-                .map(|p| p.trim().to_owned())
-                .collect(),
+            phases: var(
+                "BENCH_PHASES",
+                "deny,floor,previous,latency,approve,scaling",
+            )
+            .split(',')
+            .map(|p| p.trim().to_owned())
+            .collect(),
             scaling_clients: var("BENCH_SCALING_CLIENTS", "8").parse().unwrap_or(8),
             sweep_pools: list("BENCH_SWEEP_POOLS", "4,8,16,32,64")
                 .into_iter()

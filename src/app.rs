@@ -17,7 +17,7 @@ use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetReques
 use tower_http::trace::TraceLayer;
 
 use crate::http::error::{ApiError, REQUEST_ID};
-use crate::http::{approvals, decisions, events, ops, runs, turns, users};
+use crate::http::{approvals, decisions, detach, events, ops, runs, turns, users};
 use crate::metrics;
 use crate::resume::Resumer;
 use crate::telemetry;
@@ -39,7 +39,11 @@ pub struct Limits {
 
 /// Every route of DESIGN.md §8 and §9, with the layers each request passes through.
 pub fn router(state: AppState) -> Router {
-    let limits = state.limits;
+    layered(routes(), state)
+}
+
+/// The routes of `router`, and its answers for paths and methods it does not serve.
+fn routes() -> Router<AppState> {
     Router::new()
         .route("/v1/users/{uid}", put(users::put_user))
         .route("/v1/runs", post(runs::register_run))
@@ -63,19 +67,32 @@ pub fn router(state: AppState) -> Router {
                 "this route does not take that method",
             )
         })
+}
+
+/// `routes` inside the layers every request passes through (outermost last). Public so that a test can send a
+/// route of its own, one that panics say, through exactly these layers.
+pub fn layered(routes: Router<AppState>, state: AppState) -> Router {
+    let limits = state.limits;
+    routes
         .layer(DefaultBodyLimit::max(limits.max_body_bytes))
+        // Inside the timeout: a timeout or a client that goes away stops the wait, never the handler.
+        .layer(middleware::from_fn(detach::run_to_completion))
         .layer(middleware::from_fn(move |request: Request, next: Next| {
             within_timeout(limits.request_timeout, request, next)
         }))
-        .layer(middleware::from_fn(with_request_id))
-        .layer(middleware::from_fn(count_request))
+        // Inside `with_request_id`, so that the 500 of a panic carries the request id like every other problem,
+        // and inside `count_request`, so that it is counted.
         .layer(CatchPanicLayer::custom(|_| {
             ApiError::internal("a handler panicked").into_response()
         }))
+        .layer(middleware::from_fn(with_request_id))
+        .layer(middleware::from_fn(count_request))
         .layer(
             TraceLayer::new_for_http()
                 .make_span_with(telemetry::request_span)
-                .on_response(telemetry::on_response),
+                .on_response(telemetry::on_response)
+                // `on_response` logs a 5xx with its cause; the default `on_failure` would log it a second time.
+                .on_failure(()),
         )
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
@@ -112,8 +129,8 @@ async fn with_request_id(request: Request, next: Next) -> Response {
     REQUEST_ID.scope(id, next.run(request)).await
 }
 
-/// Answers 503 when a request takes longer than the configured bound. A decision keeps running in its own task,
-/// so giving up here never cuts a transaction short; the client may ask again and gets its outcome.
+/// Answers 503 when a request takes longer than the configured bound. The handler keeps running in its own task
+/// (`detach`), so giving up here never cuts a transaction short; the client may ask again and gets its outcome.
 async fn within_timeout(timeout: Duration, request: Request, next: Next) -> Response {
     match tokio::time::timeout(timeout, next.run(request)).await {
         Ok(response) => response,

@@ -210,7 +210,7 @@ impl ToolExecutor {
         let elapsed_ms = elapsed.as_millis() as u64;
         match answer {
             Ok(answer) => {
-                let content = cut(answer.content, self.max_content_chars);
+                let content = cut(storable(answer.content), self.max_content_chars);
                 let result = results::executed(call.call_id, call.tool, content, answer.is_error);
                 crate::metrics::executor_call(call.tool, result.outcome.as_str(), elapsed);
                 tracing::info!(
@@ -286,6 +286,16 @@ impl ToolExecutor {
     }
 }
 
+/// Replaces U+0000, which Postgres cannot store in text, by U+FFFD: an executor's odd answer must not stop the
+/// turn from being resumed.
+fn storable(content: String) -> String {
+    if content.contains('\0') {
+        content.replace('\0', "\u{FFFD}")
+    } else {
+        content
+    }
+}
+
 /// Cuts content over `max_chars` characters and marks the cut, so the model knows it saw only a part.
 fn cut(content: String, max_chars: usize) -> String {
     match content.char_indices().nth(max_chars) {
@@ -301,6 +311,12 @@ fn cut(content: String, max_chars: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_nul_character_in_content_is_replaced_so_postgres_can_store_it() {
+        assert_eq!(storable("a\0b".into()), "a\u{FFFD}b");
+        assert_eq!(storable("plain".into()), "plain");
+    }
 
     #[test]
     fn content_within_the_cap_is_left_whole() {

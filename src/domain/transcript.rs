@@ -122,6 +122,11 @@ fn role_of(message: &Value) -> Option<&str> {
 
 fn check_message(message: &Value) -> Result<Vec<PendingCall>, String> {
     let object = message.as_object().ok_or("must be a JSON object")?;
+    if holds_nul(message) {
+        return Err(
+            "a text or member name holds the character U+0000, which cannot be stored".into(),
+        );
+    }
     let role = role_of(message).ok_or("must have a string \"role\"")?;
     if !ROLES.contains(&role) {
         return Err(format!(
@@ -154,12 +159,27 @@ fn check_message(message: &Value) -> Result<Vec<PendingCall>, String> {
     }
 }
 
+/// Whether any string or member name in `value` holds U+0000: Postgres stores no such text, in `jsonb` or `text`.
+/// The HTTP layer bounds the nesting of a body (127 levels), and with it this recursion.
+fn holds_nul(value: &Value) -> bool {
+    match value {
+        Value::String(text) => text.contains('\0'),
+        Value::Array(items) => items.iter().any(holds_nul),
+        Value::Object(members) => members
+            .iter()
+            .any(|(name, member)| name.contains('\0') || holds_nul(member)),
+        Value::Null | Value::Bool(_) | Value::Number(_) => false,
+    }
+}
+
 fn check_tool_call(call: &Value) -> Result<PendingCall, String> {
     let id = call
         .get("id")
         .and_then(Value::as_str)
         .ok_or("needs a string \"id\"")?;
-    if id.is_empty() || id.len() > MAX_CALL_ID_LEN {
+    // Characters, not bytes, as the spec's maxLength counts them.
+    let length = id.chars().count();
+    if length == 0 || length > MAX_CALL_ID_LEN {
         return Err(format!(
             "\"id\" must have 1 to {MAX_CALL_ID_LEN} characters"
         ));
@@ -352,6 +372,36 @@ mod tests {
         let mut messages = turn(json!([call("c1", "x", "{}")]));
         messages[0]["name"] = json!("alice");
         assert!(validate(&messages, &HashSet::new()).is_ok());
+    }
+
+    #[test]
+    fn a_nul_character_anywhere_in_a_message_is_refused() {
+        let cases = [
+            json!({"role": "user", "content": "a\u{0}b"}),
+            json!({"role": "user", "content": [{"type": "text", "text": "\u{0}"}]}),
+            json!({"role": "user", "content": "x", "na\u{0}me": 1}),
+        ];
+        for message in cases {
+            let mut messages = turn(json!([call("c1", "x", "{}")]));
+            messages.insert(0, message.clone());
+            assert!(
+                matches!(
+                    validate(&messages, &HashSet::new()),
+                    Err(TranscriptError::Message { index: 0, .. })
+                ),
+                "{message} was accepted"
+            );
+        }
+        let messages = turn(json!([call("c\u{0}", "x", "{}")]));
+        assert!(validate(&messages, &HashSet::new()).is_err());
+    }
+
+    #[test]
+    fn a_call_id_is_measured_in_characters() {
+        let messages = turn(json!([call(&"é".repeat(MAX_CALL_ID_LEN), "x", "{}")]));
+        assert!(validate(&messages, &HashSet::new()).is_ok());
+        let messages = turn(json!([call(&"é".repeat(MAX_CALL_ID_LEN + 1), "x", "{}")]));
+        assert!(validate(&messages, &HashSet::new()).is_err());
     }
 
     #[test]

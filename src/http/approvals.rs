@@ -10,12 +10,13 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::error::ApiError;
-use super::extract::{Caller, Query};
+use super::extract::{Authorized, Query, scope};
+use super::integer;
 use crate::app::AppState;
 use crate::domain::authorize::Refusal;
 use crate::domain::redact::redact;
-use crate::domain::scopes::Scope;
 use crate::domain::tokens::{Effect, PrivacyLevel};
+use crate::domain::transcript::is_valid_tool_name;
 use crate::storage::approvals::{self, InboxQuery, WaitingRun};
 use crate::storage::runs::CallRow;
 use crate::storage::users;
@@ -27,9 +28,12 @@ const MAX_LIMIT: i64 = 200;
 #[serde(deny_unknown_fields)]
 pub struct InboxParams {
     /// The backend user who will decide.
+    #[serde(deserialize_with = "integer::query")]
     acting_uid: i64,
+    #[serde(default, deserialize_with = "integer::query_optional")]
     owner_uid: Option<i64>,
     tool: Option<String>,
+    #[serde(default, deserialize_with = "integer::query_optional")]
     limit: Option<i64>,
     cursor: Option<String>,
 }
@@ -70,10 +74,9 @@ struct InboxCall {
 
 pub async fn inbox(
     State(state): State<AppState>,
-    caller: Caller,
+    Authorized(caller, _): Authorized<scope::ApprovalsRead>,
     Query(params): Query<InboxParams>,
 ) -> Result<impl IntoResponse, ApiError> {
-    caller.require(Scope::ApprovalsRead)?;
     let limit = params.limit.unwrap_or(DEFAULT_LIMIT);
     if !(1..=MAX_LIMIT).contains(&limit) {
         return Err(ApiError::unprocessable(
@@ -87,6 +90,18 @@ pub async fn inbox(
         .ok_or(Refusal::UnknownDecider)?;
     if acting.disabled {
         return Err(Refusal::DisabledDecider.into());
+    }
+    // Registration refuses any other tool name, so a filter that is none matches no run (and cannot reach the
+    // database, which refuses some texts, such as one holding U+0000, with an error).
+    if params
+        .tool
+        .as_deref()
+        .is_some_and(|tool| !is_valid_tool_name(tool))
+    {
+        return Ok(axum::Json(InboxPage {
+            items: Vec::new(),
+            next_cursor: None,
+        }));
     }
     let sees_everyone = acting.is_admin || acting.can_approve_others;
     let query = InboxQuery {
@@ -154,10 +169,18 @@ fn cursor_of(run: &WaitingRun) -> String {
     format!("{}_{}", run.created_at.timestamp_micros(), run.id.simple())
 }
 
+/// Reads a cursor of exactly the form `cursor_of` writes (and the spec's pattern gives): `-?[0-9]{1,16}_` and 32
+/// lowercase hex digits. Any other text, even one a lenient parser would take, names no place in the list.
 fn parse_cursor(text: &str) -> Result<(DateTime<Utc>, Uuid), ApiError> {
     let invalid =
         || ApiError::unprocessable("invalid_cursor", "cursor is not one this service gave out");
     let (micros, id) = text.split_once('_').ok_or_else(invalid)?;
+    let digits = micros.strip_prefix('-').unwrap_or(micros);
+    let is_micros = (1..=16).contains(&digits.len()) && digits.bytes().all(|b| b.is_ascii_digit());
+    let is_id = id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    if !is_micros || !is_id {
+        return Err(invalid());
+    }
     let at = micros
         .parse::<i64>()
         .ok()

@@ -4,12 +4,13 @@ use std::sync::Arc;
 
 use axum::extract::State;
 use axum::response::IntoResponse;
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
 use super::error::ApiError;
-use super::extract::{Caller, Json, Query, RunId};
+use super::extract::{Authorized, Json, Query, RunId, scope};
+use super::integer;
 use super::views::DecisionView;
 use crate::app::AppState;
 use crate::domain::model_input::{self, ModelInputFormat};
@@ -24,15 +25,11 @@ use crate::storage::{decisions, runs};
 pub struct DecisionBody {
     approved: bool,
     /// Required, and `null` on purpose: a decision by nobody must be said, not forgotten.
-    #[serde(deserialize_with = "present_or_null")]
+    #[serde(deserialize_with = "integer::json_or_null")]
     decider_uid: Option<i64>,
     turn_digest: String,
     #[serde(default)]
     reason: Option<DenialReason>,
-}
-
-fn present_or_null<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<i64>, D::Error> {
-    Option::<i64>::deserialize(deserializer)
 }
 
 #[derive(Debug, Deserialize)]
@@ -73,7 +70,7 @@ impl DecisionAnswer {
 
 pub async fn decide(
     State(state): State<AppState>,
-    caller: Caller,
+    Authorized(caller, _): Authorized<scope::Decisions>,
     RunId(run_id): RunId,
     Query(query): Query<FormatQuery>,
     Json(body): Json<DecisionBody>,
@@ -112,11 +109,10 @@ pub async fn decide(
 
 pub async fn model_input(
     State(state): State<AppState>,
-    caller: Caller,
+    Authorized(caller, _): Authorized<scope::RunsRead>,
     RunId(run_id): RunId,
     Query(query): Query<FormatQuery>,
 ) -> Result<impl IntoResponse, ApiError> {
-    caller.require(Scope::RunsRead)?;
     let run = runs::find(&state.pool, &caller.tenant, run_id)
         .await?
         .ok_or_else(|| ApiError::not_found("run"))?;

@@ -7,9 +7,8 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use super::error::ApiError;
-use super::extract::{Caller, RunId};
+use super::extract::{Authorized, RunId, scope};
 use crate::app::AppState;
-use crate::domain::scopes::Scope;
 use crate::storage::decisions::{self, StoredToolEvent};
 use crate::storage::runs;
 
@@ -34,10 +33,9 @@ struct ApprovalEventView {
 
 pub async fn list_events(
     State(state): State<AppState>,
-    caller: Caller,
+    Authorized(caller, _): Authorized<scope::RunsRead>,
     RunId(run_id): RunId,
 ) -> Result<impl IntoResponse, ApiError> {
-    caller.require(Scope::RunsRead)?;
     let run = runs::find(&state.pool, &caller.tenant, run_id)
         .await?
         .ok_or_else(|| ApiError::not_found("run"))?;

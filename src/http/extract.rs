@@ -1,4 +1,7 @@
-//! Extractors that answer their own failures as problems: the caller's identity, JSON bodies, run ids and queries.
+//! Extractors that answer their own failures as problems: the caller's identity and scope, JSON bodies, run ids and
+//! queries.
+
+use std::marker::PhantomData;
 
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{FromRef, FromRequest, FromRequestParts, Path, Request};
@@ -6,6 +9,7 @@ use axum::http::StatusCode;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
 use uuid::Uuid;
 
 use super::error::ApiError;
@@ -73,6 +77,64 @@ where
     }
 }
 
+/// The scopes a route requires, named by a type so that the check is an extractor of its own.
+pub trait RequiredScope {
+    /// The client must hold at least one of these.
+    const ANY_OF: &'static [Scope];
+}
+
+/// The caller, holding the scope `R` names. Handlers take it first, so the scope is checked right after the key,
+/// before the path, the query or the body are read: a client without the scope learns nothing from how the rest
+/// of its request would have been refused, and its body is never parsed.
+pub struct Authorized<R>(pub Caller, pub PhantomData<fn() -> R>);
+
+impl<S, R> FromRequestParts<S> for Authorized<R>
+where
+    AppState: FromRef<S>,
+    S: Send + Sync,
+    R: RequiredScope,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        if R::ANY_OF.iter().any(|scope| caller.has(*scope)) {
+            Ok(Authorized(caller, PhantomData))
+        } else {
+            let names: Vec<&str> = R::ANY_OF.iter().map(|scope| scope.as_str()).collect();
+            Err(ApiError::missing_scope(&names.join(" or ")))
+        }
+    }
+}
+
+/// The scope each route requires, as types for `Authorized`.
+pub mod scope {
+    use super::RequiredScope;
+    use crate::domain::scopes::Scope;
+
+    macro_rules! required_scopes {
+        ($($(#[$doc:meta])* $name:ident => [$($scope:ident),+];)*) => {$(
+            $(#[$doc])*
+            pub struct $name;
+
+            impl RequiredScope for $name {
+                const ANY_OF: &'static [Scope] = &[$(Scope::$scope),+];
+            }
+        )*};
+    }
+
+    required_scopes! {
+        UsersWrite => [UsersWrite];
+        RunsWrite => [RunsWrite];
+        RunsRead => [RunsRead];
+        /// Either decision scope: which one a decision needs depends on its body, so that one is checked after the
+        /// body is read.
+        Decisions => [DecisionsWrite, DecisionsAnonymous];
+        ApprovalsRead => [ApprovalsRead];
+        MetricsRead => [MetricsRead];
+    }
+}
+
 /// A JSON body, strictly parsed; its failures answer 400, 413, 415 or 422 as problems.
 pub struct Json<T>(pub T);
 
@@ -84,11 +146,56 @@ where
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
-        match axum::Json::<T>::from_request(request, state).await {
-            Ok(axum::Json(value)) => Ok(Json(value)),
-            Err(rejection) => Err(json_rejection(rejection)),
+        // The whole body must be JSON (UTF-8, well formed, nothing after it) before its shape is looked at: parsed
+        // straight into `T`, a body would be refused 422 for an unknown member it names before the bytes that make
+        // it no JSON at all are read, and the same broken body would get 400 or 422 by where it breaks.
+        let raw = match axum::Json::<Box<RawValue>>::from_request(request, state).await {
+            Ok(axum::Json(raw)) => raw,
+            Err(rejection) => return Err(json_rejection(rejection)),
+        };
+        if nesting_depth(raw.get()) > MAX_NESTING {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "malformed_json",
+                format!("the body nests arrays and objects deeper than {MAX_NESTING} levels"),
+            ));
+        }
+        axum::Json::<T>::from_bytes(raw.get().as_bytes())
+            .map(|axum::Json(value)| Json(value))
+            .map_err(json_rejection)
+    }
+}
+
+/// The deepest nesting of arrays and objects a body may have: serde_json's own limit, which guards the stack of
+/// every recursive walk over a parsed value. Checked on the text first, so that a body nested deeper is refused
+/// 400 whatever its shape, not 422 for whichever member the parser happened to read first.
+const MAX_NESTING: usize = 127;
+
+/// The deepest nesting of arrays and objects in a JSON text that was already checked to be JSON.
+fn nesting_depth(text: &str) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for byte in text.bytes() {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
         }
     }
+    deepest
 }
 
 fn json_rejection(rejection: JsonRejection) -> ApiError {
@@ -148,5 +255,29 @@ where
             .map_err(|rejection: QueryRejection| {
                 ApiError::unprocessable("invalid_query", rejection.body_text())
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_nesting_depth_counts_arrays_and_objects_but_not_brackets_inside_strings() {
+        assert_eq!(nesting_depth("1"), 0);
+        assert_eq!(nesting_depth("[]"), 1);
+        assert_eq!(nesting_depth(r#"{"a": [1, {"b": []}], "c": {}}"#), 4);
+        assert_eq!(nesting_depth(r#"["[[[{{{", "\"[[[", "\\"]"#), 1);
+        assert_eq!(
+            nesting_depth(&format!("{}{}", "[".repeat(500), "]".repeat(500))),
+            500
+        );
+    }
+
+    #[test]
+    fn the_nesting_limit_is_the_one_serde_json_parses_up_to() {
+        let nested = |depth: usize| format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+        assert!(serde_json::from_str::<serde_json::Value>(&nested(MAX_NESTING)).is_ok());
+        assert!(serde_json::from_str::<serde_json::Value>(&nested(MAX_NESTING + 1)).is_err());
     }
 }

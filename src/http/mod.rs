@@ -3,9 +3,11 @@
 
 pub mod approvals;
 pub mod decisions;
+pub mod detach;
 pub mod error;
 pub mod events;
 pub mod extract;
+pub mod integer;
 pub mod ops;
 pub mod runs;
 pub mod turns;

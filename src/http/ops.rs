@@ -6,9 +6,8 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 
 use super::error::ApiError;
-use super::extract::Caller;
+use super::extract::{Authorized, scope};
 use crate::app::AppState;
-use crate::domain::scopes::Scope;
 use crate::storage;
 
 /// The contract, compiled in so the served document is always the one the binary was built with.
@@ -36,9 +35,8 @@ pub async fn readyz(State(state): State<AppState>) -> Result<impl IntoResponse, 
 /// Prometheus metrics; scraping needs a key with `metrics:read`, like every other route that reveals activity.
 pub async fn metrics(
     State(state): State<AppState>,
-    caller: Caller,
+    _: Authorized<scope::MetricsRead>,
 ) -> Result<impl IntoResponse, ApiError> {
-    caller.require(Scope::MetricsRead)?;
     let text = crate::metrics::render(state.pool.size(), state.pool.num_idle());
     Ok((
         [(

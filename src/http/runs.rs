@@ -11,10 +11,9 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::error::ApiError;
-use super::extract::{Caller, Json, RunId};
+use super::extract::{Authorized, Caller, Json, RunId, scope};
 use super::views::RunView;
 use crate::app::AppState;
-use crate::domain::scopes::Scope;
 use crate::domain::tokens::{Effect, PrivacyLevel, RunStatus};
 use crate::domain::transcript::{self, PendingCall, is_valid_tool_name};
 use crate::storage::runs::{self, DeclaredTool, NewRun, RunRow};
@@ -24,6 +23,7 @@ use crate::storage::{decisions, users};
 #[serde(deny_unknown_fields)]
 pub struct RegisterRun {
     id: Uuid,
+    #[serde(deserialize_with = "super::integer::json")]
     owner_uid: i64,
     messages: Vec<Value>,
     #[serde(default)]
@@ -43,10 +43,9 @@ pub struct DeclaredToolBody {
 
 pub async fn register_run(
     State(state): State<AppState>,
-    caller: Caller,
+    Authorized(caller, _): Authorized<scope::RunsWrite>,
     Json(body): Json<RegisterRun>,
 ) -> Result<impl IntoResponse, ApiError> {
-    caller.require(Scope::RunsWrite)?;
     if body.owner_uid < 0 {
         return Err(ApiError::unprocessable(
             "invalid_owner",
@@ -188,10 +187,9 @@ pub async fn run_view(state: &AppState, run: &RunRow) -> Result<RunView, ApiErro
 
 pub async fn get_run(
     State(state): State<AppState>,
-    caller: Caller,
+    Authorized(caller, _): Authorized<scope::RunsRead>,
     RunId(id): RunId,
 ) -> Result<impl IntoResponse, ApiError> {
-    caller.require(Scope::RunsRead)?;
     let run = runs::find(&state.pool, &caller.tenant, id)
         .await?
         .ok_or_else(|| ApiError::not_found("run"))?;
@@ -200,19 +198,17 @@ pub async fn get_run(
 
 pub async fn cancel_run(
     State(state): State<AppState>,
-    caller: Caller,
+    Authorized(caller, _): Authorized<scope::RunsWrite>,
     RunId(id): RunId,
 ) -> Result<impl IntoResponse, ApiError> {
-    caller.require(Scope::RunsWrite)?;
     change_status(&state, &caller, id, RunStatus::Cancelled).await
 }
 
 pub async fn complete_run(
     State(state): State<AppState>,
-    caller: Caller,
+    Authorized(caller, _): Authorized<scope::RunsWrite>,
     RunId(id): RunId,
 ) -> Result<impl IntoResponse, ApiError> {
-    caller.require(Scope::RunsWrite)?;
     change_status(&state, &caller, id, RunStatus::Completed).await
 }
 

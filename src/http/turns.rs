@@ -9,11 +9,10 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::error::ApiError;
-use super::extract::{Caller, Json, RunId};
+use super::extract::{Authorized, Json, RunId, scope};
 use super::runs::{run_view, with_effects};
 use crate::app::AppState;
 use crate::domain::model_input::tool_messages;
-use crate::domain::scopes::Scope;
 use crate::domain::tokens::{Effect, RunStatus};
 use crate::domain::transcript;
 use crate::resume::load_resumed;
@@ -28,11 +27,10 @@ pub struct AppendTurn {
 
 pub async fn append_turn(
     State(state): State<AppState>,
-    caller: Caller,
+    Authorized(caller, _): Authorized<scope::RunsWrite>,
     RunId(id): RunId,
     Json(body): Json<AppendTurn>,
 ) -> Result<impl IntoResponse, ApiError> {
-    caller.require(Scope::RunsWrite)?;
     let request_hash: [u8; 32] =
         Sha256::digest(serde_json::to_vec(&body).map_err(ApiError::internal)?).into();
 

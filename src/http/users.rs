@@ -6,9 +6,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::error::ApiError;
-use super::extract::{Caller, Json};
+use super::extract::{Authorized, Json, scope};
+use super::integer;
 use crate::app::AppState;
-use crate::domain::scopes::Scope;
 use crate::storage::users::{self, UserFields};
 
 /// The longest username accepted.
@@ -36,19 +36,28 @@ pub struct UserView {
 
 pub async fn put_user(
     State(state): State<AppState>,
-    caller: Caller,
+    Authorized(caller, _): Authorized<scope::UsersWrite>,
     Path(uid): Path<String>,
     Json(body): Json<PutUser>,
 ) -> Result<impl IntoResponse, ApiError> {
-    caller.require(Scope::UsersWrite)?;
-    let uid: i64 = uid.parse().ok().filter(|uid| *uid >= 1).ok_or_else(|| {
-        ApiError::unprocessable("invalid_uid", "uid must be an integer of at least 1")
-    })?;
+    let uid = integer::parse(&uid)
+        .ok()
+        .filter(|uid| *uid >= 1)
+        .ok_or_else(|| {
+            ApiError::unprocessable("invalid_uid", "uid must be an integer of at least 1")
+        })?;
     let length = body.username.chars().count();
     if length == 0 || length > MAX_USERNAME_CHARS {
         return Err(ApiError::unprocessable(
             "invalid_username",
             format!("username must have 1 to {MAX_USERNAME_CHARS} characters"),
+        ));
+    }
+    // Postgres stores no text holding U+0000.
+    if body.username.contains('\0') {
+        return Err(ApiError::unprocessable(
+            "invalid_username",
+            "username must not hold the character U+0000",
         ));
     }
     let fields = UserFields {

@@ -129,8 +129,15 @@ pub async fn migrate(pool: &PgPool) -> Result<(), StorageError> {
     Ok(())
 }
 
-/// Whether the database answers and every embedded migration is applied.
+/// Whether the database answers and every embedded migration is applied. A database that was never migrated has
+/// no migrations table at all: that is "not migrated" too, not an error.
 pub async fn is_ready(pool: &PgPool) -> Result<bool, StorageError> {
+    let has_table: bool = sqlx::query_scalar("select to_regclass('_sqlx_migrations') is not null")
+        .fetch_one(pool)
+        .await?;
+    if !has_table {
+        return Ok(false);
+    }
     let applied: i64 = sqlx::query_scalar("select count(*) from _sqlx_migrations where success")
         .fetch_one(pool)
         .await?;

@@ -535,3 +535,78 @@ async fn a_key_id_stored_before_the_key_id_migration_is_rewritten_from_the_hash(
         "the migration computes the same key id as keys::key_id"
     );
 }
+
+#[tokio::test]
+async fn a_key_without_the_scope_is_refused_403_before_the_path_query_or_body_is_read() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool).await;
+    let (id, digest) = waiting_run(&app).await;
+    let nothing = app.client("no-scopes", &[]).await;
+    let before = row_counts(&app.pool).await;
+
+    // A body that is no JSON, one of the wrong shape, one of the wrong type, and a run id that is no UUID: a key
+    // without the route's scope is told only that, before any of them is looked at.
+    let broken: [(&str, &[u8]); 3] = [
+        ("application/json", b"{"),
+        ("application/json", br#"{"unexpected": [1, 2, 3]}"#),
+        ("text/plain", b"approve it"),
+    ];
+    for route in routes(&id.to_string(), &digest) {
+        let paths = [
+            route.path.clone(),
+            route.path.replace(&id.to_string(), "not-a-uuid"),
+            format!("{}?format=claude", route.path),
+        ];
+        for path in paths {
+            for (content_type, bytes) in broken {
+                let request = Request::builder()
+                    .method(route.method.clone())
+                    .uri(&path)
+                    .header("authorization", format!("Bearer {nothing}"))
+                    .header("content-type", content_type)
+                    .body(Body::from(bytes))
+                    .unwrap();
+                let answer = app.send(request).await;
+                assert_problem(&answer, StatusCode::FORBIDDEN, "missing_scope");
+                assert!(
+                    answer.body["detail"]
+                        .as_str()
+                        .is_some_and(|detail| detail.contains(route.scope)),
+                    "{} {path}: {:?}",
+                    route.method,
+                    answer.body
+                );
+            }
+        }
+    }
+
+    assert_eq!(row_counts(&app.pool).await, before);
+    assert_eq!(
+        app.get(&format!("/v1/runs/{id}")).await.body["status"],
+        "waiting_for_approval"
+    );
+}
+
+#[tokio::test]
+async fn a_decision_needs_either_decision_scope_before_its_body_is_read() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool).await;
+    let (id, _) = waiting_run(&app).await;
+    let reader = app.client("reader", &["runs:read", "runs:write"]).await;
+
+    let answer = app
+        .call(
+            Method::POST,
+            &format!("/v1/runs/{id}/decision"),
+            Some(&reader),
+            Some(json!({"approved": "maybe"})),
+        )
+        .await;
+
+    assert_problem(&answer, StatusCode::FORBIDDEN, "missing_scope");
+    assert_eq!(
+        answer.body["detail"],
+        "this client lacks the scope decisions:write or decisions:anonymous"
+    );
+    support::assert_nothing_recorded(&app.pool, id).await;
+}

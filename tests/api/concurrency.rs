@@ -227,6 +227,44 @@ async fn requests_cancelled_at_random_points_leave_every_run_whole_and_no_transa
 }
 
 #[tokio::test]
+async fn registrations_cancelled_at_random_points_leave_every_run_whole_and_no_transaction_open() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool.clone()).await;
+    app.user(7, false, false, false).await;
+    let ids: Vec<Uuid> = (0..40).map(|_| Uuid::new_v4()).collect();
+    // Give up on each registration after a different short time, from before BEGIN to after COMMIT.
+    let attempts = ids.iter().enumerate().map(|(i, id)| {
+        let app = &app;
+        async move {
+            let patience = Duration::from_micros(150 * i as u64);
+            let body = support::run_body(*id, 7);
+            let _ = tokio::time::timeout(patience, app.post("/v1/runs", body)).await;
+        }
+    });
+    join_all(attempts).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    assert_eq!(idle_in_transaction(&pool).await, 0);
+    for id in &ids {
+        let runs = count(&pool, "select count(*) from runs where id = $1", *id).await;
+        let calls = count(
+            &pool,
+            "select count(*) from turn_calls where run_id = $1",
+            *id,
+        )
+        .await;
+        assert!(
+            (runs, calls) == (1, 2) || (runs, calls) == (0, 0),
+            "run {id} is half-written: {runs} run rows, {calls} calls"
+        );
+    }
+    // And the pool still serves everyone.
+    let id = Uuid::new_v4();
+    let again = app.post("/v1/runs", support::run_body(id, 7)).await;
+    assert_eq!(again.status, StatusCode::CREATED, "{:?}", again.body);
+}
+
+#[tokio::test]
 async fn a_request_over_the_timeout_is_answered_503_and_its_decision_still_completes() {
     let (_database, pool) = TestDatabase::create().await;
     let options = Options {

@@ -97,6 +97,7 @@ async fn answer(
         }
         "status500" => (StatusCode::INTERNAL_SERVER_ERROR, "boom").into_response(),
         "malformed" => (StatusCode::OK, "{\"content\": 12").into_response(),
+        "nul" => axum::Json(json!({"content": "before\0after", "is_error": false})).into_response(),
         "huge" => {
             axum::Json(json!({"content": "x".repeat(10_000), "is_error": false})).into_response()
         }
@@ -479,4 +480,16 @@ async fn a_slow_executor_within_its_timeout_is_waited_for() {
     let answer = app.decide(run_id, true, Some(7), &digest).await;
     assert_eq!(results(&answer), vec![("ok".into(), "late".into(), false)]);
     assert_eq!(fake.received()[0].behaviour, "slow");
+}
+
+#[tokio::test]
+async fn an_answer_holding_a_nul_character_is_stored_with_a_replacement_character() {
+    let (_database, pool) = TestDatabase::create().await;
+    let fake = FakeExecutor::start().await;
+    let app = app_with_tools(pool, &fake, &[("odd_tool", "nul")]).await;
+    let (run_id, digest) = run_calling(&app, &["odd_tool"]).await;
+    let answer = app.decide(run_id, true, Some(7), &digest).await;
+    assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.body);
+    assert_eq!(answer.body["results"][0]["content"], "before\u{FFFD}after");
+    assert_eq!(answer.body["results"][0]["outcome"], "ok");
 }

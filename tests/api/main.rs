@@ -8,6 +8,7 @@ mod database;
 mod decisions;
 mod executors;
 mod formats;
+mod hostile;
 mod logs;
 mod notifications;
 mod openapi;

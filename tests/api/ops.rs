@@ -1,9 +1,16 @@
-//! Ops endpoints: metrics need their scope and count what happened; probes answer without a key.
+//! Ops endpoints: metrics need their scope and count what happened; probes answer without a key; a panic is a
+//! problem like any other.
 
-use axum::http::{Method, StatusCode};
+use approval_resume::app::layered;
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode};
+use axum::routing::get;
+use sqlx::Connection;
+use sqlx::postgres::PgPoolOptions;
 
-use crate::database::TestDatabase;
-use crate::support;
+use crate::database::{TestDatabase, with_database};
+use crate::support::{self, TestApp, assert_problem};
 
 #[tokio::test]
 async fn metrics_count_requests_by_route_and_decisions_by_decided_by() {
@@ -69,4 +76,69 @@ async fn readiness_says_ready_once_the_database_is_migrated() {
     );
     let live = app.call(Method::GET, "/healthz", None, None).await;
     assert_eq!(live.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn readiness_of_a_database_that_was_never_migrated_is_503_not_migrated_not_500() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool).await;
+    // A database of its own, created and never migrated: no `_sqlx_migrations` table at all.
+    let empty = TestDatabase::new();
+    let mut admin = sqlx::PgConnection::connect(&with_database(&empty.url, "postgres"))
+        .await
+        .unwrap();
+    let create = format!("create database \"{}\"", empty.name);
+    sqlx::raw_sql(sqlx::AssertSqlSafe(create))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    admin.close().await.unwrap();
+    let empty_pool = PgPoolOptions::new()
+        .max_connections(1)
+        .connect_lazy(&empty.url)
+        .unwrap();
+
+    let answer = app
+        .with_pool(empty_pool.clone())
+        .call(Method::GET, "/readyz", None, None)
+        .await;
+
+    assert_problem(&answer, StatusCode::SERVICE_UNAVAILABLE, "not_migrated");
+    assert!(
+        answer.headers.contains_key("retry-after"),
+        "{:?}",
+        answer.headers
+    );
+    empty_pool.close().await;
+}
+
+#[tokio::test]
+async fn a_handler_that_panics_is_answered_500_with_the_request_id_like_every_other_problem() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool).await;
+    async fn panics() -> &'static str {
+        panic!("a test handler panics on purpose")
+    }
+    let panicking = Router::new().route("/panics", get(panics));
+    let app = TestApp {
+        router: layered(panicking, app.state.clone()),
+        ..app
+    };
+
+    let generated = app.call(Method::GET, "/panics", None, None).await;
+    let request = Request::builder()
+        .uri("/panics")
+        .header("x-request-id", "the-client-s-own-id")
+        .body(Body::empty())
+        .unwrap();
+    let own = app.send(request).await;
+
+    for answer in [&generated, &own] {
+        assert_problem(answer, StatusCode::INTERNAL_SERVER_ERROR, "internal");
+        assert_eq!(
+            answer.body["detail"], "an internal error occurred; it was logged",
+            "a 500 says nothing of its cause"
+        );
+    }
+    assert_eq!(own.body["request_id"], "the-client-s-own-id");
 }
