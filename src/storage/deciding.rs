@@ -11,13 +11,13 @@ use sqlx::types::Json;
 use sqlx::{FromRow, PgConnection, Row};
 use uuid::Uuid;
 
-use super::StorageError;
-use super::decisions::{self, DecisionRow, NewDecision};
+use super::decisions::{self, DECISION_COLUMNS, DecisionRow, NewDecision};
 use super::runs::{CallRow, RESUMED_CHANNEL, RunRow};
+use super::{Query, StorageError};
 use crate::domain::authorize::DeciderFacts;
 use crate::domain::privacy::ToolEvent;
 use crate::domain::results::ToolResult;
-use crate::domain::tokens::{DenialReason, RunStatus};
+use crate::domain::tokens::RunStatus;
 
 /// A run locked for a decision, with what the decision rules need about it.
 #[derive(Debug)]
@@ -204,25 +204,17 @@ pub async fn record_denial(
                  insert into approval_events (run_id, turn_index, approved, decider_uid, decided_by, reason,
                                               turn_digest, client_name)
                  values ($1, $2, $20, $21, $22, $23, $24, $25)
-                 returning turn_index, approved, decider_uid, decided_by, reason, turn_digest, client_name,
-                           decided_at
+                 returning {DECISION_COLUMNS}
              ), {CLOSE_TURN}
              select decision.* from decision cross join resumed cross join notified"
         )
     });
-    let row = bind_closing(sqlx::query(sqlx::AssertSqlSafe(SQL.as_str())), closing)
-        .bind(decision.approved)
-        .bind(decision.decider_uid)
-        .bind(decision.decided_by.as_str())
-        .bind(decision.reason.map(DenialReason::as_str))
-        .bind(decision.turn_digest)
-        .bind(decision.client_name)
+    let query = bind_closing(sqlx::query(sqlx::AssertSqlSafe(SQL.as_str())), closing);
+    let row = decisions::bind_decision(query, decision)
         .fetch_one(conn)
         .await?;
     Ok(DecisionRow::from_row(&row)?)
 }
-
-type Query<'q> = sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>;
 
 /// Binds `$1` to `$19` of [`CLOSE_TURN`].
 fn bind_closing<'q>(query: Query<'q>, closing: &ClosingTurn<'q>) -> Query<'q> {

@@ -1,10 +1,10 @@
 //! Decisions and their consequences: approval events, tool results on the turn's calls, and tool events.
 
 use chrono::{DateTime, Utc};
-use sqlx::{PgConnection, PgExecutor};
+use sqlx::{FromRow, PgConnection, PgExecutor};
 use uuid::Uuid;
 
-use super::StorageError;
+use super::{Query, StorageError};
 use crate::domain::results::ToolResult;
 use crate::domain::tokens::{DecidedBy, DenialReason};
 
@@ -51,7 +51,7 @@ pub struct NewDecision<'a> {
     pub client_name: &'a str,
 }
 
-const DECISION_COLUMNS: &str =
+pub(super) const DECISION_COLUMNS: &str =
     "turn_index, approved, decider_uid, decided_by, reason, turn_digest, client_name, decided_at";
 
 pub async fn find(
@@ -103,22 +103,30 @@ pub async fn insert(
     conn: &mut PgConnection,
     decision: &NewDecision<'_>,
 ) -> Result<DecisionRow, StorageError> {
-    let row = sqlx::query_as::<_, DecisionRow>(sqlx::AssertSqlSafe(format!(
+    let query = sqlx::query(sqlx::AssertSqlSafe(format!(
         "insert into approval_events (run_id, turn_index, approved, decider_uid, decided_by, reason, turn_digest, client_name)
          values ($1, $2, $3, $4, $5, $6, $7, $8)
          returning {DECISION_COLUMNS}"
-    )))
-    .bind(decision.run_id)
-    .bind(decision.turn_index)
-    .bind(decision.approved)
-    .bind(decision.decider_uid)
-    .bind(decision.decided_by.as_str())
-    .bind(decision.reason.map(DenialReason::as_str))
-    .bind(decision.turn_digest)
-    .bind(decision.client_name)
+    )));
+    let row = bind_decision(
+        query.bind(decision.run_id).bind(decision.turn_index),
+        decision,
+    )
     .fetch_one(conn)
     .await?;
-    Ok(row)
+    Ok(DecisionRow::from_row(&row)?)
+}
+
+/// Binds what a decision records besides its run and turn, in column order: approved, decider_uid, decided_by,
+/// reason, turn_digest, client_name.
+pub(super) fn bind_decision<'q>(query: Query<'q>, decision: &NewDecision<'q>) -> Query<'q> {
+    query
+        .bind(decision.approved)
+        .bind(decision.decider_uid)
+        .bind(decision.decided_by.as_str())
+        .bind(decision.reason.map(DenialReason::as_str))
+        .bind(decision.turn_digest)
+        .bind(decision.client_name)
 }
 
 /// Stores one call's result as soon as it is known; `false` when it already had one.

@@ -17,6 +17,9 @@ use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, PgConnection, PgPool};
 
+/// A statement with its parameters bound so far, for functions that bind a group of parameters shared by statements.
+pub(crate) type Query<'q> = sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>;
+
 /// The embedded migrations; they run at start-up and by `approval-resume migrate`.
 pub static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
 

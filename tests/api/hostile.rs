@@ -82,6 +82,21 @@ fn assert_refused_as(answer: &Answer, status: StatusCode, code: &str, context: &
     );
 }
 
+/// Sends a registration body that is not JSON the service reads: answered 400 `malformed_json`, nothing written.
+async fn assert_registration_is_malformed(app: &TestApp, body: String) {
+    let before = row_counts(&app.pool).await;
+    let answer = app
+        .send_bytes(Method::POST, "/v1/runs", Some("application/json"), body)
+        .await;
+    assert_refused_as(
+        &answer,
+        StatusCode::BAD_REQUEST,
+        "malformed_json",
+        "POST /v1/runs",
+    );
+    assert_eq!(row_counts(&app.pool).await, before);
+}
+
 /// The owner (uid 7) and a run of theirs waiting for approval, once per app.
 async fn waiting_run(app: &TestApp) -> (Uuid, String) {
     let owner_exists: bool =
@@ -139,24 +154,13 @@ async fn a_body_of_ten_thousand_nested_arrays_is_refused_400_without_overflowing
 async fn a_message_nested_ten_thousand_levels_deep_is_refused_400_and_registers_nothing() {
     let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
-    let before = row_counts(&app.pool).await;
     let deep_content = nested_arrays(10_000, r#""x""#);
     let body = format!(
         r#"{{"id": "{}", "owner_uid": 0, "messages": [{{"role": "user", "content": {deep_content}}}]}}"#,
         Uuid::new_v4()
     );
 
-    let answer = app
-        .send_bytes(Method::POST, "/v1/runs", Some("application/json"), body)
-        .await;
-
-    assert_refused_as(
-        &answer,
-        StatusCode::BAD_REQUEST,
-        "malformed_json",
-        "POST /v1/runs",
-    );
-    assert_eq!(row_counts(&app.pool).await, before);
+    assert_registration_is_malformed(&app, body).await;
 }
 
 #[tokio::test]
@@ -184,7 +188,6 @@ async fn a_message_nested_as_deep_as_the_parser_allows_is_registered_and_decided
 async fn a_message_nested_one_level_deeper_than_the_parser_allows_is_refused_400() {
     let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
-    let before = row_counts(&app.pool).await;
     // Three levels above the content, as in the test before: 128 in all.
     let body = format!(
         r#"{{"id": "{}", "owner_uid": 0, "messages": [{{"role": "user", "content": {}}}]}}"#,
@@ -192,17 +195,7 @@ async fn a_message_nested_one_level_deeper_than_the_parser_allows_is_refused_400
         nested_arrays(125, r#""x""#)
     );
 
-    let answer = app
-        .send_bytes(Method::POST, "/v1/runs", Some("application/json"), body)
-        .await;
-
-    assert_refused_as(
-        &answer,
-        StatusCode::BAD_REQUEST,
-        "malformed_json",
-        "POST /v1/runs",
-    );
-    assert_eq!(row_counts(&app.pool).await, before);
+    assert_registration_is_malformed(&app, body).await;
 }
 
 // Bytes and characters.
@@ -234,23 +227,12 @@ async fn a_body_that_is_not_utf8_is_refused_400_and_writes_nothing() {
 async fn an_escaped_lone_surrogate_is_refused_400() {
     let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
-    let before = row_counts(&app.pool).await;
     let body = format!(
         r#"{{"id": "{}", "owner_uid": 0, "messages": [{{"role": "user", "content": "\ud800"}}]}}"#,
         Uuid::new_v4()
     );
 
-    let answer = app
-        .send_bytes(Method::POST, "/v1/runs", Some("application/json"), body)
-        .await;
-
-    assert_refused_as(
-        &answer,
-        StatusCode::BAD_REQUEST,
-        "malformed_json",
-        "POST /v1/runs",
-    );
-    assert_eq!(row_counts(&app.pool).await, before);
+    assert_registration_is_malformed(&app, body).await;
 }
 
 // Content types.
