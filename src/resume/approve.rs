@@ -10,11 +10,11 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use super::{ResumeError, Resumed, Resumer, load_resumed, tool_events};
+use super::{ResumeError, Resumed, Resumer, tool_events};
 use crate::domain::results::{self, ToolResult};
 use crate::domain::tokens::RunStatus;
 use crate::executor::ExecutorCall;
-use crate::storage::deciding::{self, ClosingTurn};
+use crate::storage::deciding::{self, ClosingTurn, LockedRun};
 use crate::storage::decisions;
 use crate::storage::runs::{self, CallRow, RunRow};
 
@@ -41,17 +41,22 @@ pub async fn finish_turn(
     }
 
     let mut tx = resumer.pool.begin().await?;
-    let locked = deciding::lock_run(&mut tx, tenant, run_id, None, false)
+    let locked = deciding::lock_run(&mut tx, tenant, run_id, None, true)
         .await?
         .ok_or(ResumeError::RunNotFound)?;
-    let run = locked.run;
-    let decision = locked.decision.ok_or(ResumeError::NotAwaitingApproval)?;
+    let LockedRun {
+        run,
+        decision,
+        transcript,
+        ..
+    } = locked;
+    let decision = decision.ok_or(ResumeError::NotAwaitingApproval)?;
     if run.status() != RunStatus::Resuming || run.lease_owner != Some(resumer.instance_id) {
         // Another instance took the turn over (our lease ran out) or already finished it.
         tx.rollback().await?;
         return Err(ResumeError::ResumeInProgress);
     }
-    let calls = runs::calls(&mut *tx, run.id, run.turn_index).await?;
+    let (calls, earlier_calls) = deciding::calls_through(&mut tx, run.id, run.turn_index).await?;
     let results = super::stored_results(&calls)?;
     let events = tool_events(resumer, &run, &calls, &results, decision.decided_by()?);
     let closing = ClosingTurn {
@@ -63,7 +68,7 @@ pub async fn finish_turn(
     deciding::close_turn(&mut tx, &closing).await?;
     tx.commit().await?;
     tracing::info!(run_id = %run.id, turn = run.turn_index, calls = calls.len(), "approved turn resumed");
-    load_resumed(&resumer.pool, run.id, decision).await
+    Resumed::from_reads(run.id, decision, results, transcript, &earlier_calls)
 }
 
 /// The outcome of one call that has none yet.

@@ -191,16 +191,30 @@ async fn decide_to_completion(
     tx.commit().await?;
     metrics::decision(false, decided_by.as_str());
     tracing::info!(run_id = %run.id, turn = run.turn_index, decided_by = decided_by.as_str(), "turn denied");
-    let transcript = locked.transcript.ok_or_else(|| {
-        StorageError::Corrupt("the transcript asked for with the run was not read".into())
-    })?;
-    Ok(Resumed {
-        run_id: run.id,
-        decision,
-        results,
-        transcript,
-        earlier_results: stored_results(&earlier_calls)?,
-    })
+    Resumed::from_reads(run.id, decision, results, locked.transcript, &earlier_calls)
+}
+
+impl Resumed {
+    /// A turn resumed by this transaction, answered from what it read under the run's lock, so the answer is built
+    /// from the very rows a replay later rebuilds it from ([`load_resumed`]), without reading them again.
+    fn from_reads(
+        run_id: Uuid,
+        decision: DecisionRow,
+        results: Vec<ToolResult>,
+        transcript: Option<Vec<Value>>,
+        earlier_calls: &[CallRow],
+    ) -> Result<Self, ResumeError> {
+        let transcript = transcript.ok_or_else(|| {
+            StorageError::Corrupt("the transcript asked for with the run was not read".into())
+        })?;
+        Ok(Resumed {
+            run_id,
+            decision,
+            results,
+            transcript,
+            earlier_results: stored_results(earlier_calls)?,
+        })
+    }
 }
 
 /// Applies §4 with the decider's row, read with the run under its lock.
