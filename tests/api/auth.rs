@@ -11,7 +11,8 @@ use uuid::Uuid;
 
 use crate::database::TestDatabase;
 use crate::support::{
-    self, ALL_SCOPES, Answer, TestApp, add_client, assert_problem, owned_run, row_counts, run_body,
+    self, ALL_SCOPES, Answer, RowCounts, TestApp, add_client, assert_problem, owned_run,
+    row_counts, run_body,
 };
 
 /// One /v1 route with a body it accepts and the scope it requires.
@@ -181,6 +182,28 @@ async fn every_route_with_a_revoked_key_is_answered_401() {
     assert_every_route_unauthorized(&app, Some(&format!("Bearer {key}"))).await;
 }
 
+/// A 403 `missing_scope` whose detail names the scope the route needs.
+fn assert_missing_scope(answer: &Answer, route: &Route, path: &str) {
+    assert_problem(answer, StatusCode::FORBIDDEN, "missing_scope");
+    assert!(
+        answer.body["detail"]
+            .as_str()
+            .is_some_and(|detail| detail.contains(route.scope)),
+        "{} {path}: {:?}",
+        route.method,
+        answer.body
+    );
+}
+
+/// Nothing was written since `before`, and the run still waits for approval.
+async fn assert_nothing_changed(app: &TestApp, before: RowCounts, id: Uuid) {
+    assert_eq!(row_counts(&app.pool).await, before);
+    assert_eq!(
+        app.get(&format!("/v1/runs/{id}")).await.body["status"],
+        "waiting_for_approval"
+    );
+}
+
 #[tokio::test]
 async fn every_route_refuses_a_key_without_its_scope_with_403_missing_scope() {
     let (_database, pool) = TestDatabase::create().await;
@@ -199,23 +222,10 @@ async fn every_route_refuses_a_key_without_its_scope_with_403_missing_scope() {
     for route in routes(&id.to_string(), &digest) {
         let key = &keys[route.scope];
         let answer = send(&app, &route, Some(&format!("Bearer {key}"))).await;
-        assert_problem(&answer, StatusCode::FORBIDDEN, "missing_scope");
-        assert!(
-            answer.body["detail"]
-                .as_str()
-                .is_some_and(|detail| detail.contains(route.scope)),
-            "{} {}: {:?}",
-            route.method,
-            route.path,
-            answer.body
-        );
+        assert_missing_scope(&answer, &route, &route.path);
     }
 
-    assert_eq!(row_counts(&app.pool).await, before);
-    assert_eq!(
-        app.get(&format!("/v1/runs/{id}")).await.body["status"],
-        "waiting_for_approval"
-    );
+    assert_nothing_changed(&app, before, id).await;
 }
 
 #[tokio::test]
@@ -567,24 +577,12 @@ async fn a_key_without_the_scope_is_refused_403_before_the_path_query_or_body_is
                     .body(Body::from(bytes))
                     .unwrap();
                 let answer = app.send(request).await;
-                assert_problem(&answer, StatusCode::FORBIDDEN, "missing_scope");
-                assert!(
-                    answer.body["detail"]
-                        .as_str()
-                        .is_some_and(|detail| detail.contains(route.scope)),
-                    "{} {path}: {:?}",
-                    route.method,
-                    answer.body
-                );
+                assert_missing_scope(&answer, &route, &path);
             }
         }
     }
 
-    assert_eq!(row_counts(&app.pool).await, before);
-    assert_eq!(
-        app.get(&format!("/v1/runs/{id}")).await.body["status"],
-        "waiting_for_approval"
-    );
+    assert_nothing_changed(&app, before, id).await;
 }
 
 #[tokio::test]
