@@ -17,7 +17,6 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 venv=target/fuzz-venv
-python="${PYTHON:-python3}"
 admin_url="${FUZZ_ADMIN_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
 seed="${FUZZ_SEED:-20261203}"
 max_examples="${FUZZ_MAX_EXAMPLES:-100}"
@@ -55,16 +54,8 @@ step() {
 }
 
 step "Python venv with Schemathesis ($venv)"
-"$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {
-    echo "tests/fuzz: Python 3.11 or newer is needed, $python is $("$python" --version 2>&1)" >&2
-    exit 1
-}
-# Reuse the venv, unless it is broken (e.g. the interpreter it was made from is gone).
-if ! "$venv/bin/python" -c '' >/dev/null 2>&1; then
-    rm -rf "$venv"
-    "$python" -m venv "$venv"
-fi
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r tests/fuzz/requirements.txt
+source tests/python-venv.sh
+python_venv "$venv" tests/fuzz/requirements.txt
 "$venv/bin/schemathesis" --version
 
 step "Release build"

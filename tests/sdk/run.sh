@@ -7,18 +7,6 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 venv=target/sdk-venv
-python="${PYTHON:-python3}"
-
-"$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {
-    echo "tests/sdk: Python 3.11 or newer is needed, $python is $("$python" --version 2>&1)" >&2
-    exit 1
-}
-
-# Reuse the venv, unless it is broken (e.g. the interpreter it was made from is gone).
-if ! "$venv/bin/python" -c '' >/dev/null 2>&1; then
-    rm -rf "$venv"
-    "$python" -m venv "$venv"
-fi
-
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r tests/sdk/requirements.txt
+source tests/python-venv.sh
+python_venv "$venv" tests/sdk/requirements.txt
 "$venv/bin/python" tests/sdk/validate_formats.py
