@@ -25,7 +25,7 @@ mod service;
 #[path = "decisions/transcript.rs"]
 mod transcript;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, ExitCode};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -37,16 +37,14 @@ use crate::floor::{Floor, Length};
 use crate::load::{Driver, Kind, Stop};
 use crate::report::{FloorPhase, Phase, ScalePoint};
 use crate::seed::{Api, Shape};
-use crate::service::{Cpu, Launch, Service};
+use crate::service::{Cpu, Launch, Service, Target};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
 /// Every knob, from the environment.
 struct Settings {
-    binary: PathBuf,
-    server_url: String,
+    target: Target,
     database: String,
-    out_dir: PathBuf,
     pool_size: u32,
     concurrency: Vec<usize>,
     seconds: Duration,
@@ -66,23 +64,9 @@ impl Settings {
                 .filter_map(|n| n.trim().parse().ok())
                 .collect()
         };
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         Settings {
-            binary: var(
-                "BENCH_BINARY",
-                &root
-                    .join("target/release/approval-resume")
-                    .display()
-                    .to_string(),
-            )
-            .into(),
-            server_url: var("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432"),
+            target: Target::from_env(),
             database: var("BENCH_DATABASE", "approval_resume_bench"),
-            out_dir: var(
-                "BENCH_OUT",
-                &root.join("target/bench").display().to_string(),
-            )
-            .into(),
             pool_size: var("BENCH_POOL_SIZE", "16").parse().unwrap_or(16),
             concurrency: list("BENCH_CONCURRENCY", "1,8,32,64"),
             seconds: Duration::from_secs_f64(var("BENCH_SECONDS", "8").parse().unwrap_or(8.0)),
@@ -208,26 +192,28 @@ async fn start(
     pool_size: u32,
     fresh: bool,
 ) -> Result<(Bench, String, String), Error> {
-    std::fs::create_dir_all(&settings.out_dir)?;
+    std::fs::create_dir_all(&settings.target.out_dir)?;
     let database_url = if fresh {
-        service::fresh_database(&settings.server_url, &settings.database).await?
+        service::fresh_database(&settings.target.server_url, &settings.database).await?
     } else {
-        format!("{}/{}", settings.server_url, settings.database)
+        format!("{}/{}", settings.target.server_url, settings.database)
     };
     let key = service::add_client(
-        &settings.binary,
+        &settings.target.binary,
         &database_url,
         &format!("bench-{}", uuid::Uuid::new_v4().simple()),
+        &["runs:write", "runs:read", "users:write", "decisions:write"],
     )?;
     let executor_port = executor::start().await?;
-    let tools_config = settings.out_dir.join("tools.toml");
+    let tools_config = settings.target.out_dir.join("tools.toml");
     executor::write_config(&tools_config, executor_port)?;
     let service = Service::start(&Launch {
-        binary: &settings.binary,
+        binary: &settings.target.binary,
         database_url: &database_url,
         pool_size,
         tools_config: Some(&tools_config),
         log_file: settings
+            .target
             .out_dir
             .join(format!("service-pool{pool_size}.log")),
     })
@@ -275,7 +261,7 @@ async fn benchmark(settings: &Settings) -> Result<(), Error> {
         Some(Floor {
             pgbench: floor::find_pgbench().ok_or("pgbench not found: set PGBENCH")?,
             database_url: database_url.clone(),
-            log_dir: settings.out_dir.clone(),
+            log_dir: settings.target.out_dir.clone(),
             template: template.id,
             digest: template.digest,
             key_hash_hex: hex::encode(approval_resume::keys::hash(&key)),
@@ -636,7 +622,7 @@ async fn machine(settings: &Settings, pool: &PgPool) -> Result<String, Error> {
             .collect::<Vec<_>>()
             .join(", "),
         run("rustc", &["--version"]),
-        settings.binary.display(),
+        settings.target.binary.display(),
         run("git", &["-C", root, "describe", "--always", "--dirty"]),
         settings.pool_size,
         settings.seconds.as_secs_f64(),

@@ -27,8 +27,7 @@ mod service;
 mod transcript;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
+use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -39,15 +38,13 @@ use sqlx::{Connection, PgConnection};
 use uuid::Uuid;
 
 use crate::seed::{Api, OWNERS, Shape};
-use crate::service::{Launch, Service};
+use crate::service::{Launch, Service, Target};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
 struct Settings {
-    binary: PathBuf,
-    server_url: String,
+    target: Target,
     database: String,
-    out_dir: PathBuf,
     duration: Duration,
     clients: usize,
     rate: f64,
@@ -62,23 +59,9 @@ impl Settings {
         let var =
             |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| default.to_owned());
         let number = |name: &str, default: f64| var(name, "").parse().unwrap_or(default);
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         Settings {
-            binary: var(
-                "BENCH_BINARY",
-                &root
-                    .join("target/release/approval-resume")
-                    .display()
-                    .to_string(),
-            )
-            .into(),
-            server_url: var("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432"),
+            target: Target::from_env(),
             database: var("SOAK_DATABASE", "approval_resume_soak"),
-            out_dir: var(
-                "BENCH_OUT",
-                &root.join("target/bench").display().to_string(),
-            )
-            .into(),
             duration: Duration::from_secs_f64(number("SOAK_SECS", 180.0)),
             clients: number("SOAK_CLIENTS", 8.0) as usize,
             rate: number("SOAK_RATE", 300.0),
@@ -128,18 +111,30 @@ struct Sample {
 }
 
 async fn soak(settings: &Settings) -> Result<bool, Error> {
-    std::fs::create_dir_all(&settings.out_dir)?;
-    let database_url = service::fresh_database(&settings.server_url, &settings.database).await?;
-    let key = add_client(&settings.binary, &database_url)?;
+    std::fs::create_dir_all(&settings.target.out_dir)?;
+    let database_url =
+        service::fresh_database(&settings.target.server_url, &settings.database).await?;
+    let key = service::add_client(
+        &settings.target.binary,
+        &database_url,
+        &format!("soak-{}", Uuid::new_v4().simple()),
+        &[
+            "runs:write",
+            "runs:read",
+            "users:write",
+            "decisions:write",
+            "approvals:read",
+        ],
+    )?;
     let executor_port = executor::start().await?;
-    let tools_config = settings.out_dir.join("soak-tools.toml");
+    let tools_config = settings.target.out_dir.join("soak-tools.toml");
     executor::write_config(&tools_config, executor_port)?;
     let service = Service::start(&Launch {
-        binary: &settings.binary,
+        binary: &settings.target.binary,
         database_url: &database_url,
         pool_size: settings.pool_size,
         tools_config: Some(&tools_config),
-        log_file: settings.out_dir.join("soak-service.log"),
+        log_file: settings.target.out_dir.join("soak-service.log"),
     })
     .await?;
     let api = Api::new(&service.base_url, &key);
@@ -153,7 +148,7 @@ async fn soak(settings: &Settings) -> Result<bool, Error> {
         settings.rate,
         settings.pool_size,
         settings.sample_every.as_secs_f64(),
-        settings.out_dir.join("soak-service.log").display(),
+        settings.target.out_dir.join("soak-service.log").display(),
     );
 
     let tally = Arc::new(Tally::default());
@@ -491,34 +486,4 @@ fn verdict(settings: &Settings, samples: &[Sample], totals: &Totals) -> bool {
 
 fn pass(ok: bool) -> &'static str {
     if ok { "PASS" } else { "FAIL" }
-}
-
-/// `approval-resume clients add` with every scope the cycle needs; answers the key.
-fn add_client(binary: &Path, database_url: &str) -> Result<String, Error> {
-    let name = format!("soak-{}", Uuid::new_v4().simple());
-    let mut command = Command::new(binary);
-    command.args(["clients", "add", &name]);
-    for scope in [
-        "runs:write",
-        "runs:read",
-        "users:write",
-        "decisions:write",
-        "approvals:read",
-    ] {
-        command.args(["--scope", scope]);
-    }
-    let output = command
-        .env("DATABASE_URL", database_url)
-        .env("LOG_LEVEL", "warn")
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|error| format!("cannot run {}: {error}", binary.display()))?;
-    if !output.status.success() {
-        return Err(format!(
-            "clients add failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        )
-        .into());
-    }
-    Ok(String::from_utf8(output.stdout)?.trim().to_owned())
 }

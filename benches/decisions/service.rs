@@ -153,20 +153,45 @@ fn free_port() -> std::io::Result<u16> {
     Ok(listener.local_addr()?.port())
 }
 
-/// Creates an API client with `approval-resume clients add` and returns its key.
-pub fn add_client(binary: &Path, database_url: &str, name: &str) -> Result<String, Error> {
-    let output = Command::new(binary)
-        .args(["clients", "add", name])
-        .args([
-            "--scope",
-            "runs:write",
-            "--scope",
-            "runs:read",
-            "--scope",
-            "users:write",
-            "--scope",
-            "decisions:write",
-        ])
+/// Where a bench finds the service's binary, the Postgres server and its output folder, from the environment:
+/// `BENCH_BINARY` [target/release/approval-resume], `BENCH_PG_URL` [postgres://postgres@127.0.0.1:5432] and
+/// `BENCH_OUT` [target/bench].
+pub struct Target {
+    pub binary: PathBuf,
+    pub server_url: String,
+    pub out_dir: PathBuf,
+}
+
+impl Target {
+    pub fn from_env() -> Target {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let path = |name: &str, default: &str| {
+            std::env::var_os(name)
+                .map(PathBuf::from)
+                .unwrap_or_else(|| root.join(default))
+        };
+        Target {
+            binary: path("BENCH_BINARY", "target/release/approval-resume"),
+            server_url: std::env::var("BENCH_PG_URL")
+                .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".to_owned()),
+            out_dir: path("BENCH_OUT", "target/bench"),
+        }
+    }
+}
+
+/// Creates an API client holding `scopes` with `approval-resume clients add` and returns its key.
+pub fn add_client(
+    binary: &Path,
+    database_url: &str,
+    name: &str,
+    scopes: &[&str],
+) -> Result<String, Error> {
+    let mut command = Command::new(binary);
+    command.args(["clients", "add", name]);
+    for scope in scopes {
+        command.args(["--scope", scope]);
+    }
+    let output = command
         .env("DATABASE_URL", database_url)
         .env("LOG_LEVEL", "warn")
         .stdin(Stdio::null())

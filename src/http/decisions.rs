@@ -1,7 +1,5 @@
 //! `POST /v1/runs/{id}/decision` and `GET /v1/runs/{id}/model-input`: deciding a turn and reading what it resumed.
 
-use std::sync::Arc;
-
 use axum::extract::State;
 use axum::response::IntoResponse;
 use serde::{Deserialize, Serialize};
@@ -103,7 +101,7 @@ pub async fn decide(
         turn_digest: body.turn_digest,
         reason: body.reason,
     };
-    let resumed = resume::decide(Arc::clone(&state.resumer), actor, request).await?;
+    let resumed = resume::decide(&state.resumer, &actor, &request).await?;
     Ok(axum::Json(DecisionAnswer::of(resumed, query.format)?))
 }
 

@@ -145,7 +145,6 @@ impl From<ResumeError> for ApiError {
                 "resume_in_progress",
                 "the approved turn's tools are still running; ask again shortly",
             ),
-            ResumeError::TaskFailed(cause) => ApiError::internal(cause),
             ResumeError::Storage(storage) => storage.into(),
         }
     }

@@ -1,12 +1,12 @@
 //! Recording a decision and resuming the run: the rules of DESIGN.md §4 and §5 over the run's row lock.
 //!
-//! Each decision runs in a task of its own (`tokio::spawn`), so a client that disconnects or an HTTP timeout
-//! never cancels it half-way: in particular never inside `BEGIN`, where sqlx 0.9 would return the connection to
-//! the pool still inside a transaction (transact-rs/sqlx#4393). The caller only stops waiting for the answer.
+//! A decision is never cancelled half-way, in particular never inside `BEGIN`, where sqlx 0.9 would return the
+//! connection to the pool still inside a transaction (transact-rs/sqlx#4393): the HTTP layer runs every handler
+//! to completion in a task of its own (`http::detach`), and a client that disconnects or an HTTP timeout only
+//! stops the wait for the answer.
 
 pub mod approve;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -89,8 +89,6 @@ pub enum ResumeError {
     NotAwaitingApproval,
     #[error("the approved turn's tools are still running")]
     ResumeInProgress,
-    #[error("the decision task failed: {0}")]
-    TaskFailed(String),
     #[error(transparent)]
     Storage(#[from] StorageError),
 }
@@ -103,16 +101,6 @@ impl From<sqlx::Error> for ResumeError {
 
 /// Records a decision exactly once and resumes the run; the same decision again returns the stored outcome.
 pub async fn decide(
-    resumer: Arc<Resumer>,
-    actor: Actor,
-    request: DecisionRequest,
-) -> Result<Resumed, ResumeError> {
-    tokio::spawn(async move { decide_to_completion(&resumer, &actor, &request).await })
-        .await
-        .map_err(|join| ResumeError::TaskFailed(join.to_string()))?
-}
-
-async fn decide_to_completion(
     resumer: &Resumer,
     actor: &Actor,
     request: &DecisionRequest,

@@ -82,8 +82,13 @@ fn assert_refused_as(answer: &Answer, status: StatusCode, code: &str, context: &
     );
 }
 
-/// Sends a registration body that is not JSON the service reads: answered 400 `malformed_json`, nothing written.
-async fn assert_registration_is_malformed(app: &TestApp, body: String) {
+/// Registers a run whose one user message has `content`, JSON text that is not JSON the service reads: answered
+/// 400 `malformed_json`, and nothing written.
+async fn assert_registration_is_malformed(app: &TestApp, content: &str) {
+    let body = format!(
+        r#"{{"id": "{}", "owner_uid": 0, "messages": [{{"role": "user", "content": {content}}}]}}"#,
+        Uuid::new_v4()
+    );
     let before = row_counts(&app.pool).await;
     let answer = app
         .send_bytes(Method::POST, "/v1/runs", Some("application/json"), body)
@@ -155,12 +160,8 @@ async fn a_message_nested_ten_thousand_levels_deep_is_refused_400_and_registers_
     let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let deep_content = nested_arrays(10_000, r#""x""#);
-    let body = format!(
-        r#"{{"id": "{}", "owner_uid": 0, "messages": [{{"role": "user", "content": {deep_content}}}]}}"#,
-        Uuid::new_v4()
-    );
 
-    assert_registration_is_malformed(&app, body).await;
+    assert_registration_is_malformed(&app, &deep_content).await;
 }
 
 #[tokio::test]
@@ -189,13 +190,9 @@ async fn a_message_nested_one_level_deeper_than_the_parser_allows_is_refused_400
     let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     // Three levels above the content, as in the test before: 128 in all.
-    let body = format!(
-        r#"{{"id": "{}", "owner_uid": 0, "messages": [{{"role": "user", "content": {}}}]}}"#,
-        Uuid::new_v4(),
-        nested_arrays(125, r#""x""#)
-    );
+    let deep_content = nested_arrays(125, r#""x""#);
 
-    assert_registration_is_malformed(&app, body).await;
+    assert_registration_is_malformed(&app, &deep_content).await;
 }
 
 // Bytes and characters.
@@ -227,12 +224,7 @@ async fn a_body_that_is_not_utf8_is_refused_400_and_writes_nothing() {
 async fn an_escaped_lone_surrogate_is_refused_400() {
     let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
-    let body = format!(
-        r#"{{"id": "{}", "owner_uid": 0, "messages": [{{"role": "user", "content": "\ud800"}}]}}"#,
-        Uuid::new_v4()
-    );
-
-    assert_registration_is_malformed(&app, body).await;
+    assert_registration_is_malformed(&app, r#""\ud800""#).await;
 }
 
 // Content types.
