@@ -9,15 +9,18 @@ use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
 use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
+use axum::routing::{delete, get, post, put};
 use sqlx::PgPool;
 use tokio::net::TcpListener;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
+use crate::events::EventsHub;
 use crate::http::error::{ApiError, REQUEST_ID};
-use crate::http::{approvals, decisions, detach, events, ops, runs, turns, users};
+use crate::http::{
+    approvals, decisions, detach, events, events_feed, ops, runs, turns, users, webhooks,
+};
 use crate::metrics;
 use crate::resume::Resumer;
 use crate::telemetry;
@@ -28,6 +31,8 @@ pub struct AppState {
     pub pool: PgPool,
     pub resumer: Arc<Resumer>,
     pub limits: Limits,
+    /// Wakes feed readers when events become readable.
+    pub events: EventsHub,
 }
 
 /// Request limits of the HTTP layer.
@@ -55,6 +60,9 @@ fn routes() -> Router<AppState> {
         .route("/v1/runs/{id}/cancel", post(runs::cancel_run))
         .route("/v1/runs/{id}/complete", post(runs::complete_run))
         .route("/v1/approvals", get(approvals::inbox))
+        .route("/v1/events", get(events_feed::feed))
+        .route("/v1/webhooks", get(webhooks::list).post(webhooks::create))
+        .route("/v1/webhooks/{id}", delete(webhooks::remove))
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route("/openapi.yaml", get(ops::openapi))

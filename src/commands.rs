@@ -1,14 +1,15 @@
-//! Subcommands besides `serve`: migrations, API clients, retention, and watching resume notifications.
+//! Subcommands besides `serve`: migrations, API clients, retention; webhook subscriptions and `watch` in their own
+//! modules.
+
+pub mod watch;
+pub mod webhooks;
 
 use sqlx::PgPool;
 
 use crate::config::{ClientsCommand, Command, Config};
 use crate::domain::scopes::Scope;
 use crate::keys;
-use sqlx::postgres::PgListener;
-
-use crate::storage::runs::RESUMED_CHANNEL;
-use crate::storage::{self, StorageError, clients, retention};
+use crate::storage::{self, StorageError, clients, events, retention};
 
 /// What a subcommand can fail with; printed to the person at the terminal.
 #[derive(Debug, thiserror::Error)]
@@ -17,6 +18,8 @@ pub enum CommandError {
     Storage(#[from] StorageError),
     #[error("{0}")]
     Usage(String),
+    #[error("{0}")]
+    Http(String),
 }
 
 /// Runs a subcommand other than `serve`, on a migrated database.
@@ -32,9 +35,18 @@ pub async fn run(config: &Config, command: Command) -> Result<(), CommandError> 
         }
         Command::Clients(command) => clients(&pool, command).await,
         Command::Purge { older_than_days } => {
-            purge(&pool, older_than_days.or(config.retention_days)).await
+            purge(&pool, older_than_days.or(config.retention_days)).await?;
+            let deleted = events::purge_older_than(&pool, config.event_retention()).await?;
+            println!(
+                "purged {deleted} events older than {} hours",
+                config.event_retention_hours
+            );
+            Ok(())
         }
-        Command::Watch => watch(&pool).await,
+        Command::Watch(_) => Err(CommandError::Usage(
+            "watch reads the feed over HTTP, not the database".into(),
+        )),
+        Command::Webhooks(command) => webhooks::run(&pool, command).await,
     }
 }
 
@@ -65,13 +77,7 @@ async fn add_client(
     tenant: &str,
     scopes: &[Scope],
 ) -> Result<(), CommandError> {
-    let valid = |text: &str| {
-        !text.is_empty()
-            && text.len() <= 64
-            && text
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
-    };
+    let valid = is_valid_name;
     if !valid(name) {
         return Err(CommandError::Usage(format!(
             "client name {name:?}: use 1 to 64 of A-Z a-z 0-9 _ . -"
@@ -125,6 +131,15 @@ async fn list_clients(pool: &PgPool) -> Result<(), CommandError> {
     Ok(())
 }
 
+/// Whether a client or tenant name is 1 to 64 of `A-Z a-z 0-9 _ . -`.
+fn is_valid_name(text: &str) -> bool {
+    !text.is_empty()
+        && text.len() <= 64
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+}
+
 /// Connects and migrates: every subcommand works on an up-to-date schema.
 pub async fn open_database(config: &Config) -> Result<PgPool, StorageError> {
     let pool = storage::connect(&storage::PoolSettings {
@@ -153,31 +168,12 @@ async fn purge(pool: &PgPool, days: Option<u32>) -> Result<(), CommandError> {
     Ok(())
 }
 
-/// Prints each resume notification as one JSON line until Ctrl-C.
-async fn watch(pool: &PgPool) -> Result<(), CommandError> {
-    let mut listener = PgListener::connect_with(pool)
-        .await
-        .map_err(StorageError::from)?;
-    listener
-        .listen(RESUMED_CHANNEL)
-        .await
-        .map_err(StorageError::from)?;
-    eprintln!("listening on {RESUMED_CHANNEL}; Ctrl-C stops");
-    loop {
-        tokio::select! {
-            notification = listener.recv() => {
-                let notification = notification.map_err(StorageError::from)?;
-                println!("{}", notification.payload());
-            }
-            _ = tokio::signal::ctrl_c() => return Ok(()),
-        }
-    }
-}
-
-/// Purges every `interval` while the service runs, when a retention period is configured.
+/// Purges every `interval` while the service runs: old events always (EVENT_RETENTION_HOURS), and payloads and
+/// finished runs when a retention period (`days`) is configured.
 pub fn spawn_periodic_purge(
     pool: PgPool,
-    days: u32,
+    days: Option<u32>,
+    event_max_age: std::time::Duration,
     interval: std::time::Duration,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
@@ -185,17 +181,28 @@ pub fn spawn_periodic_purge(
         let mut ticker = tokio::time::interval(interval);
         loop {
             tokio::select! {
-                _ = ticker.tick() => match retention::purge(&pool, days).await {
-                    Ok(report) => tracing::info!(
-                        days,
-                        tool_event_payloads_cleared = report.tool_event_payloads_cleared,
-                        finished_runs_deleted = report.finished_runs_deleted,
-                        "purged old data"
-                    ),
-                    Err(error) => tracing::warn!(error = %error, "purge failed; will retry"),
-                },
+                _ = ticker.tick() => purge_once(&pool, days, event_max_age).await,
                 _ = shutdown.changed() => return,
             }
         }
     })
+}
+
+async fn purge_once(pool: &PgPool, days: Option<u32>, event_max_age: std::time::Duration) {
+    if let Some(days) = days {
+        match retention::purge(pool, days).await {
+            Ok(report) => tracing::info!(
+                days,
+                tool_event_payloads_cleared = report.tool_event_payloads_cleared,
+                finished_runs_deleted = report.finished_runs_deleted,
+                "purged old data"
+            ),
+            Err(error) => tracing::warn!(error = %error, "purge failed; will retry"),
+        }
+    }
+    match events::purge_older_than(pool, event_max_age).await {
+        Ok(0) => {}
+        Ok(deleted) => tracing::info!(events_deleted = deleted, "purged old events"),
+        Err(error) => tracing::warn!(error = %error, "event purge failed; will retry"),
+    }
 }

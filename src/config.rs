@@ -11,6 +11,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::domain::scopes::Scope;
 use crate::domain::tokens::PrivacyLevel;
+use crate::events::webhooks::Settings as WebhookSettings;
+use crate::events::webhooks::deliver::Limits as DeliveryLimits;
 
 /// A value that must never be printed: `Debug` and `Display` show `[secret]`.
 #[derive(Clone, PartialEq, Eq)]
@@ -73,8 +75,58 @@ pub enum Command {
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..=36_500))]
         older_than_days: Option<u32>,
     },
-    /// Print every resumed-run notification (the `approval_resume_run_resumed` channel) as a JSON line.
-    Watch,
+    /// Follow the tenant's events over HTTP (`GET /v1/events`) and print each as a JSON line; needs no database,
+    /// only the service's URL and a key with `events:read`.
+    Watch(WatchArgs),
+    /// Manage webhook subscriptions.
+    #[command(subcommand)]
+    Webhooks(WebhooksCommand),
+}
+
+/// Where `watch` reads the feed, and from where.
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// The service's base URL.
+    #[arg(
+        long,
+        env = "APPROVAL_RESUME_URL",
+        default_value = "http://127.0.0.1:8080"
+    )]
+    pub url: String,
+    /// An API key with the `events:read` scope.
+    #[arg(long, env = "APPROVAL_RESUME_KEY", hide_env_values = true)]
+    pub key: Secret,
+    /// Start after this cursor (a `next_cursor`); without it, from the oldest event kept.
+    #[arg(long)]
+    pub after: Option<String>,
+    /// Seconds each long poll waits; at most the service's FEED_MAX_WAIT_SECS.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub wait: u64,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WebhooksCommand {
+    /// Subscribe a URL to a tenant's events and print the signing secret, once.
+    Add {
+        /// An http(s) URL that receives a signed POST per event.
+        #[arg(long)]
+        url: String,
+        /// An event type to send (run.waiting, run.resumed, run.expired, run.cancelled, run.completed); repeat
+        /// the flag for several; without it, all of them.
+        #[arg(long = "event")]
+        events: Vec<String>,
+        /// The tenant whose events are sent.
+        #[arg(long, default_value = "default")]
+        tenant: String,
+    },
+    /// List subscriptions with their state and backlog; secrets are never shown.
+    List {
+        /// Only this tenant's.
+        #[arg(long)]
+        tenant: Option<String>,
+    },
+    /// Remove a subscription.
+    Remove { id: uuid::Uuid },
 }
 
 #[derive(Debug, Subcommand)]
@@ -191,6 +243,60 @@ pub struct Config {
           default_value_t = 3_600, value_parser = clap::value_parser!(u64).range(60..=604_800))]
     pub purge_interval_secs: u64,
 
+    /// Milliseconds between this instance's polls for newly readable events while a feed reader or webhook
+    /// subscription waits for them; an event committed on another instance is seen within one interval.
+    #[arg(long, env = "EVENTS_POLL_INTERVAL_MS", value_name = "EVENTS_POLL_INTERVAL_MS", global = true,
+          default_value_t = 25, value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    pub events_poll_interval_ms: u64,
+
+    /// Hours events are kept for the feed and webhooks, delivered or not (they are also deleted with their run).
+    /// This bounds the backlog of a receiver that stays down.
+    #[arg(long, env = "EVENT_RETENTION_HOURS", value_name = "EVENT_RETENTION_HOURS", global = true,
+          default_value_t = 168, value_parser = clap::value_parser!(u64).range(1..=87_600))]
+    pub event_retention_hours: u64,
+
+    /// Most seconds a feed reader may ask to wait (`wait=`); must be below REQUEST_TIMEOUT_MS.
+    #[arg(long, env = "FEED_MAX_WAIT_SECS", value_name = "FEED_MAX_WAIT_SECS", global = true,
+          default_value_t = 25, value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub feed_max_wait_secs: u64,
+
+    /// Webhook subscriptions this instance delivers at once; 0: this instance delivers none.
+    #[arg(long, env = "WEBHOOK_CONCURRENCY", value_name = "WEBHOOK_CONCURRENCY", global = true,
+          default_value_t = 16, value_parser = clap::value_parser!(u64).range(0..=1024))]
+    pub webhook_concurrency: u64,
+
+    /// Milliseconds one webhook request may take, connect to last byte.
+    #[arg(long, env = "WEBHOOK_TIMEOUT_MS", value_name = "WEBHOOK_TIMEOUT_MS", global = true,
+          default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(100..=300_000))]
+    pub webhook_timeout_ms: u64,
+
+    /// Milliseconds before the first retry of a failed webhook; each further failure doubles it (with jitter).
+    #[arg(long, env = "WEBHOOK_BACKOFF_BASE_MS", value_name = "WEBHOOK_BACKOFF_BASE_MS", global = true,
+          default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
+    pub webhook_backoff_base_ms: u64,
+
+    /// Most seconds between retries of a failed webhook.
+    #[arg(long, env = "WEBHOOK_BACKOFF_MAX_SECS", value_name = "WEBHOOK_BACKOFF_MAX_SECS", global = true,
+          default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub webhook_backoff_max_secs: u64,
+
+    /// Seconds a subscription's deliveries may keep failing before it is marked `failing`. It is still retried
+    /// every WEBHOOK_BACKOFF_MAX_SECS, so a receiver that comes back gets every event kept.
+    #[arg(long, env = "WEBHOOK_RETRY_WINDOW_SECS", value_name = "WEBHOOK_RETRY_WINDOW_SECS", global = true,
+          default_value_t = 86_400, value_parser = clap::value_parser!(u64).range(1..=31_536_000))]
+    pub webhook_retry_window_secs: u64,
+
+    /// Most bytes of a receiver's answer read.
+    #[arg(long, env = "WEBHOOK_MAX_RESPONSE_BYTES", value_name = "WEBHOOK_MAX_RESPONSE_BYTES", global = true,
+          default_value_t = 65_536, value_parser = clap::value_parser!(u64).range(0..=16_777_216))]
+    pub webhook_max_response_bytes: u64,
+
+    /// Let webhooks reach loopback, link-local and private addresses. Off by default (server-side request
+    /// forgery: a tenant's URL must not reach the service's own network); for tests and private deployments.
+    #[arg(long, env = "WEBHOOK_ALLOW_PRIVATE_ADDRESSES", value_name = "WEBHOOK_ALLOW_PRIVATE_ADDRESSES",
+          global = true, default_value_t = false, action = clap::ArgAction::Set)]
+    pub webhook_allow_private_addresses: bool,
+
     /// Log format: auto, json or pretty.
     #[arg(
         long,
@@ -243,6 +349,24 @@ impl Config {
                 ),
             });
         }
+        if self.feed_max_wait_secs * 1000 >= self.request_timeout_ms {
+            return Err(ConfigError {
+                variable: "FEED_MAX_WAIT_SECS",
+                message: format!(
+                    "{} seconds must be below REQUEST_TIMEOUT_MS ({})",
+                    self.feed_max_wait_secs, self.request_timeout_ms
+                ),
+            });
+        }
+        if self.webhook_backoff_base_ms > self.webhook_backoff_max_secs * 1000 {
+            return Err(ConfigError {
+                variable: "WEBHOOK_BACKOFF_BASE_MS",
+                message: format!(
+                    "{} must not be above WEBHOOK_BACKOFF_MAX_SECS ({} s)",
+                    self.webhook_backoff_base_ms, self.webhook_backoff_max_secs
+                ),
+            });
+        }
         tracing_subscriber::EnvFilter::try_new(&self.log_level).map_err(|error| ConfigError {
             variable: "LOG_LEVEL",
             message: error.to_string(),
@@ -260,6 +384,30 @@ impl Config {
 
     pub fn request_timeout(&self) -> Duration {
         Duration::from_millis(self.request_timeout_ms)
+    }
+
+    pub fn event_retention(&self) -> Duration {
+        Duration::from_secs(self.event_retention_hours * 3600)
+    }
+
+    /// How this instance delivers webhooks. A subscription's lease outlasts one request by a margin, so that only
+    /// a holder that died (or hangs past its own timeout) loses it.
+    pub fn webhook_settings(&self) -> WebhookSettings {
+        let timeout = Duration::from_millis(self.webhook_timeout_ms);
+        WebhookSettings {
+            concurrency: usize::try_from(self.webhook_concurrency).unwrap_or(usize::MAX),
+            lease: timeout + Duration::from_secs(10),
+            limits: DeliveryLimits {
+                timeout,
+                max_response_bytes: usize::try_from(self.webhook_max_response_bytes)
+                    .unwrap_or(usize::MAX),
+                allow_private: self.webhook_allow_private_addresses,
+            },
+            backoff_base: Duration::from_millis(self.webhook_backoff_base_ms),
+            backoff_max: Duration::from_secs(self.webhook_backoff_max_secs),
+            retry_window: Duration::from_secs(self.webhook_retry_window_secs),
+            sweep_interval: Duration::from_secs(1),
+        }
     }
 }
 
@@ -302,6 +450,37 @@ mod tests {
         .unwrap();
         let error = cli.config.validate().unwrap_err();
         assert_eq!(error.variable, "DATABASE_STATEMENT_TIMEOUT_MS");
+    }
+
+    #[test]
+    fn a_feed_wait_not_below_the_request_timeout_is_refused() {
+        let cli = parse(&[
+            "--feed-max-wait-secs",
+            "30",
+            "--request-timeout-ms",
+            "30000",
+        ])
+        .unwrap();
+        assert_eq!(
+            cli.config.validate().unwrap_err().variable,
+            "FEED_MAX_WAIT_SECS"
+        );
+        let cli = parse(&[
+            "--feed-max-wait-secs",
+            "29",
+            "--request-timeout-ms",
+            "30000",
+        ])
+        .unwrap();
+        assert!(cli.config.validate().is_ok());
+    }
+
+    #[test]
+    fn private_webhook_addresses_are_refused_unless_allowed() {
+        let cli = parse(&[]).unwrap();
+        assert!(!cli.config.webhook_settings().limits.allow_private);
+        let cli = parse(&["--webhook-allow-private-addresses", "true"]).unwrap();
+        assert!(cli.config.webhook_settings().limits.allow_private);
     }
 
     #[test]

@@ -8,6 +8,8 @@ pub mod commands;
 pub mod config;
 /// The pure core: texts, digest, rules, privacy, formats.
 pub mod domain;
+/// Delivering events after commit: the feed's wake-ups and cursor, webhooks.
+pub mod events;
 /// The tool-executor client of the approve path.
 pub mod executor;
 /// Handlers, extractors and the problem+json error.

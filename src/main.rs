@@ -9,6 +9,7 @@ use uuid::Uuid;
 
 use approval_resume::app::{self, AppState, Limits};
 use approval_resume::config::{Cli, Command, Config};
+use approval_resume::events::{EventsHub, webhooks};
 use approval_resume::executor::Executors;
 use approval_resume::resume::{self, Resumer};
 use approval_resume::{commands, telemetry};
@@ -23,6 +24,9 @@ async fn main() -> ExitCode {
     telemetry::init(cli.config.log_format, &cli.config.log_level);
     let outcome = match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => serve(cli.config).await,
+        Command::Watch(args) => commands::watch::run(args)
+            .await
+            .map_err(|error| error.to_string()),
         other => commands::run(&cli.config, other)
             .await
             .map_err(|error| error.to_string()),
@@ -58,14 +62,28 @@ async fn serve(config: Config) -> Result<(), String> {
         Duration::from_secs(config.recovery_interval_secs),
         stop_rx,
     );
-    let purge = config.retention_days.map(|days| {
-        commands::spawn_periodic_purge(
+    let purge = commands::spawn_periodic_purge(
+        pool.clone(),
+        config.retention_days,
+        config.event_retention(),
+        Duration::from_secs(config.purge_interval_secs),
+        stop_tx.subscribe(),
+    );
+    let events = EventsHub::start(
+        pool.clone(),
+        Duration::from_millis(config.events_poll_interval_ms),
+        Duration::from_secs(config.feed_max_wait_secs),
+    );
+    let deliveries = if config.webhook_concurrency > 0 {
+        Some(webhooks::spawn(
             pool.clone(),
-            days,
-            Duration::from_secs(config.purge_interval_secs),
+            events.clone(),
+            config.webhook_settings(),
             stop_tx.subscribe(),
-        )
-    });
+        )?)
+    } else {
+        None
+    };
     let state = AppState {
         pool,
         resumer,
@@ -73,6 +91,7 @@ async fn serve(config: Config) -> Result<(), String> {
             max_body_bytes: usize::try_from(config.max_body_bytes).unwrap_or(usize::MAX),
             request_timeout: config.request_timeout(),
         },
+        events,
     };
     let listener = tokio::net::TcpListener::bind(config.listen_addr)
         .await
@@ -83,8 +102,9 @@ async fn serve(config: Config) -> Result<(), String> {
     let served = app::serve(listener, state, shutdown_signal(), grace).await;
     let _ = stop_tx.send(true);
     let _ = recovery.await;
-    if let Some(purge) = purge {
-        let _ = purge.await;
+    let _ = purge.await;
+    if let Some(deliveries) = deliveries {
+        let _ = deliveries.await;
     }
     tracing::info!("stopped");
     served.map_err(|error| error.to_string())

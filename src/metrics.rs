@@ -38,7 +38,7 @@ struct Family {
     help: &'static str,
 }
 
-const FAMILIES: [Family; 6] = [
+const FAMILIES: [Family; 9] = [
     Family {
         name: "http_requests_total",
         kind: "counter",
@@ -63,6 +63,21 @@ const FAMILIES: [Family; 6] = [
         name: "executor_call_duration_seconds",
         kind: "histogram",
         help: "Tool executor call latency by tool.",
+    },
+    Family {
+        name: "webhook_attempts_total",
+        kind: "counter",
+        help: "Webhook delivery attempts, by result (ok: a 2xx answer; failed: anything else).",
+    },
+    Family {
+        name: "webhook_attempt_duration_seconds",
+        kind: "histogram",
+        help: "Webhook delivery attempt latency.",
+    },
+    Family {
+        name: "webhook_delivery_lag_seconds",
+        kind: "histogram",
+        help: "From the start of an event's transaction to its delivery's 2xx answer.",
     },
     Family {
         name: "db_pool_connections",
@@ -136,6 +151,51 @@ pub fn executor_call(tool: &str, outcome: &str, elapsed: Duration) {
         vec![("tool", tool.to_owned())],
         elapsed,
     );
+}
+
+/// One webhook delivery attempt.
+pub fn webhook_attempt(ok: bool, elapsed: Duration) {
+    let result = if ok { "ok" } else { "failed" };
+    count(
+        "webhook_attempts_total",
+        vec![("result", result.to_owned())],
+    );
+    observe("webhook_attempt_duration_seconds", Vec::new(), elapsed);
+}
+
+/// One event delivered to one subscription, `lag` after its transaction began.
+pub fn webhook_delivered(lag: Duration) {
+    observe("webhook_delivery_lag_seconds", Vec::new(), lag);
+}
+
+/// Gauges of webhook subscriptions and their undelivered events by state, from `(state, subscriptions, backlog)`.
+pub fn render_webhook_gauges(rows: &[(String, i64, i64)]) -> String {
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
+        "# HELP webhook_subscriptions Webhook subscriptions by state (active, failing)."
+    );
+    let _ = writeln!(text, "# TYPE webhook_subscriptions gauge");
+    for (state, subscriptions, _) in rows {
+        let _ = writeln!(
+            text,
+            "webhook_subscriptions{{state=\"{}\"}} {subscriptions}",
+            escape(state)
+        );
+    }
+    let _ = writeln!(
+        text,
+        "# HELP webhook_backlog_events Events not yet delivered, summed over subscriptions, by subscription state."
+    );
+    let _ = writeln!(text, "# TYPE webhook_backlog_events gauge");
+    for (state, _, backlog) in rows {
+        let _ = writeln!(
+            text,
+            "webhook_backlog_events{{state=\"{}\"}} {backlog}",
+            escape(state)
+        );
+    }
+    text
 }
 
 /// The registry as Prometheus text, with the pool's current connections as gauges.

@@ -25,10 +25,16 @@ pub enum Scope {
     /// Scrape `/metrics`.
     #[serde(rename = "metrics:read")]
     MetricsRead,
+    /// Follow the tenant's events (`GET /v1/events`).
+    #[serde(rename = "events:read")]
+    EventsRead,
+    /// Create, list and remove the tenant's webhook subscriptions.
+    #[serde(rename = "webhooks:write")]
+    WebhooksWrite,
 }
 
 impl Scope {
-    pub const ALL: [Scope; 7] = [
+    pub const ALL: [Scope; 9] = [
         Scope::RunsWrite,
         Scope::RunsRead,
         Scope::UsersWrite,
@@ -36,6 +42,8 @@ impl Scope {
         Scope::DecisionsAnonymous,
         Scope::ApprovalsRead,
         Scope::MetricsRead,
+        Scope::EventsRead,
+        Scope::WebhooksWrite,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -47,6 +55,8 @@ impl Scope {
             Scope::DecisionsAnonymous => "decisions:anonymous",
             Scope::ApprovalsRead => "approvals:read",
             Scope::MetricsRead => "metrics:read",
+            Scope::EventsRead => "events:read",
+            Scope::WebhooksWrite => "webhooks:write",
         }
     }
 

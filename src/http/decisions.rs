@@ -102,6 +102,8 @@ pub async fn decide(
         reason: body.reason,
     };
     let resumed = resume::decide(&state.resumer, &actor, &request).await?;
+    // A replay committed nothing; the nudge is only a hint, so a needless one costs a poll.
+    state.events.committed();
     Ok(axum::Json(DecisionAnswer::of(resumed, query.format)?))
 }
 

@@ -132,6 +132,8 @@ pub mod scope {
         Decisions => [DecisionsWrite, DecisionsAnonymous];
         ApprovalsRead => [ApprovalsRead];
         MetricsRead => [MetricsRead];
+        EventsRead => [EventsRead];
+        WebhooksWrite => [WebhooksWrite];
     }
 }
 

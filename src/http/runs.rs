@@ -17,7 +17,7 @@ use crate::app::AppState;
 use crate::domain::tokens::{Effect, PrivacyLevel, RunStatus};
 use crate::domain::transcript::{self, PendingCall, is_valid_tool_name};
 use crate::storage::runs::{self, DeclaredTool, NewRun, RunRow};
-use crate::storage::{decisions, users};
+use crate::storage::{decisions, events, users};
 
 #[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -93,7 +93,9 @@ pub async fn register_run(
         return existing_registration(&state, &caller, body.id, &registration_hash).await;
     };
     runs::insert_calls(&mut tx, run.id, 0, &with_effects).await?;
+    events::record_status(&mut tx, &run).await?;
     tx.commit().await?;
+    state.events.committed();
     tracing::info!(run_id = %run.id, calls = with_effects.len(), "run registered");
     let view = run_view(&state, &run).await?;
     Ok((StatusCode::CREATED, axum::Json(view)).into_response())
@@ -244,8 +246,13 @@ async fn change_status(
                 "a run waiting for approval cannot be completed",
             ));
         }
-        (_, target) => runs::set_status(&mut tx, id, target).await?,
+        (_, target) => {
+            let run = runs::set_status(&mut tx, id, target).await?;
+            events::record_status(&mut tx, &run).await?;
+            run
+        }
     };
     tx.commit().await?;
+    state.events.committed();
     Ok(axum::Json(run_view(state, &run).await?))
 }

@@ -16,7 +16,7 @@ use crate::domain::model_input::tool_messages;
 use crate::domain::tokens::{Effect, RunStatus};
 use crate::domain::transcript;
 use crate::resume::load_resumed;
-use crate::storage::{decisions, runs};
+use crate::storage::{decisions, events, runs};
 
 #[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -88,7 +88,9 @@ pub async fn append_turn(
     )
     .await?;
     runs::insert_calls(&mut tx, run.id, turn_index, &calls).await?;
+    events::record_status(&mut tx, &run).await?;
     tx.commit().await?;
+    state.events.committed();
     tracing::info!(run_id = %run.id, turn = turn_index, calls = calls.len(), "run suspended on a new turn");
     Ok(axum::Json(run_view(&state, &run).await?))
 }

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use super::{ResumeError, Resumed, Resumer, tool_events};
+use super::{ResumeError, Resumed, Resumer, resumed_event, tool_events};
+use crate::domain::events;
 use crate::domain::results::{self, ToolResult};
 use crate::domain::tokens::RunStatus;
 use crate::executor::ExecutorCall;
@@ -58,12 +59,22 @@ pub async fn finish_turn(
     }
     let (calls, earlier_calls) = deciding::calls_through(&mut tx, run.id, run.turn_index).await?;
     let results = super::stored_results(&calls)?;
-    let events = tool_events(resumer, &run, &calls, &results, decision.decided_by()?);
+    let decided_by = decision.decided_by()?;
+    let events = tool_events(resumer, &run, &calls, &results, decided_by);
+    let resumed_event = resumed_event(
+        &run,
+        events::Verdict {
+            decided_by,
+            decider_uid: decision.decider_uid,
+            approved: true,
+            outcomes: results.iter().map(|result| result.outcome).collect(),
+        },
+    );
     let closing = ClosingTurn {
         run: &run,
-        approved: true,
         results: &[],
         events: &events,
+        resumed_event: &resumed_event,
     };
     deciding::close_turn(&mut tx, &closing).await?;
     tx.commit().await?;

@@ -16,6 +16,7 @@ use uuid::Uuid;
 pub use approve::{finish_turn, spawn_recovery};
 
 use crate::domain::authorize::{self, DecisionAsk, Refusal};
+use crate::domain::events;
 use crate::domain::privacy;
 use crate::domain::results::{self, ToolResult};
 use crate::domain::tokens::{DecidedBy, DenialReason, PrivacyLevel, RunStatus};
@@ -169,11 +170,20 @@ pub async fn decide(
         .zip(results.iter())
         .collect();
     let events = tool_events(resumer, run, &calls, &results, decided_by);
+    let resumed_event = resumed_event(
+        run,
+        events::Verdict {
+            decided_by,
+            decider_uid: request.decider_uid,
+            approved: false,
+            outcomes: results.iter().map(|result| result.outcome).collect(),
+        },
+    );
     let closing = ClosingTurn {
         run,
-        approved: false,
         results: &positioned,
         events: &events,
+        resumed_event: &resumed_event,
     };
     let decision = deciding::record_denial(&mut tx, &new_decision, &closing).await?;
     tx.commit().await?;
@@ -296,6 +306,20 @@ fn stored_result(call: &CallRow) -> Result<ToolResult, StorageError> {
         is_error: call.is_error.ok_or_else(missing)?,
         content: call.content.clone().ok_or_else(missing)?,
     })
+}
+
+/// The data of the `run.resumed` event that closes `run`'s turn with these results.
+fn resumed_event(run: &RunRow, verdict: events::Verdict) -> Value {
+    events::data(
+        &events::RunFacts {
+            run_id: run.id,
+            tenant: &run.tenant,
+            status: RunStatus::Resumed,
+            turn_index: run.turn_index,
+            turn_digest: &run.turn_digest,
+        },
+        Some(&verdict),
+    )
 }
 
 /// One tool event per call, filtered by the stricter of the service's and the run's privacy level.

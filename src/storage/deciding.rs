@@ -1,6 +1,6 @@
 //! The statements of one decision, merged so a decision costs few round trips: everything the rules need is read
-//! under the run's row lock in one statement, and a turn is closed (results, tool events, status, notification)
-//! in one more. A deny is the service's busiest path and its cost should be the commit (BENCHMARKS.md); each
+//! under the run's row lock in one statement, and a turn is closed (results, tool events, status, the
+//! `run.resumed` event) in one more. A deny is the service's busiest path and its cost should be the commit (BENCHMARKS.md); each
 //! statement saved here is a network round trip and a pass through the executor of Postgres saved per click.
 
 use std::sync::LazyLock;
@@ -12,7 +12,7 @@ use sqlx::{FromRow, PgConnection, Row};
 use uuid::Uuid;
 
 use super::decisions::{self, DECISION_COLUMNS, DecisionRow, NewDecision};
-use super::runs::{CallRow, RESUMED_CHANNEL, RunRow};
+use super::runs::{CallRow, RunRow};
 use super::{Query, StorageError};
 use crate::domain::authorize::DeciderFacts;
 use crate::domain::privacy::ToolEvent;
@@ -138,19 +138,22 @@ pub async fn calls_through(
     Ok((current, earlier))
 }
 
-/// How a decided turn ends: the results still to store, the tool events to write, and what to announce.
+/// How a decided turn ends: the results still to store, the tool events to write, and the event to record.
 pub struct ClosingTurn<'a> {
     pub run: &'a RunRow,
-    pub approved: bool,
     /// `(position, result)` of calls whose result is not stored yet; a call that has one keeps it.
     pub results: &'a [(i32, &'a ToolResult)],
     /// `(position, event)`, already filtered by the privacy level.
     pub events: &'a [(i32, ToolEvent)],
+    /// The data of the `run.resumed` event (`domain::events::data`): ids and metadata only.
+    pub resumed_event: &'a Value,
 }
 
-/// The common-table expressions that close a turn, over the parameters `$1` to `$19` bound by [`bind_closing`]:
+/// The common-table expressions that close a turn, over the parameters `$1` to `$18` bound by [`bind_closing`]:
 /// store the results, write the tool events (with the times of the calls as just stored), move the run to
-/// `resumed` ending any lease, and announce the resume once the transaction commits.
+/// `resumed` ending any lease, and write the `run.resumed` event in the outbox. Nothing here is sent anywhere
+/// before commit: a `pg_notify` would take a database-wide lock at every commit (BENCHMARKS.md), so consumers read
+/// the outbox after it (src/storage/events.rs).
 const CLOSE_TURN: &str = "
     stored as (
         update turn_calls c set outcome = r.outcome, is_error = r.is_error, content = r.content, finished_at = now()
@@ -173,9 +176,11 @@ const CLOSE_TURN: &str = "
     ), resumed as (
         update runs set status = 'resumed', lease_owner = null, lease_until = null, updated_at = now()
         where id = $1
+        returning id, tenant
+    ), outboxed as (
+        insert into events (tenant, run_id, type, data)
+        select tenant, id, 'run.resumed', $18 from resumed
         returning id
-    ), notified as materialized (
-        select pg_notify($18, $19)
     )";
 
 /// Closes a turn whose results are all stored (the approve path, after its executors ran).
@@ -184,7 +189,7 @@ pub async fn close_turn(
     closing: &ClosingTurn<'_>,
 ) -> Result<(), StorageError> {
     static SQL: LazyLock<String> = LazyLock::new(|| {
-        format!("with {CLOSE_TURN} select resumed.id from resumed cross join notified")
+        format!("with {CLOSE_TURN} select resumed.id from resumed cross join outboxed")
     });
     bind_closing(sqlx::query(sqlx::AssertSqlSafe(SQL.as_str())), closing)
         .fetch_one(conn)
@@ -203,10 +208,10 @@ pub async fn record_denial(
             "with decision as (
                  insert into approval_events (run_id, turn_index, approved, decider_uid, decided_by, reason,
                                               turn_digest, client_name)
-                 values ($1, $2, $20, $21, $22, $23, $24, $25)
+                 values ($1, $2, $19, $20, $21, $22, $23, $24)
                  returning {DECISION_COLUMNS}
              ), {CLOSE_TURN}
-             select decision.* from decision cross join resumed cross join notified"
+             select decision.* from decision cross join resumed cross join outboxed"
         )
     });
     let query = bind_closing(sqlx::query(sqlx::AssertSqlSafe(SQL.as_str())), closing);
@@ -216,7 +221,7 @@ pub async fn record_denial(
     Ok(DecisionRow::from_row(&row)?)
 }
 
-/// Binds `$1` to `$19` of [`CLOSE_TURN`].
+/// Binds `$1` to `$18` of [`CLOSE_TURN`].
 fn bind_closing<'q>(query: Query<'q>, closing: &ClosingTurn<'q>) -> Query<'q> {
     let results = closing.results;
     let events = closing.events;
@@ -313,17 +318,5 @@ fn bind_closing<'q>(query: Query<'q>, closing: &ClosingTurn<'q>) -> Query<'q> {
                 .map(|(_, e)| e.result.as_deref())
                 .collect::<Vec<Option<&str>>>(),
         )
-        .bind(RESUMED_CHANNEL)
-        .bind(resumed_payload(closing.run, closing.approved))
-}
-
-/// The notification's payload: `{"run_id", "tenant", "turn_index", "approved"}`, never a transcript or a result.
-fn resumed_payload(run: &RunRow, approved: bool) -> String {
-    serde_json::json!({
-        "run_id": run.id,
-        "tenant": run.tenant,
-        "turn_index": run.turn_index,
-        "approved": approved,
-    })
-    .to_string()
+        .bind(Json(closing.resumed_event))
 }

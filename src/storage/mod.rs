@@ -6,9 +6,11 @@ pub mod approvals;
 pub mod clients;
 pub mod deciding;
 pub mod decisions;
+pub mod events;
 pub mod retention;
 pub mod runs;
 pub mod users;
+pub mod webhooks;
 
 use std::str::FromStr;
 use std::time::Duration;

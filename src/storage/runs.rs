@@ -267,10 +267,6 @@ pub async fn calls_before(
     Ok(rows)
 }
 
-/// The Postgres channel on which every resume is announced, in the transaction that resumes the run
-/// ([`super::deciding`] sends it).
-pub const RESUMED_CHANNEL: &str = "approval_resume_run_resumed";
-
 /// Moves a run to `status`, ending any lease.
 pub async fn set_status(
     conn: &mut PgConnection,

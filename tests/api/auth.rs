@@ -72,6 +72,34 @@ fn routes(id: &str, digest: &str) -> Vec<Route> {
         run(Method::GET, "/events", None, "runs:read"),
         run(Method::POST, "/cancel", None, "runs:write"),
         run(Method::POST, "/complete", None, "runs:write"),
+        Route {
+            method: Method::GET,
+            path: "/v1/events".into(),
+            body: None,
+            scope: "events:read",
+            names_a_run: false,
+        },
+        Route {
+            method: Method::POST,
+            path: "/v1/webhooks".into(),
+            body: Some(json!({"url": "https://hooks.example.com/approval"})),
+            scope: "webhooks:write",
+            names_a_run: false,
+        },
+        Route {
+            method: Method::GET,
+            path: "/v1/webhooks".into(),
+            body: None,
+            scope: "webhooks:write",
+            names_a_run: false,
+        },
+        Route {
+            method: Method::DELETE,
+            path: format!("/v1/webhooks/{}", Uuid::new_v4()),
+            body: None,
+            scope: "webhooks:write",
+            names_a_run: false,
+        },
     ]
 }
 

@@ -6,14 +6,16 @@ mod concurrency;
 #[path = "../common/database.rs"]
 mod database;
 mod decisions;
+mod events;
 mod executors;
 mod formats;
 mod hostile;
 mod logs;
-mod notifications;
 mod openapi;
 mod ops;
 mod public_surface;
 mod registration;
+mod retention;
 mod support;
 mod turns;
+mod webhooks;

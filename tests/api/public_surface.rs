@@ -202,6 +202,8 @@ fn scopes_keep_their_names_in_the_code_and_the_spec() {
         (Scope::DecisionsAnonymous, "decisions:anonymous"),
         (Scope::ApprovalsRead, "approvals:read"),
         (Scope::MetricsRead, "metrics:read"),
+        (Scope::EventsRead, "events:read"),
+        (Scope::WebhooksWrite, "webhooks:write"),
     ];
     for (scope, name) in &snapshot {
         match scope {
@@ -211,7 +213,9 @@ fn scopes_keep_their_names_in_the_code_and_the_spec() {
             | Scope::DecisionsWrite
             | Scope::DecisionsAnonymous
             | Scope::ApprovalsRead
-            | Scope::MetricsRead => assert_eq!(scope.as_str(), *name),
+            | Scope::MetricsRead
+            | Scope::EventsRead
+            | Scope::WebhooksWrite => assert_eq!(scope.as_str(), *name),
         }
         assert_eq!(Scope::parse(name), Some(*scope));
     }

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use approval_resume::app::{AppState, Limits, router};
+use approval_resume::events::EventsHub;
 use approval_resume::executor::Executors;
 use approval_resume::keys;
 use approval_resume::resume::Resumer;
@@ -26,6 +27,8 @@ pub const ALL_SCOPES: &[&str] = &[
     "decisions:write",
     "decisions:anonymous",
     "approvals:read",
+    "events:read",
+    "webhooks:write",
 ];
 
 pub struct TestApp {
@@ -54,6 +57,15 @@ impl Default for Options {
     }
 }
 
+/// The events hub of a test instance: polls every 25 ms while a reader waits; readers may wait up to 20 s.
+pub fn events_hub(pool: &PgPool) -> EventsHub {
+    EventsHub::start(
+        pool.clone(),
+        Duration::from_millis(25),
+        Duration::from_secs(20),
+    )
+}
+
 pub async fn app(pool: PgPool) -> TestApp {
     app_with(pool, Options::default()).await
 }
@@ -73,6 +85,7 @@ pub async fn app_with(pool: PgPool, options: Options) -> TestApp {
             max_body_bytes: options.max_body_bytes,
             request_timeout: options.request_timeout,
         },
+        events: events_hub(&pool),
     };
     let admin_key = add_client(&pool, "admin", "default", ALL_SCOPES).await;
     TestApp {
@@ -447,6 +460,7 @@ impl TestApp {
             pool: pool.clone(),
             resumer,
             limits: self.state.limits,
+            events: events_hub(&pool),
         };
         TestApp {
             router: router(state.clone()),
@@ -455,4 +469,27 @@ impl TestApp {
             admin_key: self.admin_key.clone(),
         }
     }
+}
+
+// Helpers of the event and webhook tests.
+
+/// A free port on loopback: bound to port 0, then released for a test to take.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// The `/metrics` text, read with a key of its own.
+pub async fn metrics(app: &TestApp) -> String {
+    let key = app
+        .client(
+            &format!("scraper-{}", Uuid::new_v4().simple()),
+            &["metrics:read"],
+        )
+        .await;
+    let answer = app.call(Method::GET, "/metrics", Some(&key), None).await;
+    assert_eq!(answer.status, StatusCode::OK);
+    String::from_utf8(answer.bytes).unwrap()
 }

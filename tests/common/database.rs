@@ -66,6 +66,17 @@ impl TestDatabase {
     }
 }
 
+impl TestDatabase {
+    /// Another pool over the database, as another service instance would hold.
+    pub async fn pool(&self, max_connections: u32) -> PgPool {
+        PgPoolOptions::new()
+            .max_connections(max_connections)
+            .connect(&self.url)
+            .await
+            .expect("the test database accepts connections")
+    }
+}
+
 impl Drop for TestDatabase {
     fn drop(&mut self) {
         let admin_url = with_database(&self.url, "postgres");

@@ -1,51 +1,12 @@
-//! Resume notifications on the Postgres channel, and retention purges.
+//! Retention: purges of payloads, finished runs and old events.
 
 use std::time::Duration;
 
+use approval_resume::storage::events;
 use approval_resume::storage::retention::{self, PurgeReport};
-use approval_resume::storage::runs::RESUMED_CHANNEL;
-use axum::http::StatusCode;
-use serde_json::Value;
-use sqlx::postgres::PgListener;
 
 use crate::database::TestDatabase;
 use crate::support;
-
-#[tokio::test]
-async fn a_resume_is_announced_on_the_channel_with_the_run_id() {
-    let (_database, pool) = TestDatabase::create().await;
-    let app = support::app(pool.clone()).await;
-    let mut listener = PgListener::connect_with(&pool).await.unwrap();
-    listener.listen(RESUMED_CHANNEL).await.unwrap();
-    let (run_id, digest) = support::owned_run(&app).await;
-    assert_eq!(
-        app.decide(run_id, false, Some(7), &digest).await.status,
-        StatusCode::OK
-    );
-
-    let notification = tokio::time::timeout(Duration::from_secs(5), listener.recv())
-        .await
-        .unwrap()
-        .unwrap();
-    let payload: Value = serde_json::from_str(notification.payload()).unwrap();
-    assert_eq!(payload["run_id"], run_id.to_string());
-    assert_eq!(payload["tenant"], "default");
-    assert_eq!(payload["turn_index"], 0);
-    assert_eq!(payload["approved"], false);
-}
-
-#[tokio::test]
-async fn a_refused_decision_announces_nothing() {
-    let (_database, pool) = TestDatabase::create().await;
-    let app = support::app(pool.clone()).await;
-    let mut listener = PgListener::connect_with(&pool).await.unwrap();
-    listener.listen(RESUMED_CHANNEL).await.unwrap();
-    let (run_id, _) = support::owned_run(&app).await;
-    let stale = app.decide(run_id, false, Some(7), &"0".repeat(64)).await;
-    assert_eq!(stale.status, StatusCode::CONFLICT);
-    let heard = tokio::time::timeout(Duration::from_millis(300), listener.recv()).await;
-    assert!(heard.is_err(), "something was announced: {heard:?}");
-}
 
 #[tokio::test]
 async fn a_purge_clears_old_payloads_and_deletes_old_finished_runs_only() {
@@ -114,4 +75,39 @@ async fn full_privacy_run(app: &support::TestApp) -> (uuid::Uuid, String) {
     body["privacy_level"] = "full".into();
     let run = app.register(body).await;
     (id, run["turn"]["digest"].as_str().unwrap().to_owned())
+}
+
+#[tokio::test]
+async fn old_events_are_purged_and_a_run_takes_its_events_with_it() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool.clone()).await;
+    let (old, digest) = support::owned_run(&app).await;
+    app.decide(old, false, Some(7), &digest).await;
+    let (recent, _) = support::owned_run(&app).await;
+    sqlx::query("update events set created_at = now() - interval '8 days' where run_id = $1")
+        .bind(old)
+        .execute(&pool)
+        .await
+        .unwrap();
+
+    let deleted = events::purge_older_than(&pool, Duration::from_secs(7 * 24 * 3600))
+        .await
+        .unwrap();
+    assert_eq!(deleted, 2, "the old run's run.waiting and run.resumed");
+    let left: Vec<uuid::Uuid> = sqlx::query_scalar("select run_id from events")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    assert_eq!(left, vec![recent]);
+
+    sqlx::query("delete from runs where id = $1")
+        .bind(recent)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let count: i64 = sqlx::query_scalar("select count(*) from events")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(count, 0, "events are deleted with their run");
 }

@@ -1,0 +1,176 @@
+//! Events (DESIGN.md §10): what a consumer waits for, as the outbox stores it and the feed and webhooks send it.
+//!
+//! An event's data holds ids and metadata only: the run, the tenant, the turn's index and digest, who decided, the
+//! verdict and how many calls ended in each outcome. It is built from those values alone, so no transcript,
+//! argument, result or reason text can reach it, at any privacy level.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::tokens::{DecidedBy, Outcome, RunStatus};
+
+/// The kinds of event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum EventType {
+    /// A run was registered, or a new turn was appended: it waits for a decision.
+    #[serde(rename = "run.waiting")]
+    Waiting,
+    /// A decided turn has its results: the run may go on.
+    #[serde(rename = "run.resumed")]
+    Resumed,
+    /// A turn nobody decided in time ended. Part of the contract; nothing writes it until turns can expire.
+    #[serde(rename = "run.expired")]
+    Expired,
+    #[serde(rename = "run.cancelled")]
+    Cancelled,
+    #[serde(rename = "run.completed")]
+    Completed,
+}
+
+impl EventType {
+    pub const ALL: [EventType; 5] = [
+        EventType::Waiting,
+        EventType::Resumed,
+        EventType::Expired,
+        EventType::Cancelled,
+        EventType::Completed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Waiting => "run.waiting",
+            EventType::Resumed => "run.resumed",
+            EventType::Expired => "run.expired",
+            EventType::Cancelled => "run.cancelled",
+            EventType::Completed => "run.completed",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<EventType> {
+        EventType::ALL
+            .into_iter()
+            .find(|kind| kind.as_str() == text)
+    }
+
+    /// The event a move to `status` announces, if any (`resuming` is not waited for: the tools are still running).
+    pub fn of_status(status: RunStatus) -> Option<EventType> {
+        match status {
+            RunStatus::WaitingForApproval => Some(EventType::Waiting),
+            RunStatus::Resumed => Some(EventType::Resumed),
+            RunStatus::Cancelled => Some(EventType::Cancelled),
+            RunStatus::Completed => Some(EventType::Completed),
+            RunStatus::Resuming => None,
+        }
+    }
+}
+
+/// The facts of a run an event tells.
+#[derive(Debug, Clone)]
+pub struct RunFacts<'a> {
+    pub run_id: Uuid,
+    pub tenant: &'a str,
+    pub status: RunStatus,
+    pub turn_index: i32,
+    pub turn_digest: &'a str,
+}
+
+/// What a resume adds: who decided, the verdict, and the outcome of each call of the turn.
+#[derive(Debug, Clone)]
+pub struct Verdict {
+    pub decided_by: DecidedBy,
+    pub decider_uid: Option<i64>,
+    pub approved: bool,
+    pub outcomes: Vec<Outcome>,
+}
+
+/// The `data` of an event: `{run_id, tenant, status, turn: {index, digest}}`, and for `run.resumed` also
+/// `decision: {approved, decided_by, decider_uid}` and `outcomes: {outcome: count}`.
+pub fn data(facts: &RunFacts<'_>, verdict: Option<&Verdict>) -> Value {
+    let mut data = serde_json::json!({
+        "run_id": facts.run_id,
+        "tenant": facts.tenant,
+        "status": facts.status.as_str(),
+        "turn": {"index": facts.turn_index, "digest": facts.turn_digest},
+    });
+    if let Some(verdict) = verdict {
+        let mut outcomes: BTreeMap<&str, u32> = BTreeMap::new();
+        for outcome in &verdict.outcomes {
+            *outcomes.entry(outcome.as_str()).or_default() += 1;
+        }
+        data["decision"] = serde_json::json!({
+            "approved": verdict.approved,
+            "decided_by": verdict.decided_by.as_str(),
+            "decider_uid": verdict.decider_uid,
+        });
+        data["outcomes"] = serde_json::json!(outcomes);
+    }
+    data
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(status: RunStatus) -> RunFacts<'static> {
+        RunFacts {
+            run_id: Uuid::nil(),
+            tenant: "acme",
+            status,
+            turn_index: 2,
+            turn_digest: "ab",
+        }
+    }
+
+    #[test]
+    fn every_event_type_reads_back_from_its_name() {
+        for kind in EventType::ALL {
+            assert_eq!(EventType::parse(kind.as_str()), Some(kind));
+            assert_eq!(
+                serde_json::to_value(kind).unwrap(),
+                Value::from(kind.as_str())
+            );
+        }
+        assert_eq!(EventType::parse("run.deleted"), None);
+    }
+
+    #[test]
+    fn a_resume_counts_its_outcomes_and_names_who_decided() {
+        let verdict = Verdict {
+            decided_by: DecidedBy::RunOwner,
+            decider_uid: Some(7),
+            approved: false,
+            outcomes: vec![Outcome::Denied, Outcome::Denied],
+        };
+        let data = data(&facts(RunStatus::Resumed), Some(&verdict));
+        assert_eq!(
+            data,
+            serde_json::json!({
+                "run_id": Uuid::nil(),
+                "tenant": "acme",
+                "status": "resumed",
+                "turn": {"index": 2, "digest": "ab"},
+                "decision": {"approved": false, "decided_by": "run_owner", "decider_uid": 7},
+                "outcomes": {"denied": 2},
+            })
+        );
+    }
+
+    #[test]
+    fn a_waiting_run_tells_its_turn_only() {
+        let data = data(&facts(RunStatus::WaitingForApproval), None);
+        assert_eq!(data["status"], "waiting_for_approval");
+        assert!(data.get("decision").is_none() && data.get("outcomes").is_none());
+    }
+
+    #[test]
+    fn resuming_is_not_an_event() {
+        assert_eq!(EventType::of_status(RunStatus::Resuming), None);
+        assert_eq!(
+            EventType::of_status(RunStatus::Cancelled),
+            Some(EventType::Cancelled)
+        );
+    }
+}

@@ -1,0 +1,204 @@
+//! The events outbox: writing an event in the transaction of its change, and reading a tenant's events in order.
+//!
+//! # Why (xid, id), and why only below `events_readable_below()`
+//!
+//! Ids from a sequence are taken in one order and committed in another: a transaction may take id 5, then commit
+//! after the one that took id 6 was read. A reader that had moved its cursor past 6 would never see 5. So each event
+//! also stores the id of its writing transaction (`xid8`), readers order by `(xid, id)`, and a read returns only the
+//! events of transactions below `events_readable_below()` (migrations/0003_events.sql): the oldest transaction
+//! that the read's snapshot sees running and that may write to this database, or the snapshot's `xmax` if none is.
+//!
+//! - Every transaction below that bound that could have written here has ended, so the read sees all of its rows
+//!   (those that committed); every transaction that has not ended, or has no xid yet, has an xid at or above it.
+//!   So no event can ever appear below a position a reader was given: following the cursor skips none.
+//! - The events of one run keep their order: every transaction that writes a run's event locks the run's row first
+//!   (registration inserts it), and Postgres assigns a transaction's xid at its first write or row lock, once the
+//!   lock is granted (checked: a transaction waiting for a row lock has no xid until it gets the lock). So the xid
+//!   of a later change of a run is above the xid of every earlier one.
+//!
+//! The price: an event is readable only once every older write transaction of this database has ended. The
+//! service's own transactions are short and bounded by `statement_timeout` and `idle_in_transaction_session_timeout`;
+//! a long one delays the feed, never breaks it. Transactions of other databases on the cluster are left out by
+//! looking them up in `pg_stat_activity`; a role that cannot see other roles' backends there (without
+//! `pg_read_all_stats`) waits for them too, which is slower, never wrong.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::types::Json;
+use sqlx::{PgConnection, PgExecutor};
+use uuid::Uuid;
+
+use super::StorageError;
+use super::runs::RunRow;
+use crate::domain::events::{self, EventType};
+
+/// A place in a tenant's events: after the event of transaction `xid` with id `id`. `Position::START` is before all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Position {
+    pub xid: u64,
+    pub id: i64,
+}
+
+impl Position {
+    pub const START: Position = Position { xid: 0, id: 0 };
+}
+
+/// An event as stored.
+#[derive(Debug, Clone)]
+pub struct StoredEvent {
+    pub position: Position,
+    pub public_id: Uuid,
+    pub tenant: String,
+    pub run_id: Uuid,
+    pub kind: String,
+    pub data: Value,
+    pub created_at: DateTime<Utc>,
+}
+
+/// An event row as read by [`EVENT_COLUMNS`].
+#[derive(sqlx::FromRow)]
+pub(crate) struct EventRow {
+    xid: String,
+    id: i64,
+    public_id: Uuid,
+    tenant: String,
+    run_id: Uuid,
+    kind: String,
+    data: Json<Value>,
+    created_at: DateTime<Utc>,
+}
+
+impl TryFrom<EventRow> for StoredEvent {
+    type Error = StorageError;
+    fn try_from(row: EventRow) -> Result<Self, Self::Error> {
+        Ok(StoredEvent {
+            position: Position {
+                xid: parse_xid(&row.xid)?,
+                id: row.id,
+            },
+            public_id: row.public_id,
+            tenant: row.tenant,
+            run_id: row.run_id,
+            kind: row.kind,
+            data: row.data.0,
+            created_at: row.created_at,
+        })
+    }
+}
+
+fn parse_xid(text: &str) -> Result<u64, StorageError> {
+    text.parse()
+        .map_err(|_| StorageError::Corrupt(format!("transaction id {text:?}")))
+}
+
+/// The columns of [`EventRow`]; `xid8` is read as text, which sqlx has no type for.
+pub(crate) const EVENT_COLUMNS: &str =
+    "xid::text as xid, id, public_id, tenant, run_id, type as kind, data, created_at";
+
+/// Writes an event in the caller's transaction, which must hold the run's row lock (see the module's notes).
+pub async fn insert(
+    conn: &mut PgConnection,
+    tenant: &str,
+    run_id: Uuid,
+    kind: EventType,
+    data: &Value,
+) -> Result<(), StorageError> {
+    sqlx::query("insert into events (tenant, run_id, type, data) values ($1, $2, $3, $4)")
+        .bind(tenant)
+        .bind(run_id)
+        .bind(kind.as_str())
+        .bind(Json(data))
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Writes the event that `run`'s status, as just set, announces (`run.waiting`, `run.cancelled`, `run.completed`),
+/// in the caller's transaction. A status nobody waits for (`resuming`) writes nothing.
+pub async fn record_status(conn: &mut PgConnection, run: &RunRow) -> Result<(), StorageError> {
+    let Some(kind) = EventType::of_status(run.status()) else {
+        return Ok(());
+    };
+    let data = events::data(
+        &events::RunFacts {
+            run_id: run.id,
+            tenant: &run.tenant,
+            status: run.status(),
+            turn_index: run.turn_index,
+            turn_digest: &run.turn_digest,
+        },
+        None,
+    );
+    insert(conn, &run.tenant, run.id, kind, &data).await
+}
+
+/// Up to `limit` of the tenant's events after `after`, in order, of transactions that have all ended.
+pub async fn page(
+    db: impl PgExecutor<'_>,
+    tenant: &str,
+    after: Position,
+    limit: i64,
+) -> Result<Vec<StoredEvent>, StorageError> {
+    let rows = sqlx::query_as::<_, EventRow>(sqlx::AssertSqlSafe(format!(
+        "select {EVENT_COLUMNS} from events
+         where tenant = $1 and (xid, id) > ($2::text::xid8, $3)
+           and xid < events_readable_below()
+         order by xid, id limit $4"
+    )))
+    .bind(tenant)
+    .bind(after.xid.to_string())
+    .bind(after.id)
+    .bind(limit)
+    .fetch_all(db)
+    .await?;
+    rows_to_events(rows)
+}
+
+pub(crate) fn rows_to_events(rows: Vec<EventRow>) -> Result<Vec<StoredEvent>, StorageError> {
+    rows.into_iter().map(StoredEvent::try_from).collect()
+}
+
+/// The position of the newest readable event of any tenant: when it moves, readers have something new.
+pub async fn high_water(db: impl PgExecutor<'_>) -> Result<Position, StorageError> {
+    let row = sqlx::query_as::<_, (String, i64)>(
+        "select xid::text, id from events where xid < events_readable_below()
+         order by xid desc, id desc limit 1",
+    )
+    .fetch_optional(db)
+    .await?;
+    match row {
+        Some((xid, id)) => Ok(Position {
+            xid: parse_xid(&xid)?,
+            id,
+        }),
+        None => Ok(Position::START),
+    }
+}
+
+/// Deletes events older than `max_age`, in batches; returns how many. Events are a delivery buffer, not the audit
+/// record (that is `approval_events` and `tool_events`), and this bounds what an undelivered backlog can hold.
+pub async fn purge_older_than(
+    db: &sqlx::PgPool,
+    max_age: std::time::Duration,
+) -> Result<u64, StorageError> {
+    const BATCH: i64 = 1_000;
+    let mut deleted = 0;
+    loop {
+        let batch = sqlx::query(
+            // The oldest ids first, through the primary key: ids grow with time, so this stops at the first
+            // batch that is not all old instead of scanning the table for stragglers.
+            "delete from events where id in (
+                 select id from (select id, created_at from events order by id limit $2) oldest
+                 where created_at < now() - make_interval(secs => $1))",
+        )
+        .bind(max_age.as_secs_f64())
+        .bind(BATCH)
+        .execute(db)
+        .await?
+        .rows_affected();
+        deleted += batch;
+        if batch < BATCH as u64 {
+            return Ok(deleted);
+        }
+    }
+}
