@@ -272,3 +272,120 @@ fn the_readme_documents_every_setting_with_its_flag_and_default_and_every_scope(
         "README.md is out of step with the code: {undocumented:#?}"
     );
 }
+
+#[tokio::test]
+async fn watch_follows_the_feed_over_http_with_only_a_key_and_prints_a_json_line_per_event() {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+
+    let database = TestDatabase::new();
+    let key = add_client(&database, &["users:write", "runs:write", "events:read"]).await;
+    let service = Service::start(&database).await;
+    let mut watch = binary(&database);
+    watch
+        .args(["watch", "--url", &service.url(""), "--wait", "2"])
+        .env("APPROVAL_RESUME_KEY", &key)
+        // Nothing it could reach: the watcher needs no database.
+        .env("DATABASE_URL", "postgres://nobody@127.0.0.1:1/none")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    let mut watch = watch.spawn().expect("watch starts");
+    let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+
+    let client = reqwest::Client::new();
+    let user = json!({"username": "ada", "is_admin": false, "can_approve_others": false, "disabled": false});
+    let (status, _) = call(
+        &client,
+        reqwest::Method::PUT,
+        service.url("/v1/users/7"),
+        &key,
+        Some(user),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let run_id = Uuid::new_v4();
+    let body = json!({
+        "id": run_id, "owner_uid": 7,
+        "messages": [{"role": "assistant", "content": null, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "read_page", "arguments": "{}"}}]}],
+    });
+    let (status, _) = call(
+        &client,
+        reqwest::Method::POST,
+        service.url("/v1/runs"),
+        &key,
+        Some(body),
+    )
+    .await;
+    assert_eq!(status, 201);
+
+    let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+        .await
+        .expect("watch prints the event in time")
+        .unwrap()
+        .expect("a line");
+    let event: Value = serde_json::from_str(&line).expect("a JSON line");
+    assert_eq!(event["type"], "run.waiting");
+    assert_eq!(event["data"]["run_id"], run_id.to_string());
+    let _ = watch.start_kill();
+}
+
+#[tokio::test]
+async fn webhooks_add_prints_the_secret_once_and_list_never_shows_it() {
+    let database = TestDatabase::new();
+    let (status, stdout, stderr) = run(
+        &database,
+        &[
+            "webhooks",
+            "add",
+            "--url",
+            "https://hooks.example.com/a",
+            "--event",
+            "run.resumed",
+            "--tenant",
+            "acme",
+        ],
+    )
+    .await;
+    assert!(status.success(), "{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "the secret alone on stdout: {stdout:?}");
+    let secret = lines[0];
+    assert!(secret.starts_with("whsec_"), "{secret}");
+
+    let (status, listed, _) = run(&database, &["webhooks", "list", "--tenant", "acme"]).await;
+    assert!(status.success());
+    assert!(
+        listed.contains("https://hooks.example.com/a") && listed.contains("run.resumed"),
+        "{listed}"
+    );
+    assert!(
+        !listed.contains(secret) && !listed.contains("whsec_"),
+        "{listed}"
+    );
+    let id = listed
+        .lines()
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_owned();
+
+    let (status, _, stderr) = run(
+        &database,
+        &["webhooks", "add", "--url", "ftp://x/", "--tenant", "acme"],
+    )
+    .await;
+    assert!(
+        !status.success() && stderr.contains("http or https"),
+        "{stderr}"
+    );
+    let (status, _, _) = run(&database, &["webhooks", "remove", &id]).await;
+    assert!(status.success());
+    let (_, listed, _) = run(&database, &["webhooks", "list"]).await;
+    assert_eq!(
+        listed.lines().count(),
+        1,
+        "only the header is left: {listed}"
+    );
+}

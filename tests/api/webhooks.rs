@@ -620,7 +620,7 @@ async fn a_url_reaching_loopback_is_refused_at_delivery_unless_allowed_and_redir
         None,
     )
     .await;
-    let _dispatcher = dispatch(
+    let refusing = dispatch(
         &pool,
         Settings {
             limits: deliver::Limits {
@@ -647,9 +647,14 @@ async fn a_url_reaching_loopback_is_refused_at_delivery_unless_allowed_and_redir
     })
     .await;
     let (id, _) = subscribe(&app, &redirecting.url, Some(&["run.waiting"])).await;
+    drop(refusing);
     let _allowing = dispatch(&pool, settings());
     support::owned_run(&app).await;
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while redirecting.received().is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let requests = redirecting.received();
     assert!(!requests.is_empty());
     assert!(
