@@ -23,7 +23,7 @@ use crate::support::{Answer, TestApp, add_client, app, call, owned_run, run_body
 
 // The spec.
 
-fn spec() -> &'static Value {
+pub(crate) fn spec() -> &'static Value {
     static SPEC: LazyLock<Value> = LazyLock::new(|| {
         serde_yaml::from_str(OPENAPI_YAML).expect("openapi.yaml is YAML that maps onto JSON")
     });
@@ -31,7 +31,7 @@ fn spec() -> &'static Value {
 }
 
 /// Follows `$ref`s within the spec until the value is not a reference.
-fn resolve(value: &Value) -> &Value {
+pub(crate) fn resolve(value: &Value) -> &Value {
     let mut value = value;
     while let Some(reference) = value.get("$ref").and_then(Value::as_str) {
         let pointer = reference
@@ -46,7 +46,7 @@ fn resolve(value: &Value) -> &Value {
 
 /// Validates `instance` against a schema of the spec. The schema becomes the root of a document that also holds
 /// the spec's `components`, so its `#/components/...` references resolve as they do in the spec.
-fn schema_errors(schema: &Value, instance: &Value) -> Vec<String> {
+pub(crate) fn schema_errors(schema: &Value, instance: &Value) -> Vec<String> {
     let mut root = schema.as_object().expect("schemas are objects").clone();
     root.insert("components".into(), spec()["components"].clone());
     let validator = jsonschema::options()
