@@ -88,7 +88,7 @@ fn union_faults(pointer: &str, union: &Value) -> Vec<String> {
         let constant = declared["const"] == *value
             || declared["enum"]
                 .as_array()
-                .is_some_and(|values| values == &[value.clone()]);
+                .is_some_and(|values| values == std::slice::from_ref(value));
         if declared["type"] != "string" || !constant {
             faults.push(format!(
                 "{pointer}: {target} does not declare `{property}` as a string that is always {value:?}: {declared}"

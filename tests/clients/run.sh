@@ -86,6 +86,10 @@ rm -rf "$work/typescript" "$work/python" "$work"/*.log
 mkdir -p "$work/typescript" "$work/python"
 
 step "Node tools from tests/clients/package-lock.json (npm ci)"
+# Redocly CLI 2 needs Node.js 20.19 or newer (Debian 12's own nodejs package is 18; the CI machines come with 20).
+node -e 'const [major, minor] = process.versions.node.split(".").map(Number);
+    process.exit(major > 20 || (major === 20 && minor >= 19) ? 0 : 1)' ||
+    fail "Node.js 20.19 or newer is needed, $(command -v node || echo 'no node') is $(node --version 2>/dev/null)"
 mkdir -p "$node"
 cp tests/clients/package.json tests/clients/package-lock.json "$node/"
 (cd "$node" && npm ci --no-audit --no-fund --loglevel=error)
