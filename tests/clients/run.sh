@@ -91,8 +91,15 @@ node -e 'const [major, minor] = process.versions.node.split(".").map(Number);
     process.exit(major > 20 || (major === 20 && minor >= 19) ? 0 : 1)' ||
     fail "Node.js 20.19 or newer is needed, $(command -v node || echo 'no node') is $(node --version 2>/dev/null)"
 mkdir -p "$node"
-cp tests/clients/package.json tests/clients/package-lock.json "$node/"
-(cd "$node" && npm ci --no-audit --no-fund --loglevel=error)
+# `npm ci` starts from an empty node_modules each time; a rerun with the same lock file keeps what the last one put.
+if cmp -s tests/clients/package-lock.json "$node/installed-package-lock.json" && [[ -x "$bin/redocly" ]]; then
+    echo "already installed from this lock file"
+else
+    rm -f "$node/installed-package-lock.json"
+    cp tests/clients/package.json tests/clients/package-lock.json "$node/"
+    (cd "$node" && npm ci --no-audit --no-fund --loglevel=error)
+    cp tests/clients/package-lock.json "$node/installed-package-lock.json"
+fi
 # No usage reports and no update notices: CI reaches only the package registries.
 export REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true
 
