@@ -2,7 +2,8 @@
 //! them in CI): a union of object schemas is a component of its own whose members are named components, told apart
 //! by a discriminator whose mapping names each member once and whose property each member declares as a typed
 //! constant. Generators that cannot tell inline members apart drop them (openapi-python-client did, and with them
-//! every decision answer). And the richest model inputs the suite has, the golden files, fit `ModelInput`.
+//! every decision answer); a problem answer narrows `Problem.status` in a way the generators can merge. And the
+//! richest model inputs the suite has, the golden files, fit `ModelInput`.
 
 use serde_json::{Value, json};
 
@@ -124,6 +125,60 @@ fn every_union_of_objects_is_a_named_component_told_apart_by_a_discriminator() {
     let faults: Vec<String> = of_objects
         .iter()
         .flat_map(|(pointer, union)| union_faults(pointer, union))
+        .collect();
+    assert!(faults.is_empty(), "{faults:#?}");
+}
+
+/// Every `properties.status` that a member of an `allOf` sets beside the `Problem` it narrows, with its pointer.
+fn problem_status_narrowings<'a>(
+    value: &'a Value,
+    pointer: String,
+    found: &mut Vec<(String, &'a Value)>,
+) {
+    match value {
+        Value::Object(map) => {
+            let members = map.get("allOf").and_then(Value::as_array);
+            let members = members.map(Vec::as_slice).unwrap_or_default();
+            let problem = json!({"$ref": "#/components/schemas/Problem"});
+            if members.contains(&problem) {
+                for (index, member) in members.iter().enumerate() {
+                    if let Some(status) = member.pointer("/properties/status") {
+                        found.push((format!("{pointer}/allOf/{index}/properties/status"), status));
+                    }
+                }
+            }
+            for (key, inner) in map {
+                problem_status_narrowings(inner, format!("{pointer}/{key}"), found);
+            }
+        }
+        Value::Array(items) => {
+            for (index, inner) in items.iter().enumerate() {
+                problem_status_narrowings(inner, format!("{pointer}/{index}"), found);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn a_problem_answer_narrows_its_status_with_an_integer_enum() {
+    // `Problem.status` is an integer; openapi-python-client merges an `allOf` property by property and cannot merge
+    // that integer with an untyped `const`, so it dropped every error answer of every operation. A one-value
+    // integer `enum` merges, and says the same.
+    let mut found = Vec::new();
+    problem_status_narrowings(spec(), String::new(), &mut found);
+    assert!(found.len() > 10, "the walk finds the problem answers");
+    let faults: Vec<String> = found
+        .iter()
+        .filter(|(_, status)| {
+            let single = status["enum"]
+                .as_array()
+                .is_some_and(|values| values.len() == 1);
+            status["type"] != "integer" || !single || status.get("const").is_some()
+        })
+        .map(|(pointer, status)| {
+            format!("{pointer}: {status}; write `type: integer` and `enum: [NNN]`")
+        })
         .collect();
     assert!(faults.is_empty(), "{faults:#?}");
 }
