@@ -16,6 +16,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
+use crate::domain::limits::WorkLimits;
 use crate::http::error::{ApiError, REQUEST_ID};
 use crate::http::{approvals, decisions, detach, events, ops, runs, turns, users};
 use crate::metrics;
@@ -35,6 +36,8 @@ pub struct AppState {
 pub struct Limits {
     pub max_body_bytes: usize,
     pub request_timeout: Duration,
+    /// The work one request may cause: calls per turn, argument bytes per call and per inbox page.
+    pub work: WorkLimits,
 }
 
 /// Every route of DESIGN.md §8 and §9, with the layers each request passes through.
