@@ -2,7 +2,7 @@
 
 use sqlx::PgPool;
 
-use crate::config::{ClientsCommand, Command, Config};
+use crate::config::{ClientsCommand, Command, DatabaseConfig};
 use crate::domain::scopes::Scope;
 use crate::keys;
 use sqlx::postgres::PgListener;
@@ -20,21 +20,28 @@ pub enum CommandError {
 }
 
 /// Runs a subcommand other than `serve`, on a migrated database.
-pub async fn run(config: &Config, command: Command) -> Result<(), CommandError> {
-    let pool = open_database(config).await?;
+pub async fn run(command: Command) -> Result<(), CommandError> {
     match command {
-        Command::Serve => Err(CommandError::Usage(
+        Command::Serve(_) => Err(CommandError::Usage(
             "serve is not a database command".into(),
         )),
-        Command::Migrate => {
+        Command::Migrate(common) => {
+            open_database(&common.database).await?;
             println!("migrations applied");
             Ok(())
         }
-        Command::Clients(command) => clients(&pool, command).await,
-        Command::Purge { older_than_days } => {
-            purge(&pool, older_than_days.or(config.retention_days)).await
+        Command::Clients(command) => {
+            let pool = open_database(&command.common().database).await?;
+            clients(&pool, command).await
         }
-        Command::Watch => watch(&pool).await,
+        Command::Purge {
+            older_than_days,
+            common,
+        } => {
+            let pool = open_database(&common.database).await?;
+            purge(&pool, older_than_days).await
+        }
+        Command::Watch(common) => watch(&open_database(&common.database).await?).await,
     }
 }
 
@@ -44,9 +51,10 @@ async fn clients(pool: &PgPool, command: ClientsCommand) -> Result<(), CommandEr
             name,
             scopes,
             tenant,
+            ..
         } => add_client(pool, &name, &tenant, &scopes).await,
-        ClientsCommand::List => list_clients(pool).await,
-        ClientsCommand::Revoke { name } => {
+        ClientsCommand::List { .. } => list_clients(pool).await,
+        ClientsCommand::Revoke { name, .. } => {
             if clients::revoke(pool, &name).await? {
                 println!("revoked {name}");
                 Ok(())
@@ -126,7 +134,7 @@ async fn list_clients(pool: &PgPool) -> Result<(), CommandError> {
 }
 
 /// Connects and migrates: every subcommand works on an up-to-date schema.
-pub async fn open_database(config: &Config) -> Result<PgPool, StorageError> {
+pub async fn open_database(config: &DatabaseConfig) -> Result<PgPool, StorageError> {
     let pool = storage::connect(&storage::PoolSettings {
         database_url: config.database_url.expose().to_owned(),
         max_connections: config.database_pool_size,

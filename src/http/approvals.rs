@@ -12,12 +12,12 @@ use uuid::Uuid;
 use super::error::ApiError;
 use super::extract::{Authorized, Query, scope};
 use super::integer;
-use crate::app::AppState;
 use crate::domain::authorize::Refusal;
 use crate::domain::redact::redact;
 use crate::domain::tokens::{Effect, PrivacyLevel};
 use crate::domain::transcript::is_valid_tool_name;
 use crate::executor::Executors;
+use crate::state::AppState;
 use crate::storage::approvals::{self, InboxCallRow, InboxQuery, WaitingRun};
 use crate::storage::users;
 

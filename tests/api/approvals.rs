@@ -198,8 +198,8 @@ async fn bad_inbox_queries_are_answered_422() {
 
 #[tokio::test]
 async fn a_page_loads_arguments_up_to_its_byte_budget_and_marks_the_rest_omitted() {
-    use approval_resume::app::{AppState, Limits};
     use approval_resume::domain::limits::WorkLimits;
+    use approval_resume::state::{AppState, Limits};
 
     let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
