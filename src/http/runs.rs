@@ -13,6 +13,7 @@ use uuid::Uuid;
 use super::error::ApiError;
 use super::extract::{Authorized, Caller, Json, RunId, scope};
 use super::views::RunView;
+use crate::domain::limits::TurnOverLimit;
 use crate::domain::tokens::{Effect, PrivacyLevel, RunStatus};
 use crate::domain::transcript::{self, PendingCall, is_valid_tool_name};
 use crate::state::AppState;
@@ -135,7 +136,14 @@ pub fn within_limits(state: &AppState, pending: &[PendingCall]) -> Result<(), Ap
         .limits
         .work
         .check_turn(pending)
-        .map_err(|over| ApiError::unprocessable(over.code(), over.to_string()))
+        .map_err(|over| match over {
+            TurnOverLimit::TooManyCalls { .. } => {
+                ApiError::unprocessable("too_many_calls", over.to_string())
+            }
+            TurnOverLimit::ArgumentsTooLarge { .. } => {
+                ApiError::unprocessable("arguments_too_large", over.to_string())
+            }
+        })
 }
 
 fn declared_tools(tools: &[DeclaredToolBody]) -> Result<HashMap<&str, Effect>, ApiError> {

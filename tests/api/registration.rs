@@ -264,7 +264,8 @@ async fn an_id_taken_in_another_tenant_is_answered_exactly_as_a_conflict_in_ones
     let own = Uuid::new_v4();
     assert_eq!(register(run_body(own, 0)).await.status, StatusCode::CREATED);
     let mut other_body = run_body(own, 0);
-    other_body["privacy_level"] = json!("full");
+    other_body["messages"][2]["tool_calls"][0]["function"]["arguments"] =
+        json!(r#"{"page": 12, "description": "Another page"}"#);
 
     let in_own_tenant = register(other_body).await;
     let in_another_tenant = register(run_body(foreign, 0)).await;
