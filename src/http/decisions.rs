@@ -126,7 +126,8 @@ pub async fn model_input(
             "the approved turn's tools are still running",
         ));
     }
-    let resumed = resume::load_resumed(&state.pool, run.id, decision).await?;
+    let mut conn = state.pool.acquire().await?;
+    let resumed = resume::load_resumed(&mut conn, run.id, decision).await?;
     let model_input = model_input::render(
         query.format,
         &resumed.transcript,

@@ -495,6 +495,20 @@ fn impatient(app: &TestApp) -> TestApp {
 
 // Fixtures.
 
+/// An assistant turn of `count` calls of `read_page` with these arguments, under ids no other test turn uses.
+fn turn_of(count: usize, arguments: &str) -> Value {
+    let calls: Vec<Value> = (0..count)
+        .map(|i| call(&format!("limit_{i}"), "read_page", arguments))
+        .collect();
+    json!([{"role": "assistant", "content": null, "tool_calls": calls}])
+}
+
+/// Arguments one byte over the app's MAX_ARGUMENTS_BYTES.
+fn large_arguments(app: &TestApp) -> String {
+    let max = app.state.limits.work.max_arguments_bytes;
+    format!("{{\"t\":\"{}\"}}", "x".repeat(max - 7))
+}
+
 async fn set_status(pool: &PgPool, run_id: Uuid, status: &str) {
     let statement = "update runs set status = $2 where id = $1";
     sqlx::query(statement)
@@ -835,6 +849,23 @@ async fn registering_a_run_answers_as_documented() {
     .await;
     op.expect(path, run_body(Uuid::new_v4(), 99), "422 unknown_owner")
         .await;
+    let limits = app.state.limits.work;
+    op.expect(
+        path,
+        with(
+            fresh(),
+            "messages",
+            turn_of(limits.max_calls_per_turn + 1, "{}"),
+        ),
+        "422 too_many_calls",
+    )
+    .await;
+    op.expect(
+        path,
+        with(fresh(), "messages", turn_of(1, &large_arguments(&app))),
+        "422 arguments_too_large",
+    )
+    .await;
 
     op.provoke_body_errors(path).await;
     op.provoke_auth_errors(path, Some(fresh())).await;
@@ -1087,6 +1118,13 @@ async fn appending_a_turn_answers_as_documented() {
     )
     .await;
     op.expect(&path, json!({}), "422 invalid_body").await;
+    let limits = app.state.limits.work;
+    let crowded = turn_of(limits.max_calls_per_turn + 1, "{}");
+    op.expect(&path, json!({"messages": crowded}), "422 too_many_calls")
+        .await;
+    let large = turn_of(1, &large_arguments(&app));
+    op.expect(&path, json!({"messages": large}), "422 arguments_too_large")
+        .await;
     let answer = op.expect(&path, next.clone(), "200").await;
     assert_eq!(
         (&answer.body["status"], &answer.body["turn"]["index"]),
