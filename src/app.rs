@@ -1,7 +1,7 @@
-//! The application: shared state, the router, and serving with a bounded graceful shutdown.
+//! The application: the router over the handlers, its layers, and serving with a bounded graceful shutdown. The
+//! state the handlers share lives in `state`, which both this module and the handlers depend on.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -10,37 +10,18 @@ use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
-use sqlx::PgPool;
 use tokio::net::TcpListener;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
-use crate::events::EventsHub;
 use crate::http::error::{ApiError, REQUEST_ID};
 use crate::http::{
     approvals, decisions, detach, events, events_feed, ops, runs, turns, users, webhooks,
 };
 use crate::metrics;
-use crate::resume::Resumer;
+use crate::state::AppState;
 use crate::telemetry;
-
-/// What every handler may use.
-#[derive(Clone)]
-pub struct AppState {
-    pub pool: PgPool,
-    pub resumer: Arc<Resumer>,
-    pub limits: Limits,
-    /// Wakes feed readers when events become readable.
-    pub events: EventsHub,
-}
-
-/// Request limits of the HTTP layer.
-#[derive(Debug, Clone, Copy)]
-pub struct Limits {
-    pub max_body_bytes: usize,
-    pub request_timeout: Duration,
-}
 
 /// Every route of DESIGN.md §8 and §9, with the layers each request passes through.
 pub fn router(state: AppState) -> Router {

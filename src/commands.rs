@@ -6,7 +6,7 @@ pub mod webhooks;
 
 use sqlx::PgPool;
 
-use crate::config::{ClientsCommand, Command, Config};
+use crate::config::{ClientsCommand, Command, DatabaseConfig};
 use crate::domain::scopes::Scope;
 use crate::keys;
 use crate::storage::{self, StorageError, clients, events, retention};
@@ -23,30 +23,39 @@ pub enum CommandError {
 }
 
 /// Runs a subcommand other than `serve`, on a migrated database.
-pub async fn run(config: &Config, command: Command) -> Result<(), CommandError> {
-    let pool = open_database(config).await?;
+pub async fn run(command: Command) -> Result<(), CommandError> {
     match command {
-        Command::Serve => Err(CommandError::Usage(
+        Command::Serve(_) => Err(CommandError::Usage(
             "serve is not a database command".into(),
         )),
-        Command::Migrate => {
+        Command::Migrate(common) => {
+            open_database(&common.database).await?;
             println!("migrations applied");
             Ok(())
         }
-        Command::Clients(command) => clients(&pool, command).await,
-        Command::Purge { older_than_days } => {
-            purge(&pool, older_than_days.or(config.retention_days)).await?;
-            let deleted = events::purge_older_than(&pool, config.event_retention()).await?;
-            println!(
-                "purged {deleted} events older than {} hours",
-                config.event_retention_hours
-            );
+        Command::Clients(command) => {
+            let pool = open_database(&command.common().database).await?;
+            clients(&pool, command).await
+        }
+        Command::Purge {
+            older_than_days,
+            event_retention_hours,
+            common,
+        } => {
+            let pool = open_database(&common.database).await?;
+            purge(&pool, older_than_days).await?;
+            let max_age = std::time::Duration::from_secs(event_retention_hours * 3600);
+            let deleted = events::purge_older_than(&pool, max_age).await?;
+            println!("purged {deleted} events older than {event_retention_hours} hours");
             Ok(())
         }
         Command::Watch(_) => Err(CommandError::Usage(
             "watch reads the feed over HTTP, not the database".into(),
         )),
-        Command::Webhooks(command) => webhooks::run(&pool, command).await,
+        Command::Webhooks(command) => {
+            let pool = open_database(&command.common().database).await?;
+            webhooks::run(&pool, command).await
+        }
     }
 }
 
@@ -56,9 +65,10 @@ async fn clients(pool: &PgPool, command: ClientsCommand) -> Result<(), CommandEr
             name,
             scopes,
             tenant,
+            ..
         } => add_client(pool, &name, &tenant, &scopes).await,
-        ClientsCommand::List => list_clients(pool).await,
-        ClientsCommand::Revoke { name } => {
+        ClientsCommand::List { .. } => list_clients(pool).await,
+        ClientsCommand::Revoke { name, .. } => {
             if clients::revoke(pool, &name).await? {
                 println!("revoked {name}");
                 Ok(())
@@ -141,7 +151,7 @@ fn is_valid_name(text: &str) -> bool {
 }
 
 /// Connects and migrates: every subcommand works on an up-to-date schema.
-pub async fn open_database(config: &Config) -> Result<PgPool, StorageError> {
+pub async fn open_database(config: &DatabaseConfig) -> Result<PgPool, StorageError> {
     let pool = storage::connect(&storage::PoolSettings {
         database_url: config.database_url.expose().to_owned(),
         max_connections: config.database_pool_size,

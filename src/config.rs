@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::domain::limits::{self, WorkLimits};
 use crate::domain::scopes::Scope;
 use crate::domain::tokens::PrivacyLevel;
 use crate::events::webhooks::Settings as WebhookSettings;
@@ -51,29 +52,47 @@ impl std::str::FromStr for Secret {
 #[command(
     name = "approval-resume",
     version,
-    about = "Resumes AI-agent runs suspended for human approval."
+    about = "Resumes AI-agent runs suspended for human approval.",
+    after_help = "Without a subcommand, serves (as `serve`) with the settings above. Every setting is also an \
+                  environment variable, named in brackets; each subcommand's --help lists the settings it uses."
 )]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
+    /// `serve`'s settings, taken here too because serving is what the binary does without a subcommand.
     #[command(flatten)]
-    pub config: Config,
+    pub serve: Config,
 }
 
+impl Cli {
+    /// The subcommand to run; none given means `serve` with the top-level settings.
+    pub fn into_command(self) -> Command {
+        self.command.unwrap_or(Command::Serve(self.serve))
+    }
+}
+
+/// Each subcommand carries exactly the settings it uses, so that its `--help` shows those and nothing else.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the HTTP service (the default).
-    Serve,
+    Serve(Config),
     /// Apply the database migrations and exit.
-    Migrate,
+    Migrate(DatabaseCommand),
     /// Manage API clients and their keys.
     #[command(subcommand)]
     Clients(ClientsCommand),
     /// Delete tool-event payloads and finished runs older than the retention period, and say what was removed.
     Purge {
-        /// Days to keep; defaults to RETENTION_DAYS.
-        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=36_500))]
+        /// Days to keep.
+        #[arg(long, env = "RETENTION_DAYS", value_name = "DAYS",
+              value_parser = clap::value_parser!(u32).range(1..=36_500))]
         older_than_days: Option<u32>,
+        /// Hours to keep events, delivered or not.
+        #[arg(long, env = "EVENT_RETENTION_HOURS", value_name = "HOURS", default_value_t = 168,
+              value_parser = clap::value_parser!(u64).range(1..=87_600))]
+        event_retention_hours: u64,
+        #[command(flatten)]
+        common: DatabaseCommand,
     },
     /// Follow the tenant's events over HTTP (`GET /v1/events`) and print each as a JSON line; needs no database,
     /// only the service's URL and a key with `events:read`.
@@ -90,11 +109,17 @@ pub struct WatchArgs {
     #[arg(
         long,
         env = "APPROVAL_RESUME_URL",
+        value_name = "URL",
         default_value = "http://127.0.0.1:8080"
     )]
     pub url: String,
     /// An API key with the `events:read` scope.
-    #[arg(long, env = "APPROVAL_RESUME_KEY", hide_env_values = true)]
+    #[arg(
+        long,
+        env = "APPROVAL_RESUME_KEY",
+        value_name = "KEY",
+        hide_env_values = true
+    )]
     pub key: Secret,
     /// Start after this cursor (a `next_cursor`); without it, from the oldest event kept.
     #[arg(long)]
@@ -102,6 +127,8 @@ pub struct WatchArgs {
     /// Seconds each long poll waits; at most the service's FEED_MAX_WAIT_SECS.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub wait: u64,
+    #[command(flatten)]
+    pub log: LogConfig,
 }
 
 #[derive(Debug, Subcommand)]
@@ -118,15 +145,55 @@ pub enum WebhooksCommand {
         /// The tenant whose events are sent.
         #[arg(long, default_value = "default")]
         tenant: String,
+        #[command(flatten)]
+        common: DatabaseCommand,
     },
     /// List subscriptions with their state and backlog; secrets are never shown.
     List {
         /// Only this tenant's.
         #[arg(long)]
         tenant: Option<String>,
+        #[command(flatten)]
+        common: DatabaseCommand,
     },
     /// Remove a subscription.
-    Remove { id: uuid::Uuid },
+    Remove {
+        id: uuid::Uuid,
+        #[command(flatten)]
+        common: DatabaseCommand,
+    },
+}
+
+impl WebhooksCommand {
+    pub fn common(&self) -> &DatabaseCommand {
+        match self {
+            WebhooksCommand::Add { common, .. }
+            | WebhooksCommand::List { common, .. }
+            | WebhooksCommand::Remove { common, .. } => common,
+        }
+    }
+}
+
+impl Command {
+    /// The logging settings of whichever subcommand this is.
+    pub fn log(&self) -> &LogConfig {
+        match self {
+            Command::Serve(config) => &config.log,
+            Command::Migrate(common) | Command::Purge { common, .. } => &common.log,
+            Command::Watch(watch) => &watch.log,
+            Command::Clients(command) => &command.common().log,
+            Command::Webhooks(command) => &command.common().log,
+        }
+    }
+
+    /// Checks the settings against each other, naming the variable at fault.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.log().validate()?;
+        match self {
+            Command::Serve(config) => config.validate(),
+            _ => Ok(()),
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -136,16 +203,35 @@ pub enum ClientsCommand {
         /// A unique name: letters, digits, `_`, `.`, `-`.
         name: String,
         /// A scope the client holds; repeat the flag for several.
-        #[arg(long = "scope", required = true, value_parser = parse_scope)]
+        #[arg(long = "scope", required = true, value_name = "SCOPE", value_parser = scope_parser())]
         scopes: Vec<Scope>,
         /// The tenant (host application installation) whose users and runs the client sees.
         #[arg(long, default_value = "default")]
         tenant: String,
+        #[command(flatten)]
+        common: DatabaseCommand,
     },
     /// List clients with their scopes; keys are never shown.
-    List,
+    List {
+        #[command(flatten)]
+        common: DatabaseCommand,
+    },
     /// Revoke a client's key.
-    Revoke { name: String },
+    Revoke {
+        name: String,
+        #[command(flatten)]
+        common: DatabaseCommand,
+    },
+}
+
+impl ClientsCommand {
+    pub fn common(&self) -> &DatabaseCommand {
+        match self {
+            ClientsCommand::Add { common, .. }
+            | ClientsCommand::List { common }
+            | ClientsCommand::Revoke { common, .. } => common,
+        }
+    }
 }
 
 /// How logs are written.
@@ -157,152 +243,65 @@ pub enum LogFormat {
     Pretty,
 }
 
-/// Every setting of the service.
+/// The settings of a subcommand that only works on the database: the connection and logging.
 #[derive(Debug, Clone, Args)]
-pub struct Config {
+pub struct DatabaseCommand {
+    #[command(flatten)]
+    pub database: DatabaseConfig,
+    #[command(flatten)]
+    pub log: LogConfig,
+}
+
+/// How to reach Postgres, and how long to wait for it.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Database")]
+pub struct DatabaseConfig {
     /// Postgres connection URL; the database is created if it does not exist.
     #[arg(
         long,
         env = "DATABASE_URL",
         value_name = "DATABASE_URL",
-        global = true,
         default_value = "postgres://postgres@127.0.0.1:5432/approval_resume",
         hide_default_value = true,
         hide_env_values = true
     )]
     pub database_url: Secret,
 
-    /// Address and port to listen on.
-    #[arg(
-        long,
-        env = "LISTEN_ADDR",
-        value_name = "LISTEN_ADDR",
-        global = true,
-        default_value = "127.0.0.1:8080"
-    )]
-    pub listen_addr: SocketAddr,
-
-    /// The service's privacy level for tool events: none, metadata, redacted or full. A run may only be stricter.
-    #[arg(long, env = "PRIVACY_LEVEL", value_name = "PRIVACY_LEVEL", global = true, default_value = "metadata",
-          value_parser = parse_privacy_level)]
-    pub privacy_level: PrivacyLevel,
-
     /// Most database connections this instance holds.
-    #[arg(long, env = "DATABASE_POOL_SIZE", value_name = "DATABASE_POOL_SIZE", global = true, default_value_t = 10,
+    #[arg(long, env = "DATABASE_POOL_SIZE", value_name = "DATABASE_POOL_SIZE", default_value_t = 10,
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub database_pool_size: u32,
 
     /// Milliseconds a request waits for a free connection before it is answered 503.
-    #[arg(long, env = "DATABASE_ACQUIRE_TIMEOUT_MS", value_name = "DATABASE_ACQUIRE_TIMEOUT_MS", global = true,
+    #[arg(long, env = "DATABASE_ACQUIRE_TIMEOUT_MS", value_name = "DATABASE_ACQUIRE_TIMEOUT_MS",
           default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
     pub database_acquire_timeout_ms: u64,
 
     /// Milliseconds Postgres lets one statement run (and wait for a lock) before cancelling it.
-    #[arg(long, env = "DATABASE_STATEMENT_TIMEOUT_MS", value_name = "DATABASE_STATEMENT_TIMEOUT_MS", global = true,
+    #[arg(long, env = "DATABASE_STATEMENT_TIMEOUT_MS", value_name = "DATABASE_STATEMENT_TIMEOUT_MS",
           default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
     pub database_statement_timeout_ms: u64,
+}
 
-    /// Milliseconds before a request is answered 503; its decision, if any, still completes in the background.
-    #[arg(long, env = "REQUEST_TIMEOUT_MS", value_name = "REQUEST_TIMEOUT_MS", global = true, default_value_t = 30_000,
-          value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
-    pub request_timeout_ms: u64,
+impl DatabaseConfig {
+    pub fn statement_timeout(&self) -> Duration {
+        Duration::from_millis(self.database_statement_timeout_ms)
+    }
 
-    /// Largest request body in bytes; larger ones are answered 413.
-    #[arg(long, env = "MAX_BODY_BYTES", value_name = "MAX_BODY_BYTES", global = true, default_value_t = 8 * 1024 * 1024,
-          value_parser = clap::value_parser!(u64).range(1024..=1024 * 1024 * 1024))]
-    pub max_body_bytes: u64,
+    pub fn acquire_timeout(&self) -> Duration {
+        Duration::from_millis(self.database_acquire_timeout_ms)
+    }
+}
 
-    /// Seconds in-flight requests get to finish after SIGTERM or Ctrl-C.
-    #[arg(long, env = "SHUTDOWN_GRACE_SECS", value_name = "SHUTDOWN_GRACE_SECS", global = true, default_value_t = 20,
-          value_parser = clap::value_parser!(u64).range(0..=3600))]
-    pub shutdown_grace_secs: u64,
-
-    /// Seconds between sweeps for approved turns whose instance stopped mid-way.
-    #[arg(long, env = "RECOVERY_INTERVAL_SECS", value_name = "RECOVERY_INTERVAL_SECS", global = true,
-          default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600))]
-    pub recovery_interval_secs: u64,
-
-    /// Milliseconds an approved turn's lease outlasts its longest executor timeout. If the instance running the
-    /// turn dies, another instance takes the turn over once the lease has run out.
-    #[arg(long, env = "RESUME_LEASE_MARGIN_MS", value_name = "RESUME_LEASE_MARGIN_MS", global = true,
-          default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
-    pub resume_lease_margin_ms: u64,
-
-    /// A TOML file configuring tool executors; without it every approved call is `not_permitted`.
-    #[arg(long, env = "TOOLS_CONFIG", value_name = "TOOLS_CONFIG", global = true)]
-    pub tools_config: Option<PathBuf>,
-
-    /// Days to keep tool-event payloads and finished (cancelled or completed) runs. When set, `serve` purges
-    /// older ones every PURGE_INTERVAL_SECS; unset, nothing is purged unless `purge --older-than-days` is run.
-    #[arg(long, env = "RETENTION_DAYS", value_name = "RETENTION_DAYS", global = true,
-          value_parser = clap::value_parser!(u32).range(1..=36_500))]
-    pub retention_days: Option<u32>,
-
-    /// Seconds between purges while RETENTION_DAYS is set.
-    #[arg(long, env = "PURGE_INTERVAL_SECS", value_name = "PURGE_INTERVAL_SECS", global = true,
-          default_value_t = 3_600, value_parser = clap::value_parser!(u64).range(60..=604_800))]
-    pub purge_interval_secs: u64,
-
-    /// Milliseconds between this instance's polls for newly readable events while a feed reader or webhook
-    /// subscription waits for them; an event committed on another instance is seen within one interval.
-    #[arg(long, env = "EVENTS_POLL_INTERVAL_MS", value_name = "EVENTS_POLL_INTERVAL_MS", global = true,
-          default_value_t = 25, value_parser = clap::value_parser!(u64).range(1..=60_000))]
-    pub events_poll_interval_ms: u64,
-
-    /// Hours events are kept for the feed and webhooks, delivered or not (they are also deleted with their run).
-    /// This bounds the backlog of a receiver that stays down.
-    #[arg(long, env = "EVENT_RETENTION_HOURS", value_name = "EVENT_RETENTION_HOURS", global = true,
-          default_value_t = 168, value_parser = clap::value_parser!(u64).range(1..=87_600))]
-    pub event_retention_hours: u64,
-
-    /// Most seconds a feed reader may ask to wait (`wait=`); must be below REQUEST_TIMEOUT_MS.
-    #[arg(long, env = "FEED_MAX_WAIT_SECS", value_name = "FEED_MAX_WAIT_SECS", global = true,
-          default_value_t = 25, value_parser = clap::value_parser!(u64).range(0..=3600))]
-    pub feed_max_wait_secs: u64,
-
-    /// Webhook subscriptions this instance delivers at once; 0: this instance delivers none.
-    #[arg(long, env = "WEBHOOK_CONCURRENCY", value_name = "WEBHOOK_CONCURRENCY", global = true,
-          default_value_t = 16, value_parser = clap::value_parser!(u64).range(0..=1024))]
-    pub webhook_concurrency: u64,
-
-    /// Milliseconds one webhook request may take, connect to last byte.
-    #[arg(long, env = "WEBHOOK_TIMEOUT_MS", value_name = "WEBHOOK_TIMEOUT_MS", global = true,
-          default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(100..=300_000))]
-    pub webhook_timeout_ms: u64,
-
-    /// Milliseconds before the first retry of a failed webhook; each further failure doubles it (with jitter).
-    #[arg(long, env = "WEBHOOK_BACKOFF_BASE_MS", value_name = "WEBHOOK_BACKOFF_BASE_MS", global = true,
-          default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
-    pub webhook_backoff_base_ms: u64,
-
-    /// Most seconds between retries of a failed webhook.
-    #[arg(long, env = "WEBHOOK_BACKOFF_MAX_SECS", value_name = "WEBHOOK_BACKOFF_MAX_SECS", global = true,
-          default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=86_400))]
-    pub webhook_backoff_max_secs: u64,
-
-    /// Seconds a subscription's deliveries may keep failing before it is marked `failing`. It is still retried
-    /// every WEBHOOK_BACKOFF_MAX_SECS, so a receiver that comes back gets every event kept.
-    #[arg(long, env = "WEBHOOK_RETRY_WINDOW_SECS", value_name = "WEBHOOK_RETRY_WINDOW_SECS", global = true,
-          default_value_t = 86_400, value_parser = clap::value_parser!(u64).range(1..=31_536_000))]
-    pub webhook_retry_window_secs: u64,
-
-    /// Most bytes of a receiver's answer read.
-    #[arg(long, env = "WEBHOOK_MAX_RESPONSE_BYTES", value_name = "WEBHOOK_MAX_RESPONSE_BYTES", global = true,
-          default_value_t = 65_536, value_parser = clap::value_parser!(u64).range(0..=16_777_216))]
-    pub webhook_max_response_bytes: u64,
-
-    /// Let webhooks reach loopback, link-local and private addresses. Off by default (server-side request
-    /// forgery: a tenant's URL must not reach the service's own network); for tests and private deployments.
-    #[arg(long, env = "WEBHOOK_ALLOW_PRIVATE_ADDRESSES", value_name = "WEBHOOK_ALLOW_PRIVATE_ADDRESSES",
-          global = true, default_value_t = false, action = clap::ArgAction::Set)]
-    pub webhook_allow_private_addresses: bool,
-
+/// How the process logs.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Logging")]
+pub struct LogConfig {
     /// Log format: auto, json or pretty.
     #[arg(
         long,
         env = "LOG_FORMAT",
         value_name = "LOG_FORMAT",
-        global = true,
         default_value = "auto",
         value_enum
     )]
@@ -313,79 +312,177 @@ pub struct Config {
         long,
         env = "LOG_LEVEL",
         value_name = "LOG_LEVEL",
-        global = true,
         default_value = "info,sqlx=warn"
     )]
     pub log_level: String,
 }
 
-/// A setting that is valid on its own but not together with others.
-#[derive(Debug, thiserror::Error)]
-#[error("{variable}: {message}")]
-pub struct ConfigError {
-    pub variable: &'static str,
-    pub message: String,
-}
-
-impl Config {
-    /// Checks the settings against each other: the database must give up before the HTTP layer does, so a request
-    /// that times out never leaves a statement running behind it.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.database_statement_timeout_ms >= self.request_timeout_ms {
-            return Err(ConfigError {
-                variable: "DATABASE_STATEMENT_TIMEOUT_MS",
-                message: format!(
-                    "{} must be below REQUEST_TIMEOUT_MS ({})",
-                    self.database_statement_timeout_ms, self.request_timeout_ms
-                ),
-            });
-        }
-        if self.database_acquire_timeout_ms >= self.request_timeout_ms {
-            return Err(ConfigError {
-                variable: "DATABASE_ACQUIRE_TIMEOUT_MS",
-                message: format!(
-                    "{} must be below REQUEST_TIMEOUT_MS ({})",
-                    self.database_acquire_timeout_ms, self.request_timeout_ms
-                ),
-            });
-        }
-        if self.feed_max_wait_secs * 1000 >= self.request_timeout_ms {
-            return Err(ConfigError {
-                variable: "FEED_MAX_WAIT_SECS",
-                message: format!(
-                    "{} seconds must be below REQUEST_TIMEOUT_MS ({})",
-                    self.feed_max_wait_secs, self.request_timeout_ms
-                ),
-            });
-        }
-        if self.webhook_backoff_base_ms > self.webhook_backoff_max_secs * 1000 {
-            return Err(ConfigError {
-                variable: "WEBHOOK_BACKOFF_BASE_MS",
-                message: format!(
-                    "{} must not be above WEBHOOK_BACKOFF_MAX_SECS ({} s)",
-                    self.webhook_backoff_base_ms, self.webhook_backoff_max_secs
-                ),
-            });
-        }
+impl LogConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
         tracing_subscriber::EnvFilter::try_new(&self.log_level).map_err(|error| ConfigError {
             variable: "LOG_LEVEL",
             message: error.to_string(),
         })?;
         Ok(())
     }
+}
 
-    pub fn statement_timeout(&self) -> Duration {
-        Duration::from_millis(self.database_statement_timeout_ms)
-    }
+/// Every setting of the service (`serve`).
+#[derive(Debug, Clone, Args)]
+pub struct Config {
+    #[command(flatten)]
+    pub database: DatabaseConfig,
 
-    pub fn acquire_timeout(&self) -> Duration {
-        Duration::from_millis(self.database_acquire_timeout_ms)
-    }
+    /// Address and port to listen on.
+    #[arg(
+        long,
+        env = "LISTEN_ADDR",
+        value_name = "LISTEN_ADDR",
+        default_value = "127.0.0.1:8080"
+    )]
+    pub listen_addr: SocketAddr,
 
-    pub fn request_timeout(&self) -> Duration {
-        Duration::from_millis(self.request_timeout_ms)
-    }
+    /// The service's privacy level for tool events: none, metadata, redacted or full. A run that names no level
+    /// gets this one; a run that names one gets the stricter of the two.
+    #[arg(long, env = "PRIVACY_LEVEL", value_name = "PRIVACY_LEVEL", default_value = "metadata",
+          value_parser = parse_privacy_level)]
+    pub privacy_level: PrivacyLevel,
 
+    /// Milliseconds before a request is answered 503; its decision, if any, still completes in the background.
+    #[arg(long, env = "REQUEST_TIMEOUT_MS", value_name = "REQUEST_TIMEOUT_MS", default_value_t = 30_000,
+          value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    pub request_timeout_ms: u64,
+
+    /// Largest request body in bytes; larger ones are answered 413.
+    #[arg(long, env = "MAX_BODY_BYTES", value_name = "MAX_BODY_BYTES", default_value_t = 8 * 1024 * 1024,
+          value_parser = clap::value_parser!(u64).range(1024..=1024 * 1024 * 1024))]
+    pub max_body_bytes: u64,
+
+    /// Seconds in-flight requests get to finish after SIGTERM or Ctrl-C.
+    #[arg(long, env = "SHUTDOWN_GRACE_SECS", value_name = "SHUTDOWN_GRACE_SECS", default_value_t = 20,
+          value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub shutdown_grace_secs: u64,
+
+    /// Seconds between sweeps for approved turns whose instance stopped mid-way.
+    #[arg(long, env = "RECOVERY_INTERVAL_SECS", value_name = "RECOVERY_INTERVAL_SECS",
+          default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub recovery_interval_secs: u64,
+
+    /// Milliseconds an approved turn's lease outlasts its longest executor timeout. If the instance running the
+    /// turn dies, another instance takes the turn over once the lease has run out.
+    #[arg(long, env = "RESUME_LEASE_MARGIN_MS", value_name = "RESUME_LEASE_MARGIN_MS",
+          default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
+    pub resume_lease_margin_ms: u64,
+
+    /// A TOML file configuring tool executors; without it every approved call is `not_permitted`.
+    #[arg(long, env = "TOOLS_CONFIG", value_name = "TOOLS_CONFIG")]
+    pub tools_config: Option<PathBuf>,
+
+    /// Allow `http://` executors with a `secret_env` in TOOLS_CONFIG: the secret then travels in clear, so only
+    /// where the network between the service and its executors is trusted.
+    #[arg(long, env = "EXECUTORS_ALLOW_INSECURE_SECRETS", value_name = "EXECUTORS_ALLOW_INSECURE_SECRETS",
+          default_value_t = false, action = clap::ArgAction::Set,
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub executors_allow_insecure_secrets: bool,
+
+    /// Most tool calls in one turn; a registration or new turn with more is answered 422 `too_many_calls`.
+    #[arg(long, env = "MAX_CALLS_PER_TURN", value_name = "MAX_CALLS_PER_TURN",
+          default_value_t = limits::DEFAULT_MAX_CALLS_PER_TURN as u64,
+          value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub max_calls_per_turn: u64,
+
+    /// Most bytes of one pending call's arguments text; more is answered 422 `arguments_too_large`.
+    #[arg(long, env = "MAX_ARGUMENTS_BYTES", value_name = "MAX_ARGUMENTS_BYTES",
+          default_value_t = limits::DEFAULT_MAX_ARGUMENTS_BYTES as u64,
+          value_parser = clap::value_parser!(u64).range(2..=1024 * 1024 * 1024))]
+    pub max_arguments_bytes: u64,
+
+    /// Most argument bytes one page of GET /v1/approvals loads; the arguments of later calls are omitted and
+    /// marked `arguments_omitted`.
+    #[arg(long, env = "INBOX_ARGUMENTS_BYTES", value_name = "INBOX_ARGUMENTS_BYTES",
+          default_value_t = limits::DEFAULT_INBOX_ARGUMENTS_BYTES as u64,
+          value_parser = clap::value_parser!(u64).range(0..=1024 * 1024 * 1024))]
+    pub inbox_arguments_bytes: u64,
+
+    /// Days to keep tool-event payloads and finished (cancelled or completed) runs. When set, `serve` purges
+    /// older ones every PURGE_INTERVAL_SECS; unset, nothing is purged unless `purge --older-than-days` is run.
+    #[arg(long, env = "RETENTION_DAYS", value_name = "RETENTION_DAYS",
+          value_parser = clap::value_parser!(u32).range(1..=36_500))]
+    pub retention_days: Option<u32>,
+
+    /// Seconds between purges (of events always, of payloads and runs while RETENTION_DAYS is set).
+    #[arg(long, env = "PURGE_INTERVAL_SECS", value_name = "PURGE_INTERVAL_SECS",
+          default_value_t = 3_600, value_parser = clap::value_parser!(u64).range(60..=604_800))]
+    pub purge_interval_secs: u64,
+
+    #[command(flatten)]
+    pub events: EventsConfig,
+
+    #[command(flatten)]
+    pub log: LogConfig,
+}
+
+/// How events reach consumers (DESIGN.md §10): the feed and webhooks.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Events and webhooks")]
+pub struct EventsConfig {
+    /// Milliseconds between this instance's polls for newly readable events while a feed reader or webhook
+    /// subscription waits for them; an event committed on another instance is seen within one interval.
+    #[arg(long, env = "EVENTS_POLL_INTERVAL_MS", value_name = "EVENTS_POLL_INTERVAL_MS",
+          default_value_t = 25, value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    pub events_poll_interval_ms: u64,
+
+    /// Hours events are kept for the feed and webhooks, delivered or not (they are also deleted with their run).
+    /// This bounds the backlog of a receiver that stays down.
+    #[arg(long, env = "EVENT_RETENTION_HOURS", value_name = "EVENT_RETENTION_HOURS",
+          default_value_t = 168, value_parser = clap::value_parser!(u64).range(1..=87_600))]
+    pub event_retention_hours: u64,
+
+    /// Most seconds a feed reader may ask to wait (`wait=`); must be below REQUEST_TIMEOUT_MS.
+    #[arg(long, env = "FEED_MAX_WAIT_SECS", value_name = "FEED_MAX_WAIT_SECS",
+          default_value_t = 25, value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub feed_max_wait_secs: u64,
+
+    /// Webhook subscriptions this instance delivers at once; 0: this instance delivers none.
+    #[arg(long, env = "WEBHOOK_CONCURRENCY", value_name = "WEBHOOK_CONCURRENCY",
+          default_value_t = 16, value_parser = clap::value_parser!(u64).range(0..=1024))]
+    pub webhook_concurrency: u64,
+
+    /// Milliseconds one webhook request may take, connect to last byte.
+    #[arg(long, env = "WEBHOOK_TIMEOUT_MS", value_name = "WEBHOOK_TIMEOUT_MS",
+          default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(100..=300_000))]
+    pub webhook_timeout_ms: u64,
+
+    /// Milliseconds before the first retry of a failed webhook; each further failure doubles it (with jitter).
+    #[arg(long, env = "WEBHOOK_BACKOFF_BASE_MS", value_name = "WEBHOOK_BACKOFF_BASE_MS",
+          default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
+    pub webhook_backoff_base_ms: u64,
+
+    /// Most seconds between retries of a failed webhook.
+    #[arg(long, env = "WEBHOOK_BACKOFF_MAX_SECS", value_name = "WEBHOOK_BACKOFF_MAX_SECS",
+          default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub webhook_backoff_max_secs: u64,
+
+    /// Seconds a subscription's deliveries may keep failing before it is marked `failing`. It is still retried
+    /// every WEBHOOK_BACKOFF_MAX_SECS, so a receiver that comes back gets every event kept.
+    #[arg(long, env = "WEBHOOK_RETRY_WINDOW_SECS", value_name = "WEBHOOK_RETRY_WINDOW_SECS",
+          default_value_t = 86_400, value_parser = clap::value_parser!(u64).range(1..=31_536_000))]
+    pub webhook_retry_window_secs: u64,
+
+    /// Most bytes of a receiver's answer read.
+    #[arg(long, env = "WEBHOOK_MAX_RESPONSE_BYTES", value_name = "WEBHOOK_MAX_RESPONSE_BYTES",
+          default_value_t = 65_536, value_parser = clap::value_parser!(u64).range(0..=16_777_216))]
+    pub webhook_max_response_bytes: u64,
+
+    /// Let webhooks reach loopback, link-local and private addresses. Off by default (server-side request
+    /// forgery: a tenant's URL must not reach the service's own network); for tests and private deployments.
+    #[arg(long, env = "WEBHOOK_ALLOW_PRIVATE_ADDRESSES", value_name = "WEBHOOK_ALLOW_PRIVATE_ADDRESSES",
+          default_value_t = false, action = clap::ArgAction::Set,
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub webhook_allow_private_addresses: bool,
+}
+
+impl EventsConfig {
     pub fn event_retention(&self) -> Duration {
         Duration::from_secs(self.event_retention_hours * 3600)
     }
@@ -411,16 +508,85 @@ impl Config {
     }
 }
 
+/// A setting that is valid on its own but not together with others.
+#[derive(Debug, thiserror::Error)]
+#[error("{variable}: {message}")]
+pub struct ConfigError {
+    pub variable: &'static str,
+    pub message: String,
+}
+
+impl Config {
+    /// Checks the settings against each other: the database must give up before the HTTP layer does, so a request
+    /// that times out never leaves a statement running behind it.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let database = &self.database;
+        if database.database_statement_timeout_ms >= self.request_timeout_ms {
+            return Err(ConfigError {
+                variable: "DATABASE_STATEMENT_TIMEOUT_MS",
+                message: format!(
+                    "{} must be below REQUEST_TIMEOUT_MS ({})",
+                    database.database_statement_timeout_ms, self.request_timeout_ms
+                ),
+            });
+        }
+        if database.database_acquire_timeout_ms >= self.request_timeout_ms {
+            return Err(ConfigError {
+                variable: "DATABASE_ACQUIRE_TIMEOUT_MS",
+                message: format!(
+                    "{} must be below REQUEST_TIMEOUT_MS ({})",
+                    database.database_acquire_timeout_ms, self.request_timeout_ms
+                ),
+            });
+        }
+        let events = &self.events;
+        if events.feed_max_wait_secs * 1000 >= self.request_timeout_ms {
+            return Err(ConfigError {
+                variable: "FEED_MAX_WAIT_SECS",
+                message: format!(
+                    "{} seconds must be below REQUEST_TIMEOUT_MS ({})",
+                    events.feed_max_wait_secs, self.request_timeout_ms
+                ),
+            });
+        }
+        if events.webhook_backoff_base_ms > events.webhook_backoff_max_secs * 1000 {
+            return Err(ConfigError {
+                variable: "WEBHOOK_BACKOFF_BASE_MS",
+                message: format!(
+                    "{} must not be above WEBHOOK_BACKOFF_MAX_SECS ({} s)",
+                    events.webhook_backoff_base_ms, events.webhook_backoff_max_secs
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_millis(self.request_timeout_ms)
+    }
+
+    pub fn work_limits(&self) -> WorkLimits {
+        let size = |value: u64| usize::try_from(value).unwrap_or(usize::MAX);
+        WorkLimits {
+            max_calls_per_turn: size(self.max_calls_per_turn),
+            max_arguments_bytes: size(self.max_arguments_bytes),
+            inbox_arguments_bytes: size(self.inbox_arguments_bytes),
+        }
+    }
+}
+
 fn parse_privacy_level(text: &str) -> Result<PrivacyLevel, String> {
     PrivacyLevel::parse(text)
         .ok_or_else(|| format!("{text:?} is not one of none, metadata, redacted, full"))
 }
 
-fn parse_scope(text: &str) -> Result<Scope, String> {
-    Scope::parse(text).ok_or_else(|| {
-        let all: Vec<&str> = Scope::ALL.iter().map(|scope| scope.as_str()).collect();
-        format!("{text:?} is not one of {}", all.join(", "))
-    })
+/// The scopes as clap's possible values, each with what it allows, so that `clients add --help` lists them.
+fn scope_parser() -> impl clap::builder::TypedValueParser<Value = Scope> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    PossibleValuesParser::new(
+        Scope::ALL.map(|scope| PossibleValue::new(scope.as_str()).help(scope.allows())),
+    )
+    .try_map(|name| Scope::parse(&name).ok_or(format!("{name:?} is not a scope")))
 }
 
 #[cfg(test)]
@@ -433,7 +599,7 @@ mod tests {
 
     #[test]
     fn an_invalid_privacy_level_is_refused_naming_the_variable() {
-        let error = parse(&["--privacy-level", "secret"])
+        let error = parse(&["serve", "--privacy-level", "secret"])
             .unwrap_err()
             .to_string();
         assert!(error.contains("PRIVACY_LEVEL"), "{error}");
@@ -448,8 +614,41 @@ mod tests {
             "9000",
         ])
         .unwrap();
-        let error = cli.config.validate().unwrap_err();
+        let error = cli.into_command().validate().unwrap_err();
         assert_eq!(error.variable, "DATABASE_STATEMENT_TIMEOUT_MS");
+    }
+
+    /// Every command and subcommand, by its path of names (`["clients", "add"]`), with its clap definition.
+    fn every_command() -> Vec<(Vec<String>, clap::Command)> {
+        fn walk(
+            path: Vec<String>,
+            command: clap::Command,
+            into: &mut Vec<(Vec<String>, clap::Command)>,
+        ) {
+            for sub in command.get_subcommands() {
+                let mut sub_path = path.clone();
+                sub_path.push(sub.get_name().to_owned());
+                walk(sub_path, sub.clone(), into);
+            }
+            into.push((path, command));
+        }
+        use clap::CommandFactory;
+        let mut all = Vec::new();
+        let mut root = Cli::command();
+        root.build();
+        walk(Vec::new(), root, &mut all);
+        all
+    }
+
+    /// The environment variables a command's help names.
+    fn variables(command: &clap::Command) -> Vec<String> {
+        let mut names: Vec<String> = command
+            .get_arguments()
+            .filter_map(|arg| arg.get_env())
+            .map(|name| name.to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
     }
 
     #[test]
@@ -461,10 +660,8 @@ mod tests {
             "30000",
         ])
         .unwrap();
-        assert_eq!(
-            cli.config.validate().unwrap_err().variable,
-            "FEED_MAX_WAIT_SECS"
-        );
+        let error = cli.into_command().validate().unwrap_err();
+        assert_eq!(error.variable, "FEED_MAX_WAIT_SECS");
         let cli = parse(&[
             "--feed-max-wait-secs",
             "29",
@@ -472,26 +669,119 @@ mod tests {
             "30000",
         ])
         .unwrap();
-        assert!(cli.config.validate().is_ok());
+        assert!(cli.into_command().validate().is_ok());
     }
 
     #[test]
     fn private_webhook_addresses_are_refused_unless_allowed() {
         let cli = parse(&[]).unwrap();
-        assert!(!cli.config.webhook_settings().limits.allow_private);
-        let cli = parse(&["--webhook-allow-private-addresses", "true"]).unwrap();
-        assert!(cli.config.webhook_settings().limits.allow_private);
+        assert!(!cli.serve.events.webhook_settings().limits.allow_private);
+        let cli = parse(&["serve", "--webhook-allow-private-addresses", "true"]).unwrap();
+        match cli.into_command() {
+            Command::Serve(config) => {
+                assert!(config.events.webhook_settings().limits.allow_private)
+            }
+            other => panic!("parsed as {other:?}"),
+        }
     }
 
     #[test]
     fn the_help_never_shows_the_database_url_from_the_environment() {
+        for (path, command) in every_command() {
+            if let Some(url) = command
+                .get_arguments()
+                .find(|arg| arg.get_id() == "database_url")
+            {
+                assert!(
+                    url.is_hide_env_values_set() && url.is_hide_default_value_set(),
+                    "{path:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn each_subcommand_takes_only_the_settings_it_uses() {
+        let database = [
+            "DATABASE_ACQUIRE_TIMEOUT_MS",
+            "DATABASE_POOL_SIZE",
+            "DATABASE_STATEMENT_TIMEOUT_MS",
+            "DATABASE_URL",
+            "LOG_FORMAT",
+            "LOG_LEVEL",
+        ];
+        let serve_only = [
+            "LISTEN_ADDR",
+            "PRIVACY_LEVEL",
+            "TOOLS_CONFIG",
+            "REQUEST_TIMEOUT_MS",
+        ];
+        let mut checked = 0;
+        // clap's own `help` subcommands take no settings.
+        let commands = every_command()
+            .into_iter()
+            .filter(|(path, _)| !path.iter().any(|name| name == "help"));
+        for (path, command) in commands {
+            let names = variables(&command);
+            let path = path.join(" ");
+            match path.as_str() {
+                "" | "serve" => {
+                    for name in database.iter().chain(&serve_only) {
+                        assert!(names.iter().any(|n| n == name), "{path}: {name} missing");
+                    }
+                }
+                "clients" | "webhooks" => assert!(names.is_empty(), "{path}: {names:?}"),
+                // It follows the feed over HTTP: no database, no service settings.
+                "watch" => {
+                    for name in database.iter().take(4).chain(&serve_only) {
+                        assert!(!names.iter().any(|n| n == name), "{path} takes {name}");
+                    }
+                }
+                _ => {
+                    for name in &serve_only {
+                        assert!(!names.iter().any(|n| n == name), "{path} takes {name}");
+                    }
+                    for name in &database {
+                        assert!(names.iter().any(|n| n == name), "{path}: {name} missing");
+                    }
+                }
+            }
+            checked += 1;
+        }
+        assert!(checked >= 8, "only {checked} commands seen");
+    }
+
+    #[test]
+    fn clients_add_help_lists_every_scope_with_what_it_allows() {
         use clap::CommandFactory;
-        let command = Cli::command();
-        let url = command
-            .get_arguments()
-            .find(|arg| arg.get_id() == "database_url")
-            .expect("the DATABASE_URL setting");
-        assert!(url.is_hide_env_values_set() && url.is_hide_default_value_set());
+        let mut command = Cli::command();
+        let help = command
+            .find_subcommand_mut("clients")
+            .and_then(|clients| clients.find_subcommand_mut("add"))
+            .expect("clients add")
+            .render_long_help()
+            .to_string();
+        for scope in Scope::ALL {
+            let listed = help.lines().any(|line| {
+                line.trim_start()
+                    .strip_prefix(&format!("- {}:", scope.as_str()))
+                    .is_some_and(|rest| rest.trim() == scope.allows())
+            });
+            assert!(
+                listed,
+                "{} not listed with what it allows:\n{help}",
+                scope.as_str()
+            );
+        }
+        assert!(!help.contains("LISTEN_ADDR"), "{help}");
+    }
+
+    #[test]
+    fn an_unknown_scope_is_refused_naming_the_known_ones() {
+        let error = parse(&["clients", "add", "chat", "--scope", "runs:delete"])
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("decisions:anonymous"), "{error}");
     }
 
     #[test]
@@ -512,8 +802,8 @@ mod tests {
             "decisions:write",
         ])
         .unwrap();
-        match cli.command {
-            Some(Command::Clients(ClientsCommand::Add { scopes, tenant, .. })) => {
+        match cli.into_command() {
+            Command::Clients(ClientsCommand::Add { scopes, tenant, .. }) => {
                 assert_eq!(scopes, vec![Scope::RunsRead, Scope::DecisionsWrite]);
                 assert_eq!(tenant, "default");
             }

@@ -7,27 +7,29 @@ use std::time::Duration;
 use clap::Parser;
 use uuid::Uuid;
 
-use approval_resume::app::{self, AppState, Limits};
+use approval_resume::app;
 use approval_resume::config::{Cli, Command, Config};
 use approval_resume::events::{EventsHub, webhooks};
 use approval_resume::executor::Executors;
 use approval_resume::resume::{self, Resumer};
+use approval_resume::state::{AppState, Limits};
 use approval_resume::{commands, telemetry};
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
-    if let Err(error) = cli.config.validate() {
+    let command = Cli::parse().into_command();
+    if let Err(error) = command.validate() {
         eprintln!("error: invalid configuration: {error}");
         return ExitCode::from(2);
     }
-    telemetry::init(cli.config.log_format, &cli.config.log_level);
-    let outcome = match cli.command.unwrap_or(Command::Serve) {
-        Command::Serve => serve(cli.config).await,
+    let log = command.log();
+    telemetry::init(log.log_format, &log.log_level);
+    let outcome = match command {
+        Command::Serve(config) => serve(config).await,
         Command::Watch(args) => commands::watch::run(args)
             .await
             .map_err(|error| error.to_string()),
-        other => commands::run(&cli.config, other)
+        other => commands::run(other)
             .await
             .map_err(|error| error.to_string()),
     };
@@ -42,11 +44,15 @@ async fn main() -> ExitCode {
 
 async fn serve(config: Config) -> Result<(), String> {
     let executors = match &config.tools_config {
-        Some(path) => Executors::from_file(path, |name| std::env::var(name).ok())
-            .map_err(|error| error.to_string())?,
+        Some(path) => Executors::from_file(
+            path,
+            |name| std::env::var(name).ok(),
+            config.executors_allow_insecure_secrets,
+        )
+        .map_err(|error| error.to_string())?,
         None => Executors::none(),
     };
-    let pool = commands::open_database(&config)
+    let pool = commands::open_database(&config.database)
         .await
         .map_err(|error| error.to_string())?;
     let resumer = Arc::new(Resumer {
@@ -65,20 +71,20 @@ async fn serve(config: Config) -> Result<(), String> {
     let purge = commands::spawn_periodic_purge(
         pool.clone(),
         config.retention_days,
-        config.event_retention(),
+        config.events.event_retention(),
         Duration::from_secs(config.purge_interval_secs),
         stop_tx.subscribe(),
     );
     let events = EventsHub::start(
         pool.clone(),
-        Duration::from_millis(config.events_poll_interval_ms),
-        Duration::from_secs(config.feed_max_wait_secs),
+        Duration::from_millis(config.events.events_poll_interval_ms),
+        Duration::from_secs(config.events.feed_max_wait_secs),
     );
-    let deliveries = if config.webhook_concurrency > 0 {
+    let deliveries = if config.events.webhook_concurrency > 0 {
         Some(webhooks::spawn(
             pool.clone(),
             events.clone(),
-            config.webhook_settings(),
+            config.events.webhook_settings(),
             stop_tx.subscribe(),
         )?)
     } else {
@@ -90,6 +96,7 @@ async fn serve(config: Config) -> Result<(), String> {
         limits: Limits {
             max_body_bytes: usize::try_from(config.max_body_bytes).unwrap_or(usize::MAX),
             request_timeout: config.request_timeout(),
+            work: config.work_limits(),
         },
         events,
     };

@@ -15,9 +15,10 @@ pub async fn run(pool: &PgPool, command: WebhooksCommand) -> Result<(), CommandE
             url,
             events,
             tenant,
+            ..
         } => add(pool, &tenant, &url, &events).await,
-        WebhooksCommand::List { tenant } => list(pool, tenant.as_deref()).await,
-        WebhooksCommand::Remove { id } => {
+        WebhooksCommand::List { tenant, .. } => list(pool, tenant.as_deref()).await,
+        WebhooksCommand::Remove { id, .. } => {
             if webhooks::remove(pool, None, id).await? {
                 println!("removed {id}");
                 Ok(())

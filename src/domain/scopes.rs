@@ -60,6 +60,23 @@ impl Scope {
         }
     }
 
+    /// What holding the scope allows, in words for the command line's help and the README.
+    pub fn allows(self) -> &'static str {
+        match self {
+            Scope::RunsWrite => "register runs, append turns, cancel and complete runs",
+            Scope::RunsRead => "read runs, their resumed model input and their audit events",
+            Scope::UsersWrite => "create and update backend users (PUT /v1/users/{uid})",
+            Scope::DecisionsWrite => "post decisions on behalf of a named backend user",
+            Scope::DecisionsAnonymous => "post decisions with no decider uid (decided_by: unknown)",
+            Scope::ApprovalsRead => {
+                "list the runs waiting for a user's approval (GET /v1/approvals)"
+            }
+            Scope::MetricsRead => "scrape GET /metrics",
+            Scope::EventsRead => "follow the tenant's events (GET /v1/events)",
+            Scope::WebhooksWrite => "create, list and remove the tenant's webhook subscriptions",
+        }
+    }
+
     pub fn parse(text: &str) -> Option<Scope> {
         Scope::ALL.into_iter().find(|scope| scope.as_str() == text)
     }

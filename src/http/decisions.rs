@@ -10,12 +10,12 @@ use super::error::ApiError;
 use super::extract::{Authorized, Json, Query, RunId, scope};
 use super::integer;
 use super::views::DecisionView;
-use crate::app::AppState;
 use crate::domain::model_input::{self, ModelInputFormat};
 use crate::domain::results::ToolResult;
 use crate::domain::scopes::Scope;
 use crate::domain::tokens::{DenialReason, RunStatus};
 use crate::resume::{self, Actor, DecisionRequest, Resumed};
+use crate::state::AppState;
 use crate::storage::{decisions, runs};
 
 #[derive(Debug, Deserialize)]
@@ -128,7 +128,8 @@ pub async fn model_input(
             "the approved turn's tools are still running",
         ));
     }
-    let resumed = resume::load_resumed(&state.pool, run.id, decision).await?;
+    let mut conn = state.pool.acquire().await?;
+    let resumed = resume::load_resumed(&mut conn, run.id, decision).await?;
     let model_input = model_input::render(
         query.format,
         &resumed.transcript,

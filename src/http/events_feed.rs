@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 use super::error::ApiError;
 use super::extract::{Authorized, Query, scope};
 use super::integer;
-use crate::app::AppState;
 use crate::events::{Envelope, cursor};
+use crate::state::AppState;
 use crate::storage::events::{self, Position};
 
 const DEFAULT_LIMIT: i64 = 100;

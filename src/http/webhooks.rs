@@ -9,9 +9,9 @@ use uuid::Uuid;
 
 use super::error::ApiError;
 use super::extract::{Authorized, Json, scope};
-use crate::app::AppState;
 use crate::events::webhooks::sign;
 use crate::events::webhooks::subscription::{self, Invalid};
+use crate::state::AppState;
 use crate::storage::webhooks::{self, NewSubscription, SubscriptionRow};
 
 #[derive(Debug, Deserialize)]

@@ -16,6 +16,7 @@ mod ops;
 mod public_surface;
 mod registration;
 mod retention;
+mod spec_shape;
 mod support;
 mod turns;
 mod webhooks;

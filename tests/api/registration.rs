@@ -72,7 +72,8 @@ async fn a_registered_run_is_answered_with_its_pending_calls_in_order_and_its_tu
     assert_eq!(run["id"], id.to_string());
     assert_eq!(run["owner_uid"], 7);
     assert_eq!(run["status"], "waiting_for_approval");
-    assert_eq!(run["privacy_level"], "metadata");
+    // No level of its own: the service's level applies (`full` in the test service), not `metadata`.
+    assert_eq!(run["privacy_level"], "full");
     assert_eq!(run["require_second_approver"], false);
     assert!(run.get("decision").is_none(), "{run}");
     assert!(run["created_at"].is_string() && run["updated_at"].is_string());
@@ -192,7 +193,8 @@ async fn a_registration_that_spells_out_the_defaults_is_the_same_run() {
     let id = Uuid::new_v4();
     let first = app.register(run_body(id, 7)).await;
     let mut explicit = run_body(id, 7);
-    explicit["privacy_level"] = json!("metadata");
+    // The level a run without one gets is the service's (`full` in the test service).
+    explicit["privacy_level"] = json!("full");
     explicit["require_second_approver"] = json!(false);
 
     let again = app.post("/v1/runs", explicit).await;
@@ -214,7 +216,7 @@ async fn another_body_under_a_taken_id_is_a_conflict_and_changes_nothing() {
     let mut other_owner = run_body(id, 0);
     other_owner["owner_uid"] = json!(0);
     let mut other_level = run_body(id, 7);
-    other_level["privacy_level"] = json!("full");
+    other_level["privacy_level"] = json!("redacted");
 
     for body in [other_arguments, other_owner, other_level] {
         let answer = app.post("/v1/runs", body.clone()).await;
@@ -248,6 +250,40 @@ async fn an_id_taken_in_another_tenant_is_a_conflict_that_reveals_nothing_of_tha
     assert!(!String::from_utf8_lossy(&answer.bytes).contains("call_1"));
     assert_eq!(app.get(&format!("/v1/runs/{id}")).await.body, first);
     assert_eq!(row_counts(&app.pool).await.runs, 1);
+}
+
+#[tokio::test]
+async fn an_id_taken_in_another_tenant_is_answered_exactly_as_a_conflict_in_ones_own_tenant() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool).await;
+    let foreign = Uuid::new_v4();
+    app.register(run_body(foreign, 0)).await;
+    let other_tenant = support::add_client(&app.pool, "other", "other", support::ALL_SCOPES).await;
+    let register =
+        |body: Value| app.call(Method::POST, "/v1/runs", Some(&other_tenant), Some(body));
+    let own = Uuid::new_v4();
+    assert_eq!(register(run_body(own, 0)).await.status, StatusCode::CREATED);
+    let mut other_body = run_body(own, 0);
+    other_body["messages"][2]["tool_calls"][0]["function"]["arguments"] =
+        json!(r#"{"page": 12, "description": "Another page"}"#);
+
+    let in_own_tenant = register(other_body).await;
+    let in_another_tenant = register(run_body(foreign, 0)).await;
+
+    let comparable = |answer: &support::Answer| {
+        let mut body = answer.body.clone();
+        body["request_id"] = Value::Null;
+        let mut headers: Vec<(String, String)> = answer
+            .headers
+            .iter()
+            .filter(|(name, _)| *name != "x-request-id")
+            .map(|(name, value)| (name.to_string(), value.to_str().unwrap().to_owned()))
+            .collect();
+        headers.sort();
+        (answer.status, headers, body)
+    };
+    assert_problem(&in_another_tenant, StatusCode::CONFLICT, "run_exists");
+    assert_eq!(comparable(&in_another_tenant), comparable(&in_own_tenant));
 }
 
 // Refusals of the transcript: 422 invalid_transcript, nothing written.

@@ -3,11 +3,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use approval_resume::app::{AppState, Limits, router};
+use approval_resume::app::router;
+use approval_resume::domain::limits::WorkLimits;
 use approval_resume::events::EventsHub;
 use approval_resume::executor::Executors;
 use approval_resume::keys;
 use approval_resume::resume::Resumer;
+use approval_resume::state::{AppState, Limits};
 use approval_resume::storage::clients;
 use approval_resume::tokens::PrivacyLevel;
 use axum::Router;
@@ -84,6 +86,7 @@ pub async fn app_with(pool: PgPool, options: Options) -> TestApp {
         limits: Limits {
             max_body_bytes: options.max_body_bytes,
             request_timeout: options.request_timeout,
+            work: WorkLimits::default(),
         },
         events: events_hub(&pool),
     };
