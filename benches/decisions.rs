@@ -10,6 +10,8 @@
 //! Settings are environment variables (bench/run.sh lists them); `pool-sweep` as an argument runs only the deny
 //! phases at several DATABASE_POOL_SIZE values instead.
 
+#[path = "decisions/events.rs"]
+mod events;
 #[path = "decisions/executor.rs"]
 mod executor;
 #[path = "decisions/floor.rs"]
@@ -75,7 +77,7 @@ impl Settings {
             ),
             phases: var(
                 "BENCH_PHASES",
-                "deny,floor,previous,latency,approve,scaling",
+                "deny,floor,previous,latency,events,approve,scaling",
             )
             .split(',')
             .map(|p| p.trim().to_owned())
@@ -187,6 +189,16 @@ impl Bench {
     }
 }
 
+/// The bench client's scopes; the event scopes only when the events phase runs (a binary from before them, measured
+/// for comparison with BENCH_BINARY, would refuse them).
+fn scopes(settings: &Settings) -> Vec<&'static str> {
+    let mut scopes = vec!["runs:write", "runs:read", "users:write", "decisions:write"];
+    if settings.wants("events") {
+        scopes.extend(["events:read", "webhooks:write"]);
+    }
+    scopes
+}
+
 async fn start(
     settings: &Settings,
     pool_size: u32,
@@ -202,7 +214,7 @@ async fn start(
         &settings.target.binary,
         &database_url,
         &format!("bench-{}", uuid::Uuid::new_v4().simple()),
-        &["runs:write", "runs:read", "users:write", "decisions:write"],
+        &scopes(settings),
     )?;
     let executor_port = executor::start().await?;
     let tools_config = settings.target.out_dir.join("tools.toml");
@@ -318,7 +330,21 @@ async fn benchmark(settings: &Settings) -> Result<(), Error> {
     let saturating = deny.iter().map(|p| p.outcome.rate()).fold(0.0, f64::max);
     if settings.wants("latency") && saturating > 0.0 {
         let rate = saturating / 2.0;
+        let consumers = if settings.wants("events") {
+            Some(events::Consumers::start(&bench.service.base_url, &key).await?)
+        } else {
+            None
+        };
         let phase = open_loop(&bench, rate, settings.seconds).await?;
+        if let Some(consumers) = consumers {
+            let (feed, webhook) = consumers.stop(Duration::from_secs(3)).await;
+            println!(
+                "## Commit to consumer at half the saturating load ({rate:.0} denials/s)\n\n\
+                 From each `run.resumed` event's `timestamp` (its transaction's start) to its arrival: an upper \
+                 bound of commit to feed reader and commit to webhook receiver.\n\n{}",
+                events::report(phase.outcome.ok as usize, &feed, &webhook)
+            );
+        }
         eprintln!(
             "latency at {rate:.0}/s: achieved {:.0}/s",
             phase.outcome.rate()

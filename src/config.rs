@@ -438,7 +438,8 @@ pub struct EventsConfig {
           default_value_t = 168, value_parser = clap::value_parser!(u64).range(1..=87_600))]
     pub event_retention_hours: u64,
 
-    /// Most seconds a feed reader may ask to wait (`wait=`); must be below REQUEST_TIMEOUT_MS.
+    /// Most seconds a feed reader may ask to wait (`wait=`); capped at a second below REQUEST_TIMEOUT_MS, so that a
+    /// long poll is answered before the request times out.
     #[arg(long, env = "FEED_MAX_WAIT_SECS", value_name = "FEED_MAX_WAIT_SECS",
           default_value_t = 25, value_parser = clap::value_parser!(u64).range(0..=3600))]
     pub feed_max_wait_secs: u64,
@@ -540,15 +541,6 @@ impl Config {
             });
         }
         let events = &self.events;
-        if events.feed_max_wait_secs * 1000 >= self.request_timeout_ms {
-            return Err(ConfigError {
-                variable: "FEED_MAX_WAIT_SECS",
-                message: format!(
-                    "{} seconds must be below REQUEST_TIMEOUT_MS ({})",
-                    events.feed_max_wait_secs, self.request_timeout_ms
-                ),
-            });
-        }
         if events.webhook_backoff_base_ms > events.webhook_backoff_max_secs * 1000 {
             return Err(ConfigError {
                 variable: "WEBHOOK_BACKOFF_BASE_MS",
@@ -563,6 +555,12 @@ impl Config {
 
     pub fn request_timeout(&self) -> Duration {
         Duration::from_millis(self.request_timeout_ms)
+    }
+
+    /// FEED_MAX_WAIT_SECS, capped at a whole second below REQUEST_TIMEOUT_MS.
+    pub fn feed_max_wait(&self) -> Duration {
+        let below_timeout = (self.request_timeout_ms / 1000).saturating_sub(1);
+        Duration::from_secs(self.events.feed_max_wait_secs.min(below_timeout))
     }
 
     pub fn work_limits(&self) -> WorkLimits {
@@ -652,24 +650,23 @@ mod tests {
     }
 
     #[test]
-    fn a_feed_wait_not_below_the_request_timeout_is_refused() {
-        let cli = parse(&[
-            "--feed-max-wait-secs",
-            "30",
-            "--request-timeout-ms",
-            "30000",
-        ])
-        .unwrap();
-        let error = cli.into_command().validate().unwrap_err();
-        assert_eq!(error.variable, "FEED_MAX_WAIT_SECS");
-        let cli = parse(&[
-            "--feed-max-wait-secs",
-            "29",
-            "--request-timeout-ms",
-            "30000",
-        ])
-        .unwrap();
-        assert!(cli.into_command().validate().is_ok());
+    fn a_feed_wait_is_capped_a_second_below_the_request_timeout() {
+        let config =
+            |args: &[&str]| match parse(&[&["serve"], args].concat()).unwrap().into_command() {
+                Command::Serve(config) => config,
+                other => panic!("parsed as {other:?}"),
+            };
+        let short = config(&["--request-timeout-ms", "6000"]);
+        assert!(
+            short.validate().is_ok(),
+            "a short request timeout needs no shorter FEED_MAX_WAIT_SECS"
+        );
+        assert_eq!(short.feed_max_wait(), Duration::from_secs(5));
+        assert_eq!(config(&[]).feed_max_wait(), Duration::from_secs(25));
+        assert_eq!(
+            config(&["--request-timeout-ms", "500"]).feed_max_wait(),
+            Duration::ZERO
+        );
     }
 
     #[test]

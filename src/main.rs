@@ -78,7 +78,7 @@ async fn serve(config: Config) -> Result<(), String> {
     let events = EventsHub::start(
         pool.clone(),
         Duration::from_millis(config.events.events_poll_interval_ms),
-        Duration::from_secs(config.events.feed_max_wait_secs),
+        config.feed_max_wait(),
     );
     let deliveries = if config.events.webhook_concurrency > 0 {
         Some(webhooks::spawn(

@@ -61,6 +61,8 @@ impl Service {
             // The production default; the log goes to a file, as it would go to a collector.
             .env("LOG_LEVEL", "info,sqlx=warn")
             .env("LOG_FORMAT", "json")
+            // The events phase's webhook receiver listens on loopback.
+            .env("WEBHOOK_ALLOW_PRIVATE_ADDRESSES", "true")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log);

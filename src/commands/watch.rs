@@ -29,8 +29,28 @@ pub async fn run(args: WatchArgs) -> Result<(), CommandError> {
             .query(&query)
             .send();
         let response = tokio::select! {
-            response = request => response.map_err(http)?,
+            response = request => response,
             _ = tokio::signal::ctrl_c() => return Ok(()),
+        };
+        // The service restarting or briefly unavailable is waited out; a refusal (a bad key, a bad cursor) is not.
+        let response = match response {
+            Ok(response) if !response.status().is_server_error() => response,
+            Ok(response) => {
+                eprintln!(
+                    "the feed answered {}; asking again in a second",
+                    response.status()
+                );
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+            Err(error) => {
+                eprintln!(
+                    "the feed is unreachable ({}); asking again in a second",
+                    http(error)
+                );
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
         };
         let status = response.status();
         let body: Value = response.json().await.map_err(http)?;

@@ -87,13 +87,13 @@ impl Resolve for GuardedResolver {
             // Port 0: the client sets the URL's port on the addresses it gets.
             let addresses: Vec<SocketAddr> =
                 tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            if let Some(refused) = addresses
+            // The error is shown to the subscription's tenant: it names no address, so the service's internal
+            // names cannot be mapped through it.
+            if addresses
                 .iter()
-                .find(|address| !is_allowed(address.ip(), allow_private))
+                .any(|address| !is_allowed(address.ip(), allow_private))
             {
-                return Err(
-                    format!("{host} resolves to {}, an internal address", refused.ip()).into(),
-                );
+                return Err(format!("{host} resolves to an internal address").into());
             }
             let addresses: Addrs = Box::new(addresses.into_iter());
             Ok(addresses)
