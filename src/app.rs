@@ -4,13 +4,13 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::storage::Database;
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
 use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
-use sqlx::PgPool;
 use tokio::net::TcpListener;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
@@ -25,7 +25,7 @@ use crate::telemetry;
 /// What every handler may use.
 #[derive(Clone)]
 pub struct AppState {
-    pub pool: PgPool,
+    pub pool: Database,
     pub resumer: Arc<Resumer>,
     pub limits: Limits,
 }

@@ -108,7 +108,9 @@ pub enum LogFormat {
 /// Every setting of the service.
 #[derive(Debug, Clone, Args)]
 pub struct Config {
-    /// Postgres connection URL; the database is created if it does not exist.
+    /// Postgres connection URL; the database is created if it does not exist. May name several servers for a
+    /// failover, as libpq reads it: `postgres://h1:5432,h2:5432/db?target_session_attrs=read-write` tries them in
+    /// order and keeps the first that accepts writes, moving to another when it stops accepting them.
     #[arg(
         long,
         env = "DATABASE_URL",
@@ -119,6 +121,30 @@ pub struct Config {
         hide_env_values = true
     )]
     pub database_url: Secret,
+
+    /// A direct Postgres URL (not through a pooler) for the migrations and for creating the database; defaults to
+    /// DATABASE_URL. Required with DATABASE_PGBOUNCER: the migrations hold a session-level advisory lock.
+    #[arg(
+        long,
+        env = "DATABASE_MIGRATION_URL",
+        value_name = "DATABASE_MIGRATION_URL",
+        global = true,
+        hide_env_values = true
+    )]
+    pub database_migration_url: Option<Secret>,
+
+    /// DATABASE_URL leads to a transaction-pooling PgBouncer (`pool_mode = transaction`): statements are unnamed
+    /// (no prepared statement outlives its transaction), each statement outside a transaction gets one of its own,
+    /// and the timeouts are set per transaction (`SET LOCAL`) instead of as startup parameters.
+    #[arg(long, env = "DATABASE_PGBOUNCER", value_name = "DATABASE_PGBOUNCER", global = true,
+          default_value_t = false, action = clap::ArgAction::Set)]
+    pub database_pgbouncer: bool,
+
+    /// With several servers in DATABASE_URL, milliseconds between checks that the one in use still accepts
+    /// writes; a connection refused by a read-only server triggers a check at once.
+    #[arg(long, env = "DATABASE_PRIMARY_CHECK_MS", value_name = "DATABASE_PRIMARY_CHECK_MS", global = true,
+          default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(50..=600_000))]
+    pub database_primary_check_ms: u64,
 
     /// Address and port to listen on.
     #[arg(
@@ -243,6 +269,23 @@ impl Config {
                 ),
             });
         }
+        crate::storage::hosts::parse(self.database_url.expose()).map_err(|error| ConfigError {
+            variable: "DATABASE_URL",
+            message: error.to_string(),
+        })?;
+        if let Some(url) = &self.database_migration_url {
+            crate::storage::hosts::parse(url.expose()).map_err(|error| ConfigError {
+                variable: "DATABASE_MIGRATION_URL",
+                message: error.to_string(),
+            })?;
+        }
+        if self.database_pgbouncer && self.database_migration_url.is_none() {
+            return Err(ConfigError {
+                variable: "DATABASE_MIGRATION_URL",
+                message: "DATABASE_PGBOUNCER needs a direct URL for the migrations, which hold a session-level lock"
+                    .into(),
+            });
+        }
         tracing_subscriber::EnvFilter::try_new(&self.log_level).map_err(|error| ConfigError {
             variable: "LOG_LEVEL",
             message: error.to_string(),
@@ -256,6 +299,22 @@ impl Config {
 
     pub fn acquire_timeout(&self) -> Duration {
         Duration::from_millis(self.database_acquire_timeout_ms)
+    }
+
+    /// How the pool reaches Postgres.
+    pub fn pool_settings(&self) -> crate::storage::PoolSettings {
+        crate::storage::PoolSettings {
+            database_url: self.database_url.expose().to_owned(),
+            migration_url: self
+                .database_migration_url
+                .as_ref()
+                .map(|url| url.expose().to_owned()),
+            pgbouncer: self.database_pgbouncer,
+            max_connections: self.database_pool_size,
+            acquire_timeout: self.acquire_timeout(),
+            statement_timeout: self.statement_timeout(),
+            primary_check: Duration::from_millis(self.database_primary_check_ms),
+        }
     }
 
     pub fn request_timeout(&self) -> Duration {
@@ -313,6 +372,31 @@ mod tests {
             .find(|arg| arg.get_id() == "database_url")
             .expect("the DATABASE_URL setting");
         assert!(url.is_hide_env_values_set() && url.is_hide_default_value_set());
+    }
+
+    #[test]
+    fn pgbouncer_without_a_direct_migration_url_is_refused() {
+        let cli = parse(&["--database-pgbouncer", "true"]).unwrap();
+        assert_eq!(
+            cli.config.validate().unwrap_err().variable,
+            "DATABASE_MIGRATION_URL"
+        );
+        let cli = parse(&[
+            "--database-pgbouncer",
+            "true",
+            "--database-migration-url",
+            "postgres://postgres@127.0.0.1:5432/app",
+        ])
+        .unwrap();
+        assert!(cli.config.validate().is_ok());
+    }
+
+    #[test]
+    fn an_unreadable_host_list_is_refused_naming_the_variable() {
+        let cli = parse(&["--database-url", "postgres://u:hunter2@h1,,h2/db"]).unwrap();
+        let error = cli.config.validate().unwrap_err();
+        assert_eq!(error.variable, "DATABASE_URL");
+        assert!(!error.to_string().contains("hunter2"), "{error}");
     }
 
     #[test]

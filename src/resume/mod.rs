@@ -9,8 +9,8 @@ pub mod approve;
 
 use std::time::Duration;
 
+use crate::storage::Database;
 use serde_json::Value;
-use sqlx::PgPool;
 use uuid::Uuid;
 
 pub use approve::{finish_turn, spawn_recovery};
@@ -28,7 +28,7 @@ use crate::storage::runs::{self, CallRow, RunRow};
 
 /// What the decision path needs, shared by every request and the recovery task.
 pub struct Resumer {
-    pub pool: PgPool,
+    pub pool: Database,
     pub executors: Executors,
     /// The service's privacy level; a run may only make it stricter.
     pub privacy_floor: PrivacyLevel,
@@ -244,7 +244,7 @@ async fn replay(
 
 /// Rebuilds a resumed turn from what is stored, byte for byte what its first answer was built from.
 pub async fn load_resumed(
-    pool: &PgPool,
+    pool: &Database,
     run_id: Uuid,
     decision: DecisionRow,
 ) -> Result<Resumed, ResumeError> {

@@ -4,8 +4,8 @@ use chrono::{DateTime, Utc};
 use sqlx::PgExecutor;
 use uuid::Uuid;
 
-use super::StorageError;
 use super::runs::{CallRow, StoredLevel};
+use super::{StorageError, sql};
 
 /// One waiting run of the inbox.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -39,7 +39,7 @@ pub async fn waiting_runs(
     query: &InboxQuery<'_>,
 ) -> Result<Vec<WaitingRun>, StorageError> {
     let (after_at, after_id) = query.after.unzip();
-    let rows = sqlx::query_as::<_, WaitingRun>(
+    let rows = sql::query_as::<WaitingRun>(
         "select r.id, r.owner_uid, r.privacy_level, r.require_second_approver, r.turn_index, r.turn_digest, r.created_at
          from runs r
          where r.tenant = $1 and r.status = 'waiting_for_approval'
@@ -70,7 +70,7 @@ pub async fn pending_calls(
 ) -> Result<Vec<(Uuid, CallRow)>, StorageError> {
     let ids: Vec<Uuid> = runs.iter().map(|run| run.id).collect();
     let turns: Vec<i32> = runs.iter().map(|run| run.turn_index).collect();
-    let rows = sqlx::query_as::<_, PendingRow>(
+    let rows = sql::query_as::<PendingRow>(
         "select c.run_id, c.position, c.call_id, c.tool, c.arguments, c.effect, c.started_at, c.outcome, c.is_error,
                 c.content, c.finished_at
          from turn_calls c
