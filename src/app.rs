@@ -1,10 +1,9 @@
-//! The application: shared state, the router, and serving with a bounded graceful shutdown.
+//! The application: the router over the handlers, its layers, and serving with a bounded graceful shutdown. The
+//! state the handlers share lives in `state`, which both this module and the handlers depend on.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::storage::Database;
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
 use axum::http::StatusCode;
@@ -19,23 +18,8 @@ use tower_http::trace::TraceLayer;
 use crate::http::error::{ApiError, REQUEST_ID};
 use crate::http::{approvals, decisions, detach, events, ops, runs, turns, users};
 use crate::metrics;
-use crate::resume::Resumer;
+use crate::state::AppState;
 use crate::telemetry;
-
-/// What every handler may use.
-#[derive(Clone)]
-pub struct AppState {
-    pub pool: Database,
-    pub resumer: Arc<Resumer>,
-    pub limits: Limits,
-}
-
-/// Request limits of the HTTP layer.
-#[derive(Debug, Clone, Copy)]
-pub struct Limits {
-    pub max_body_bytes: usize,
-    pub request_timeout: Duration,
-}
 
 /// Every route of DESIGN.md §8 and §9, with the layers each request passes through.
 pub fn router(state: AppState) -> Router {

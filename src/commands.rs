@@ -1,6 +1,6 @@
 //! Subcommands besides `serve`: migrations, API clients, retention, and watching resume notifications.
 
-use crate::config::{ClientsCommand, Command, Config};
+use crate::config::{ClientsCommand, Command, DatabaseConfig};
 use crate::domain::scopes::Scope;
 use crate::keys;
 use sqlx::postgres::PgListener;
@@ -18,21 +18,31 @@ pub enum CommandError {
 }
 
 /// Runs a subcommand other than `serve`, on a migrated database.
-pub async fn run(config: &Config, command: Command) -> Result<(), CommandError> {
-    let pool = open_database(config).await?;
+pub async fn run(command: Command) -> Result<(), CommandError> {
     match command {
-        Command::Serve => Err(CommandError::Usage(
+        Command::Serve(_) => Err(CommandError::Usage(
             "serve is not a database command".into(),
         )),
-        Command::Migrate => {
+        Command::Migrate(common) => {
+            open_database(&common.database).await?;
             println!("migrations applied");
             Ok(())
         }
-        Command::Clients(command) => clients(&pool, command).await,
-        Command::Purge { older_than_days } => {
-            purge(&pool, older_than_days.or(config.retention_days)).await
+        Command::Clients(command) => {
+            let pool = open_database(&command.common().database).await?;
+            clients(&pool, command).await
         }
-        Command::Watch => watch(config).await,
+        Command::Purge {
+            older_than_days,
+            common,
+        } => {
+            let pool = open_database(&common.database).await?;
+            purge(&pool, older_than_days).await
+        }
+        Command::Watch(common) => {
+            open_database(&common.database).await?;
+            watch(&common.database).await
+        }
     }
 }
 
@@ -42,9 +52,10 @@ async fn clients(pool: &Database, command: ClientsCommand) -> Result<(), Command
             name,
             scopes,
             tenant,
+            ..
         } => add_client(pool, &name, &tenant, &scopes).await,
-        ClientsCommand::List => list_clients(pool).await,
-        ClientsCommand::Revoke { name } => {
+        ClientsCommand::List { .. } => list_clients(pool).await,
+        ClientsCommand::Revoke { name, .. } => {
             if clients::revoke(pool, &name).await? {
                 println!("revoked {name}");
                 Ok(())
@@ -124,7 +135,7 @@ async fn list_clients(pool: &Database) -> Result<(), CommandError> {
 }
 
 /// Migrates (over the direct migration URL) and connects: every subcommand works on an up-to-date schema.
-pub async fn open_database(config: &Config) -> Result<Database, StorageError> {
+pub async fn open_database(config: &DatabaseConfig) -> Result<Database, StorageError> {
     let settings = config.pool_settings();
     storage::migrate(&settings).await?;
     storage::connect(&settings).await
@@ -147,7 +158,7 @@ async fn purge(pool: &Database, days: Option<u32>) -> Result<(), CommandError> {
 
 /// Prints each resume notification as one JSON line until Ctrl-C. LISTEN is session state, which a transaction
 /// pooler does not keep, so this listens over the direct migration URL when one is given.
-async fn watch(config: &Config) -> Result<(), CommandError> {
+async fn watch(config: &DatabaseConfig) -> Result<(), CommandError> {
     let url = config
         .database_migration_url
         .as_ref()

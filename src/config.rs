@@ -49,32 +49,80 @@ impl std::str::FromStr for Secret {
 #[command(
     name = "approval-resume",
     version,
-    about = "Resumes AI-agent runs suspended for human approval."
+    about = "Resumes AI-agent runs suspended for human approval.",
+    after_help = "Without a subcommand, serves (as `serve`) with the settings above. Every setting is also an \
+                  environment variable, named in brackets; each subcommand's --help lists the settings it uses."
 )]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
+    /// `serve`'s settings, taken here too because serving is what the binary does without a subcommand.
     #[command(flatten)]
-    pub config: Config,
+    pub serve: Config,
 }
 
+impl Cli {
+    /// The subcommand to run; none given means `serve` with the top-level settings.
+    pub fn into_command(self) -> Command {
+        self.command.unwrap_or(Command::Serve(self.serve))
+    }
+}
+
+/// Each subcommand carries exactly the settings it uses, so that its `--help` shows those and nothing else.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the HTTP service (the default).
-    Serve,
+    Serve(Config),
     /// Apply the database migrations and exit.
-    Migrate,
+    Migrate(DatabaseCommand),
     /// Manage API clients and their keys.
     #[command(subcommand)]
     Clients(ClientsCommand),
     /// Delete tool-event payloads and finished runs older than the retention period, and say what was removed.
     Purge {
-        /// Days to keep; defaults to RETENTION_DAYS.
-        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=36_500))]
+        /// Days to keep.
+        #[arg(long, env = "RETENTION_DAYS", value_name = "DAYS",
+              value_parser = clap::value_parser!(u32).range(1..=36_500))]
         older_than_days: Option<u32>,
+        #[command(flatten)]
+        common: DatabaseCommand,
     },
     /// Print every resumed-run notification (the `approval_resume_run_resumed` channel) as a JSON line.
-    Watch,
+    Watch(DatabaseCommand),
+}
+
+impl Command {
+    /// The logging settings of whichever subcommand this is.
+    pub fn log(&self) -> &LogConfig {
+        match self {
+            Command::Serve(config) => &config.log,
+            Command::Migrate(common) | Command::Watch(common) | Command::Purge { common, .. } => {
+                &common.log
+            }
+            Command::Clients(command) => &command.common().log,
+        }
+    }
+
+    /// The database settings of whichever subcommand this is.
+    pub fn database(&self) -> &DatabaseConfig {
+        match self {
+            Command::Serve(config) => &config.database,
+            Command::Migrate(common) | Command::Watch(common) | Command::Purge { common, .. } => {
+                &common.database
+            }
+            Command::Clients(command) => &command.common().database,
+        }
+    }
+
+    /// Checks the settings against each other, naming the variable at fault.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.log().validate()?;
+        self.database().validate()?;
+        match self {
+            Command::Serve(config) => config.validate(),
+            _ => Ok(()),
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -84,16 +132,35 @@ pub enum ClientsCommand {
         /// A unique name: letters, digits, `_`, `.`, `-`.
         name: String,
         /// A scope the client holds; repeat the flag for several.
-        #[arg(long = "scope", required = true, value_parser = parse_scope)]
+        #[arg(long = "scope", required = true, value_name = "SCOPE", value_parser = scope_parser())]
         scopes: Vec<Scope>,
         /// The tenant (host application installation) whose users and runs the client sees.
         #[arg(long, default_value = "default")]
         tenant: String,
+        #[command(flatten)]
+        common: DatabaseCommand,
     },
     /// List clients with their scopes; keys are never shown.
-    List,
+    List {
+        #[command(flatten)]
+        common: DatabaseCommand,
+    },
     /// Revoke a client's key.
-    Revoke { name: String },
+    Revoke {
+        name: String,
+        #[command(flatten)]
+        common: DatabaseCommand,
+    },
+}
+
+impl ClientsCommand {
+    pub fn common(&self) -> &DatabaseCommand {
+        match self {
+            ClientsCommand::Add { common, .. }
+            | ClientsCommand::List { common }
+            | ClientsCommand::Revoke { common, .. } => common,
+        }
+    }
 }
 
 /// How logs are written.
@@ -105,9 +172,19 @@ pub enum LogFormat {
     Pretty,
 }
 
-/// Every setting of the service.
+/// The settings of a subcommand that only works on the database: the connection and logging.
 #[derive(Debug, Clone, Args)]
-pub struct Config {
+pub struct DatabaseCommand {
+    #[command(flatten)]
+    pub database: DatabaseConfig,
+    #[command(flatten)]
+    pub log: LogConfig,
+}
+
+/// How to reach Postgres, and how long to wait for it.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Database")]
+pub struct DatabaseConfig {
     /// Postgres connection URL; the database is created if it does not exist. May name several servers for a
     /// failover, as libpq reads it: `postgres://h1:5432,h2:5432/db?target_session_attrs=read-write` tries them in
     /// order and keeps the first that accepts writes, moving to another when it stops accepting them.
@@ -115,7 +192,6 @@ pub struct Config {
         long,
         env = "DATABASE_URL",
         value_name = "DATABASE_URL",
-        global = true,
         default_value = "postgres://postgres@127.0.0.1:5432/approval_resume",
         hide_default_value = true,
         hide_env_values = true
@@ -128,7 +204,6 @@ pub struct Config {
         long,
         env = "DATABASE_MIGRATION_URL",
         value_name = "DATABASE_MIGRATION_URL",
-        global = true,
         hide_env_values = true
     )]
     pub database_migration_url: Option<Secret>,
@@ -136,139 +211,35 @@ pub struct Config {
     /// DATABASE_URL leads to a transaction-pooling PgBouncer (`pool_mode = transaction`): statements are unnamed
     /// (no prepared statement outlives its transaction), each statement outside a transaction gets one of its own,
     /// and the timeouts are set per transaction (`SET LOCAL`) instead of as startup parameters.
-    #[arg(long, env = "DATABASE_PGBOUNCER", value_name = "DATABASE_PGBOUNCER", global = true,
-          default_value_t = false, action = clap::ArgAction::Set)]
+    #[arg(long, env = "DATABASE_PGBOUNCER", value_name = "DATABASE_PGBOUNCER", default_value_t = false,
+          action = clap::ArgAction::Set)]
     pub database_pgbouncer: bool,
 
     /// With several servers in DATABASE_URL, milliseconds between checks that the one in use still accepts
     /// writes; a connection refused by a read-only server triggers a check at once.
-    #[arg(long, env = "DATABASE_PRIMARY_CHECK_MS", value_name = "DATABASE_PRIMARY_CHECK_MS", global = true,
+    #[arg(long, env = "DATABASE_PRIMARY_CHECK_MS", value_name = "DATABASE_PRIMARY_CHECK_MS",
           default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(50..=600_000))]
     pub database_primary_check_ms: u64,
 
-    /// Address and port to listen on.
-    #[arg(
-        long,
-        env = "LISTEN_ADDR",
-        value_name = "LISTEN_ADDR",
-        global = true,
-        default_value = "127.0.0.1:8080"
-    )]
-    pub listen_addr: SocketAddr,
-
-    /// The service's privacy level for tool events: none, metadata, redacted or full. A run may only be stricter.
-    #[arg(long, env = "PRIVACY_LEVEL", value_name = "PRIVACY_LEVEL", global = true, default_value = "metadata",
-          value_parser = parse_privacy_level)]
-    pub privacy_level: PrivacyLevel,
-
     /// Most database connections this instance holds.
-    #[arg(long, env = "DATABASE_POOL_SIZE", value_name = "DATABASE_POOL_SIZE", global = true, default_value_t = 10,
+    #[arg(long, env = "DATABASE_POOL_SIZE", value_name = "DATABASE_POOL_SIZE", default_value_t = 10,
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub database_pool_size: u32,
 
     /// Milliseconds a request waits for a free connection before it is answered 503.
-    #[arg(long, env = "DATABASE_ACQUIRE_TIMEOUT_MS", value_name = "DATABASE_ACQUIRE_TIMEOUT_MS", global = true,
+    #[arg(long, env = "DATABASE_ACQUIRE_TIMEOUT_MS", value_name = "DATABASE_ACQUIRE_TIMEOUT_MS",
           default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
     pub database_acquire_timeout_ms: u64,
 
     /// Milliseconds Postgres lets one statement run (and wait for a lock) before cancelling it.
-    #[arg(long, env = "DATABASE_STATEMENT_TIMEOUT_MS", value_name = "DATABASE_STATEMENT_TIMEOUT_MS", global = true,
+    #[arg(long, env = "DATABASE_STATEMENT_TIMEOUT_MS", value_name = "DATABASE_STATEMENT_TIMEOUT_MS",
           default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
     pub database_statement_timeout_ms: u64,
-
-    /// Milliseconds before a request is answered 503; its decision, if any, still completes in the background.
-    #[arg(long, env = "REQUEST_TIMEOUT_MS", value_name = "REQUEST_TIMEOUT_MS", global = true, default_value_t = 30_000,
-          value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
-    pub request_timeout_ms: u64,
-
-    /// Largest request body in bytes; larger ones are answered 413.
-    #[arg(long, env = "MAX_BODY_BYTES", value_name = "MAX_BODY_BYTES", global = true, default_value_t = 8 * 1024 * 1024,
-          value_parser = clap::value_parser!(u64).range(1024..=1024 * 1024 * 1024))]
-    pub max_body_bytes: u64,
-
-    /// Seconds in-flight requests get to finish after SIGTERM or Ctrl-C.
-    #[arg(long, env = "SHUTDOWN_GRACE_SECS", value_name = "SHUTDOWN_GRACE_SECS", global = true, default_value_t = 20,
-          value_parser = clap::value_parser!(u64).range(0..=3600))]
-    pub shutdown_grace_secs: u64,
-
-    /// Seconds between sweeps for approved turns whose instance stopped mid-way.
-    #[arg(long, env = "RECOVERY_INTERVAL_SECS", value_name = "RECOVERY_INTERVAL_SECS", global = true,
-          default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600))]
-    pub recovery_interval_secs: u64,
-
-    /// Milliseconds an approved turn's lease outlasts its longest executor timeout. If the instance running the
-    /// turn dies, another instance takes the turn over once the lease has run out.
-    #[arg(long, env = "RESUME_LEASE_MARGIN_MS", value_name = "RESUME_LEASE_MARGIN_MS", global = true,
-          default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
-    pub resume_lease_margin_ms: u64,
-
-    /// A TOML file configuring tool executors; without it every approved call is `not_permitted`.
-    #[arg(long, env = "TOOLS_CONFIG", value_name = "TOOLS_CONFIG", global = true)]
-    pub tools_config: Option<PathBuf>,
-
-    /// Days to keep tool-event payloads and finished (cancelled or completed) runs. When set, `serve` purges
-    /// older ones every PURGE_INTERVAL_SECS; unset, nothing is purged unless `purge --older-than-days` is run.
-    #[arg(long, env = "RETENTION_DAYS", value_name = "RETENTION_DAYS", global = true,
-          value_parser = clap::value_parser!(u32).range(1..=36_500))]
-    pub retention_days: Option<u32>,
-
-    /// Seconds between purges while RETENTION_DAYS is set.
-    #[arg(long, env = "PURGE_INTERVAL_SECS", value_name = "PURGE_INTERVAL_SECS", global = true,
-          default_value_t = 3_600, value_parser = clap::value_parser!(u64).range(60..=604_800))]
-    pub purge_interval_secs: u64,
-
-    /// Log format: auto, json or pretty.
-    #[arg(
-        long,
-        env = "LOG_FORMAT",
-        value_name = "LOG_FORMAT",
-        global = true,
-        default_value = "auto",
-        value_enum
-    )]
-    pub log_format: LogFormat,
-
-    /// Log filter in `tracing` syntax, e.g. `info` or `approval_resume=debug,info`.
-    #[arg(
-        long,
-        env = "LOG_LEVEL",
-        value_name = "LOG_LEVEL",
-        global = true,
-        default_value = "info,sqlx=warn"
-    )]
-    pub log_level: String,
 }
 
-/// A setting that is valid on its own but not together with others.
-#[derive(Debug, thiserror::Error)]
-#[error("{variable}: {message}")]
-pub struct ConfigError {
-    pub variable: &'static str,
-    pub message: String,
-}
-
-impl Config {
-    /// Checks the settings against each other: the database must give up before the HTTP layer does, so a request
-    /// that times out never leaves a statement running behind it.
+impl DatabaseConfig {
+    /// Checks the URLs (several hosts are read here, not by sqlx) and that PgBouncer comes with a direct URL.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.database_statement_timeout_ms >= self.request_timeout_ms {
-            return Err(ConfigError {
-                variable: "DATABASE_STATEMENT_TIMEOUT_MS",
-                message: format!(
-                    "{} must be below REQUEST_TIMEOUT_MS ({})",
-                    self.database_statement_timeout_ms, self.request_timeout_ms
-                ),
-            });
-        }
-        if self.database_acquire_timeout_ms >= self.request_timeout_ms {
-            return Err(ConfigError {
-                variable: "DATABASE_ACQUIRE_TIMEOUT_MS",
-                message: format!(
-                    "{} must be below REQUEST_TIMEOUT_MS ({})",
-                    self.database_acquire_timeout_ms, self.request_timeout_ms
-                ),
-            });
-        }
         crate::storage::hosts::parse(self.database_url.expose()).map_err(|error| ConfigError {
             variable: "DATABASE_URL",
             message: error.to_string(),
@@ -286,19 +257,7 @@ impl Config {
                     .into(),
             });
         }
-        tracing_subscriber::EnvFilter::try_new(&self.log_level).map_err(|error| ConfigError {
-            variable: "LOG_LEVEL",
-            message: error.to_string(),
-        })?;
         Ok(())
-    }
-
-    pub fn statement_timeout(&self) -> Duration {
-        Duration::from_millis(self.database_statement_timeout_ms)
-    }
-
-    pub fn acquire_timeout(&self) -> Duration {
-        Duration::from_millis(self.database_acquire_timeout_ms)
     }
 
     /// How the pool reaches Postgres.
@@ -317,6 +276,149 @@ impl Config {
         }
     }
 
+    pub fn statement_timeout(&self) -> Duration {
+        Duration::from_millis(self.database_statement_timeout_ms)
+    }
+
+    pub fn acquire_timeout(&self) -> Duration {
+        Duration::from_millis(self.database_acquire_timeout_ms)
+    }
+}
+
+/// How the process logs.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Logging")]
+pub struct LogConfig {
+    /// Log format: auto, json or pretty.
+    #[arg(
+        long,
+        env = "LOG_FORMAT",
+        value_name = "LOG_FORMAT",
+        default_value = "auto",
+        value_enum
+    )]
+    pub log_format: LogFormat,
+
+    /// Log filter in `tracing` syntax, e.g. `info` or `approval_resume=debug,info`.
+    #[arg(
+        long,
+        env = "LOG_LEVEL",
+        value_name = "LOG_LEVEL",
+        default_value = "info,sqlx=warn"
+    )]
+    pub log_level: String,
+}
+
+impl LogConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        tracing_subscriber::EnvFilter::try_new(&self.log_level).map_err(|error| ConfigError {
+            variable: "LOG_LEVEL",
+            message: error.to_string(),
+        })?;
+        Ok(())
+    }
+}
+
+/// Every setting of the service (`serve`).
+#[derive(Debug, Clone, Args)]
+pub struct Config {
+    #[command(flatten)]
+    pub database: DatabaseConfig,
+
+    /// Address and port to listen on.
+    #[arg(
+        long,
+        env = "LISTEN_ADDR",
+        value_name = "LISTEN_ADDR",
+        default_value = "127.0.0.1:8080"
+    )]
+    pub listen_addr: SocketAddr,
+
+    /// The service's privacy level for tool events: none, metadata, redacted or full. A run that names no level
+    /// gets this one; a run that names one gets the stricter of the two.
+    #[arg(long, env = "PRIVACY_LEVEL", value_name = "PRIVACY_LEVEL", default_value = "metadata",
+          value_parser = parse_privacy_level)]
+    pub privacy_level: PrivacyLevel,
+
+    /// Milliseconds before a request is answered 503; its decision, if any, still completes in the background.
+    #[arg(long, env = "REQUEST_TIMEOUT_MS", value_name = "REQUEST_TIMEOUT_MS", default_value_t = 30_000,
+          value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    pub request_timeout_ms: u64,
+
+    /// Largest request body in bytes; larger ones are answered 413.
+    #[arg(long, env = "MAX_BODY_BYTES", value_name = "MAX_BODY_BYTES", default_value_t = 8 * 1024 * 1024,
+          value_parser = clap::value_parser!(u64).range(1024..=1024 * 1024 * 1024))]
+    pub max_body_bytes: u64,
+
+    /// Seconds in-flight requests get to finish after SIGTERM or Ctrl-C.
+    #[arg(long, env = "SHUTDOWN_GRACE_SECS", value_name = "SHUTDOWN_GRACE_SECS", default_value_t = 20,
+          value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub shutdown_grace_secs: u64,
+
+    /// Seconds between sweeps for approved turns whose instance stopped mid-way.
+    #[arg(long, env = "RECOVERY_INTERVAL_SECS", value_name = "RECOVERY_INTERVAL_SECS",
+          default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub recovery_interval_secs: u64,
+
+    /// Milliseconds an approved turn's lease outlasts its longest executor timeout. If the instance running the
+    /// turn dies, another instance takes the turn over once the lease has run out.
+    #[arg(long, env = "RESUME_LEASE_MARGIN_MS", value_name = "RESUME_LEASE_MARGIN_MS",
+          default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
+    pub resume_lease_margin_ms: u64,
+
+    /// A TOML file configuring tool executors; without it every approved call is `not_permitted`.
+    #[arg(long, env = "TOOLS_CONFIG", value_name = "TOOLS_CONFIG")]
+    pub tools_config: Option<PathBuf>,
+
+    /// Days to keep tool-event payloads and finished (cancelled or completed) runs. When set, `serve` purges
+    /// older ones every PURGE_INTERVAL_SECS; unset, nothing is purged unless `purge --older-than-days` is run.
+    #[arg(long, env = "RETENTION_DAYS", value_name = "RETENTION_DAYS",
+          value_parser = clap::value_parser!(u32).range(1..=36_500))]
+    pub retention_days: Option<u32>,
+
+    /// Seconds between purges while RETENTION_DAYS is set.
+    #[arg(long, env = "PURGE_INTERVAL_SECS", value_name = "PURGE_INTERVAL_SECS",
+          default_value_t = 3_600, value_parser = clap::value_parser!(u64).range(60..=604_800))]
+    pub purge_interval_secs: u64,
+
+    #[command(flatten)]
+    pub log: LogConfig,
+}
+
+/// A setting that is valid on its own but not together with others.
+#[derive(Debug, thiserror::Error)]
+#[error("{variable}: {message}")]
+pub struct ConfigError {
+    pub variable: &'static str,
+    pub message: String,
+}
+
+impl Config {
+    /// Checks the settings against each other: the database must give up before the HTTP layer does, so a request
+    /// that times out never leaves a statement running behind it.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let database = &self.database;
+        if database.database_statement_timeout_ms >= self.request_timeout_ms {
+            return Err(ConfigError {
+                variable: "DATABASE_STATEMENT_TIMEOUT_MS",
+                message: format!(
+                    "{} must be below REQUEST_TIMEOUT_MS ({})",
+                    database.database_statement_timeout_ms, self.request_timeout_ms
+                ),
+            });
+        }
+        if database.database_acquire_timeout_ms >= self.request_timeout_ms {
+            return Err(ConfigError {
+                variable: "DATABASE_ACQUIRE_TIMEOUT_MS",
+                message: format!(
+                    "{} must be below REQUEST_TIMEOUT_MS ({})",
+                    database.database_acquire_timeout_ms, self.request_timeout_ms
+                ),
+            });
+        }
+        Ok(())
+    }
+
     pub fn request_timeout(&self) -> Duration {
         Duration::from_millis(self.request_timeout_ms)
     }
@@ -327,11 +429,13 @@ fn parse_privacy_level(text: &str) -> Result<PrivacyLevel, String> {
         .ok_or_else(|| format!("{text:?} is not one of none, metadata, redacted, full"))
 }
 
-fn parse_scope(text: &str) -> Result<Scope, String> {
-    Scope::parse(text).ok_or_else(|| {
-        let all: Vec<&str> = Scope::ALL.iter().map(|scope| scope.as_str()).collect();
-        format!("{text:?} is not one of {}", all.join(", "))
-    })
+/// The scopes as clap's possible values, each with what it allows, so that `clients add --help` lists them.
+fn scope_parser() -> impl clap::builder::TypedValueParser<Value = Scope> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    PossibleValuesParser::new(
+        Scope::ALL.map(|scope| PossibleValue::new(scope.as_str()).help(scope.allows())),
+    )
+    .try_map(|name| Scope::parse(&name).ok_or(format!("{name:?} is not a scope")))
 }
 
 #[cfg(test)]
@@ -344,7 +448,7 @@ mod tests {
 
     #[test]
     fn an_invalid_privacy_level_is_refused_naming_the_variable() {
-        let error = parse(&["--privacy-level", "secret"])
+        let error = parse(&["serve", "--privacy-level", "secret"])
             .unwrap_err()
             .to_string();
         assert!(error.contains("PRIVACY_LEVEL"), "{error}");
@@ -359,44 +463,170 @@ mod tests {
             "9000",
         ])
         .unwrap();
-        let error = cli.config.validate().unwrap_err();
+        let error = cli.into_command().validate().unwrap_err();
         assert_eq!(error.variable, "DATABASE_STATEMENT_TIMEOUT_MS");
+    }
+
+    /// Every command and subcommand, by its path of names (`["clients", "add"]`), with its clap definition.
+    fn every_command() -> Vec<(Vec<String>, clap::Command)> {
+        fn walk(
+            path: Vec<String>,
+            command: clap::Command,
+            into: &mut Vec<(Vec<String>, clap::Command)>,
+        ) {
+            for sub in command.get_subcommands() {
+                let mut sub_path = path.clone();
+                sub_path.push(sub.get_name().to_owned());
+                walk(sub_path, sub.clone(), into);
+            }
+            into.push((path, command));
+        }
+        use clap::CommandFactory;
+        let mut all = Vec::new();
+        let mut root = Cli::command();
+        root.build();
+        walk(Vec::new(), root, &mut all);
+        all
+    }
+
+    /// The environment variables a command's help names.
+    fn variables(command: &clap::Command) -> Vec<String> {
+        let mut names: Vec<String> = command
+            .get_arguments()
+            .filter_map(|arg| arg.get_env())
+            .map(|name| name.to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
     }
 
     #[test]
     fn the_help_never_shows_the_database_url_from_the_environment() {
-        use clap::CommandFactory;
-        let command = Cli::command();
-        let url = command
-            .get_arguments()
-            .find(|arg| arg.get_id() == "database_url")
-            .expect("the DATABASE_URL setting");
-        assert!(url.is_hide_env_values_set() && url.is_hide_default_value_set());
+        for (path, command) in every_command() {
+            if let Some(url) = command
+                .get_arguments()
+                .find(|arg| arg.get_id() == "database_url")
+            {
+                assert!(
+                    url.is_hide_env_values_set() && url.is_hide_default_value_set(),
+                    "{path:?}"
+                );
+            }
+        }
     }
 
     #[test]
-    fn pgbouncer_without_a_direct_migration_url_is_refused() {
-        let cli = parse(&["--database-pgbouncer", "true"]).unwrap();
-        assert_eq!(
-            cli.config.validate().unwrap_err().variable,
-            "DATABASE_MIGRATION_URL"
-        );
+    fn each_subcommand_takes_only_the_settings_it_uses() {
+        let database = [
+            "DATABASE_ACQUIRE_TIMEOUT_MS",
+            "DATABASE_MIGRATION_URL",
+            "DATABASE_PGBOUNCER",
+            "DATABASE_POOL_SIZE",
+            "DATABASE_PRIMARY_CHECK_MS",
+            "DATABASE_STATEMENT_TIMEOUT_MS",
+            "DATABASE_URL",
+            "LOG_FORMAT",
+            "LOG_LEVEL",
+        ];
+        let serve_only = [
+            "LISTEN_ADDR",
+            "PRIVACY_LEVEL",
+            "TOOLS_CONFIG",
+            "REQUEST_TIMEOUT_MS",
+        ];
+        let mut checked = 0;
+        // clap's own `help` subcommands take no settings.
+        let commands = every_command()
+            .into_iter()
+            .filter(|(path, _)| !path.iter().any(|name| name == "help"));
+        for (path, command) in commands {
+            let names = variables(&command);
+            let path = path.join(" ");
+            match path.as_str() {
+                "" | "serve" => {
+                    for name in database.iter().chain(&serve_only) {
+                        assert!(names.iter().any(|n| n == name), "{path}: {name} missing");
+                    }
+                }
+                "clients" => assert!(names.is_empty(), "{path}: {names:?}"),
+                _ => {
+                    for name in &serve_only {
+                        assert!(!names.iter().any(|n| n == name), "{path} takes {name}");
+                    }
+                    for name in &database {
+                        assert!(names.iter().any(|n| n == name), "{path}: {name} missing");
+                    }
+                }
+            }
+            checked += 1;
+        }
+        assert!(checked >= 8, "only {checked} commands seen");
+    }
+
+    #[test]
+    fn pgbouncer_without_a_direct_migration_url_is_refused_for_every_subcommand() {
+        for args in [
+            &["serve", "--database-pgbouncer", "true"][..],
+            &["clients", "list", "--database-pgbouncer", "true"],
+        ] {
+            let error = parse(args).unwrap().into_command().validate().unwrap_err();
+            assert_eq!(error.variable, "DATABASE_MIGRATION_URL", "{args:?}");
+        }
         let cli = parse(&[
+            "migrate",
             "--database-pgbouncer",
             "true",
             "--database-migration-url",
             "postgres://postgres@127.0.0.1:5432/app",
         ])
         .unwrap();
-        assert!(cli.config.validate().is_ok());
+        assert!(cli.into_command().validate().is_ok());
     }
 
     #[test]
     fn an_unreadable_host_list_is_refused_naming_the_variable() {
-        let cli = parse(&["--database-url", "postgres://u:hunter2@h1,,h2/db"]).unwrap();
-        let error = cli.config.validate().unwrap_err();
+        let cli = parse(&[
+            "migrate",
+            "--database-url",
+            "postgres://u:hunter2@h1,,h2/db",
+        ])
+        .unwrap();
+        let error = cli.into_command().validate().unwrap_err();
         assert_eq!(error.variable, "DATABASE_URL");
         assert!(!error.to_string().contains("hunter2"), "{error}");
+    }
+
+    #[test]
+    fn clients_add_help_lists_every_scope_with_what_it_allows() {
+        use clap::CommandFactory;
+        let mut command = Cli::command();
+        let help = command
+            .find_subcommand_mut("clients")
+            .and_then(|clients| clients.find_subcommand_mut("add"))
+            .expect("clients add")
+            .render_long_help()
+            .to_string();
+        for scope in Scope::ALL {
+            let listed = help.lines().any(|line| {
+                line.trim_start()
+                    .strip_prefix(&format!("- {}:", scope.as_str()))
+                    .is_some_and(|rest| rest.trim() == scope.allows())
+            });
+            assert!(
+                listed,
+                "{} not listed with what it allows:\n{help}",
+                scope.as_str()
+            );
+        }
+        assert!(!help.contains("LISTEN_ADDR"), "{help}");
+    }
+
+    #[test]
+    fn an_unknown_scope_is_refused_naming_the_known_ones() {
+        let error = parse(&["clients", "add", "chat", "--scope", "runs:delete"])
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("decisions:anonymous"), "{error}");
     }
 
     #[test]
@@ -417,8 +647,8 @@ mod tests {
             "decisions:write",
         ])
         .unwrap();
-        match cli.command {
-            Some(Command::Clients(ClientsCommand::Add { scopes, tenant, .. })) => {
+        match cli.into_command() {
+            Command::Clients(ClientsCommand::Add { scopes, tenant, .. }) => {
                 assert_eq!(scopes, vec![Scope::RunsRead, Scope::DecisionsWrite]);
                 assert_eq!(tenant, "default");
             }

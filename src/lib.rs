@@ -1,6 +1,6 @@
 //! approval-resume: resumes AI-agent runs suspended for human approval, telling the model who declined.
 
-/// Shared state, the router, and serving.
+/// The router, its layers, and serving.
 pub mod app;
 /// The `clients` and `migrate` subcommands.
 pub mod commands;
@@ -18,6 +18,8 @@ pub mod keys;
 pub mod metrics;
 /// Recording decisions and resuming runs.
 pub mod resume;
+/// The state every handler shares, apart from the router so that neither depends on the other.
+pub mod state;
 /// Postgres: pool, migrations, queries.
 pub mod storage;
 /// Logging and the request span.

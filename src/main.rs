@@ -7,23 +7,25 @@ use std::time::Duration;
 use clap::Parser;
 use uuid::Uuid;
 
-use approval_resume::app::{self, AppState, Limits};
+use approval_resume::app;
 use approval_resume::config::{Cli, Command, Config};
 use approval_resume::executor::Executors;
 use approval_resume::resume::{self, Resumer};
+use approval_resume::state::{AppState, Limits};
 use approval_resume::{commands, telemetry};
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
-    if let Err(error) = cli.config.validate() {
+    let command = Cli::parse().into_command();
+    if let Err(error) = command.validate() {
         eprintln!("error: invalid configuration: {error}");
         return ExitCode::from(2);
     }
-    telemetry::init(cli.config.log_format, &cli.config.log_level);
-    let outcome = match cli.command.unwrap_or(Command::Serve) {
-        Command::Serve => serve(cli.config).await,
-        other => commands::run(&cli.config, other)
+    let log = command.log();
+    telemetry::init(log.log_format, &log.log_level);
+    let outcome = match command {
+        Command::Serve(config) => serve(config).await,
+        other => commands::run(other)
             .await
             .map_err(|error| error.to_string()),
     };
@@ -42,7 +44,7 @@ async fn serve(config: Config) -> Result<(), String> {
             .map_err(|error| error.to_string())?,
         None => Executors::none(),
     };
-    let pool = commands::open_database(&config)
+    let pool = commands::open_database(&config.database)
         .await
         .map_err(|error| error.to_string())?;
     let resumer = Arc::new(Resumer {

@@ -50,6 +50,21 @@ impl Scope {
         }
     }
 
+    /// What holding the scope allows, in words for the command line's help and the README.
+    pub fn allows(self) -> &'static str {
+        match self {
+            Scope::RunsWrite => "register runs, append turns, cancel and complete runs",
+            Scope::RunsRead => "read runs, their resumed model input and their audit events",
+            Scope::UsersWrite => "create and update backend users (PUT /v1/users/{uid})",
+            Scope::DecisionsWrite => "post decisions on behalf of a named backend user",
+            Scope::DecisionsAnonymous => "post decisions with no decider uid (decided_by: unknown)",
+            Scope::ApprovalsRead => {
+                "list the runs waiting for a user's approval (GET /v1/approvals)"
+            }
+            Scope::MetricsRead => "scrape GET /metrics",
+        }
+    }
+
     pub fn parse(text: &str) -> Option<Scope> {
         Scope::ALL.into_iter().find(|scope| scope.as_str() == text)
     }

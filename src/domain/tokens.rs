@@ -178,14 +178,12 @@ impl RunStatus {
     }
 }
 
-/// Privacy levels of stored tool events, strictest first (DESIGN.md §6, ADR-064).
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
-)]
+/// Privacy levels of stored tool events, strictest first (DESIGN.md §6, ADR-064). No `Default`: a run without a
+/// level of its own gets the service's configured level, never a level built into the code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PrivacyLevel {
     None,
-    #[default]
     Metadata,
     Redacted,
     Full,

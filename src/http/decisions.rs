@@ -10,12 +10,12 @@ use super::error::ApiError;
 use super::extract::{Authorized, Json, Query, RunId, scope};
 use super::integer;
 use super::views::DecisionView;
-use crate::app::AppState;
 use crate::domain::model_input::{self, ModelInputFormat};
 use crate::domain::results::ToolResult;
 use crate::domain::scopes::Scope;
 use crate::domain::tokens::{DenialReason, RunStatus};
 use crate::resume::{self, Actor, DecisionRequest, Resumed};
+use crate::state::AppState;
 use crate::storage::{decisions, runs};
 
 #[derive(Debug, Deserialize)]

@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use super::error::ApiError;
 use super::extract::{Authorized, RunId, scope};
-use crate::app::AppState;
+use crate::state::AppState;
 use crate::storage::decisions::{self, StoredToolEvent};
 use crate::storage::runs;
 

@@ -13,9 +13,9 @@ use serde_json::value::RawValue;
 use uuid::Uuid;
 
 use super::error::ApiError;
-use crate::app::AppState;
 use crate::domain::scopes::Scope;
 use crate::keys;
+use crate::state::AppState;
 use crate::storage::clients;
 
 /// The authenticated API client making the request.

@@ -7,7 +7,7 @@ use axum::response::IntoResponse;
 
 use super::error::ApiError;
 use super::extract::{Authorized, scope};
-use crate::app::AppState;
+use crate::state::AppState;
 use crate::storage;
 
 /// The contract, compiled in so the served document is always the one the binary was built with.

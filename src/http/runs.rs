@@ -13,9 +13,9 @@ use uuid::Uuid;
 use super::error::ApiError;
 use super::extract::{Authorized, Caller, Json, RunId, scope};
 use super::views::RunView;
-use crate::app::AppState;
 use crate::domain::tokens::{Effect, PrivacyLevel, RunStatus};
 use crate::domain::transcript::{self, PendingCall, is_valid_tool_name};
+use crate::state::AppState;
 use crate::storage::runs::{self, DeclaredTool, NewRun, RunRow};
 use crate::storage::{decisions, users};
 
@@ -28,8 +28,9 @@ pub struct RegisterRun {
     messages: Vec<Value>,
     #[serde(default)]
     tools: Vec<DeclaredToolBody>,
+    /// Absent: the service's level (DESIGN.md §6), filled in before the body is hashed.
     #[serde(default)]
-    privacy_level: PrivacyLevel,
+    privacy_level: Option<PrivacyLevel>,
     #[serde(default)]
     require_second_approver: bool,
 }
@@ -44,8 +45,13 @@ pub struct DeclaredToolBody {
 pub async fn register_run(
     State(state): State<AppState>,
     Authorized(caller, _): Authorized<scope::RunsWrite>,
-    Json(body): Json<RegisterRun>,
+    Json(mut body): Json<RegisterRun>,
 ) -> Result<impl IntoResponse, ApiError> {
+    // A run that names no level gets the service's (DESIGN.md §6). Filled in before hashing, so that a body without
+    // a level and one naming the service's level are the same registration.
+    let privacy_level = *body
+        .privacy_level
+        .get_or_insert(state.resumer.privacy_floor);
     if body.owner_uid < 0 {
         return Err(ApiError::unprocessable(
             "invalid_owner",
@@ -81,7 +87,7 @@ pub async fn register_run(
         id: body.id,
         tenant: &caller.tenant,
         owner_uid: body.owner_uid,
-        privacy_level: body.privacy_level,
+        privacy_level,
         require_second_approver: body.require_second_approver,
         registration_hash: &registration_hash,
         tools: &declared_list(&body.tools),

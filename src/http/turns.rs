@@ -11,11 +11,11 @@ use sha2::{Digest, Sha256};
 use super::error::ApiError;
 use super::extract::{Authorized, Json, RunId, scope};
 use super::runs::{run_view, with_effects};
-use crate::app::AppState;
 use crate::domain::model_input::tool_messages;
 use crate::domain::tokens::{Effect, RunStatus};
 use crate::domain::transcript;
 use crate::resume::load_resumed;
+use crate::state::AppState;
 use crate::storage::{decisions, runs};
 
 #[derive(Debug, Deserialize, Serialize)]

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::error::ApiError;
 use super::extract::{Authorized, Json, scope};
 use super::integer;
-use crate::app::AppState;
+use crate::state::AppState;
 use crate::storage::users::{self, UserFields};
 
 /// The longest username accepted.

@@ -708,10 +708,24 @@ async fn an_approval_without_executors_answers_not_permitted_for_every_call() {
 
 /// Registers a run of the owner at `level` with these arguments on its write call, and denies it as the owner.
 async fn denied_at(app: &TestApp, level: &str, write_arguments: &str) -> (Uuid, Answer) {
+    denied_at_level(app, Some(level), write_arguments).await
+}
+
+/// As `denied_at`; `None` registers the run without a `privacy_level` of its own.
+async fn denied_at_level(
+    app: &TestApp,
+    level: Option<&str>,
+    write_arguments: &str,
+) -> (Uuid, Answer) {
     app.user(OWNER, false, false, false).await;
     let id = Uuid::new_v4();
     let mut body = run_body(id, OWNER);
-    body["privacy_level"] = json!(level);
+    match level {
+        Some(level) => body["privacy_level"] = json!(level),
+        None => {
+            body.as_object_mut().unwrap().remove("privacy_level");
+        }
+    }
     body["messages"][2]["tool_calls"][0]["function"]["arguments"] = json!(write_arguments);
     let digest = app.register(body).await["turn"]["digest"]
         .as_str()
@@ -913,6 +927,8 @@ async fn with_the_floor_and_the_run_full_tool_events_are_verbatim() {
     assert_approval_event_whole(&app, id, digest).await;
 }
 
+/// A run that names no level gets the service's level, not `metadata` (DESIGN.md §6); one that names a level gets
+/// the stricter of the two. Every service level against no run level and each run level.
 #[tokio::test]
 async fn the_stricter_of_the_service_floor_and_the_run_level_applies_in_every_combination() {
     let (_database, pool) = TestDatabase::create().await;
@@ -927,10 +943,17 @@ async fn the_stricter_of_the_service_floor_and_the_run_level_applies_in_every_co
     ];
     for (floor_index, floor) in floors.into_iter().enumerate() {
         let served = app.with_privacy_floor(floor);
-        for (run_index, run_level) in levels.into_iter().enumerate() {
-            let applied = levels[floor_index.min(run_index)];
-            let case = format!("floor {} run {run_level}", levels[floor_index]);
-            let (id, answer) = denied_at(&served, run_level, WRITE_ARGUMENTS).await;
+        let run_levels = std::iter::once(None).chain(levels.into_iter().map(Some));
+        for run_level in run_levels {
+            let applied = match run_level {
+                None => levels[floor_index],
+                Some(level) => {
+                    let run_index = levels.iter().position(|known| *known == level).unwrap();
+                    levels[floor_index.min(run_index)]
+                }
+            };
+            let case = format!("floor {} run {run_level:?}", levels[floor_index]);
+            let (id, answer) = denied_at_level(&served, run_level, WRITE_ARGUMENTS).await;
             let digest = answer.body["decision"]["turn_digest"].as_str().unwrap();
             let stored = stored_tool_events(&app.pool, id).await;
             if applied == "none" {

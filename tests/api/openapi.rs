@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
-use approval_resume::app::{AppState, Limits};
 use approval_resume::http::ops::OPENAPI_YAML;
+use approval_resume::state::{AppState, Limits};
 use axum::body::{Body, Bytes};
 use axum::http::{Method, Request};
 use http_body_util::{BodyExt, Full, Limited};
@@ -1132,11 +1132,12 @@ async fn listing_events_answers_as_documented() {
         .await;
     assert_eq!(answer.body["approval_events"], json!([]));
 
-    // A denial by the owner at every level, an approval by nobody at the run's default level.
+    // A denial by the owner at every level, an approval by nobody at the service's level (the test service's is
+    // `full`, which a run registered without a level of its own gets).
     let id = resumed_run(&app).await;
     let path = format!("/v1/runs/{id}/events");
     let answer = op.expect(&path, None, "200").await;
-    assert_eq!(answer.body["tool_events"][0]["privacy_level"], "metadata");
+    assert_eq!(answer.body["tool_events"][0]["privacy_level"], "full");
     for (level, tool_events) in [("none", 0), ("metadata", 2), ("redacted", 2), ("full", 2)] {
         let (id, digest) = run_with(&app, json!({"privacy_level": level})).await;
         assert_ok(&app.decide(id, false, Some(7), &digest).await);
@@ -1319,7 +1320,8 @@ async fn listing_approvals_answers_as_documented() {
     let (_database, pool) = TestDatabase::create().await;
     let app = app(pool).await;
     let op = Op::new(&app, Method::GET, "/v1/approvals");
-    let (first, _) = owned_run(&app).await;
+    app.user(7, false, false, false).await;
+    let (first, _) = run_with(&app, json!({"privacy_level": "metadata"})).await;
     let (second, _) = run_with(&app, json!({"privacy_level": "full"})).await;
     app.user(8, false, true, false).await;
     app.user(9, false, false, true).await;

@@ -187,7 +187,10 @@ fn privacy_levels_keep_their_names_strictest_first_in_the_code_and_the_spec() {
         levels.is_sorted(),
         "strictest first, as the `stricter` rule relies on"
     );
-    assert_eq!(PrivacyLevel::default(), PrivacyLevel::Metadata);
+    // The service's level when PRIVACY_LEVEL is unset; a run without a level of its own gets the service's level.
+    let unset = <approval_resume::config::Cli as clap::Parser>::try_parse_from(["approval-resume"])
+        .expect("no settings needed");
+    assert_eq!(unset.serve.privacy_level, PrivacyLevel::Metadata);
     assert_wire_names("PrivacyLevel", &snapshot);
     assert_read_back(&snapshot);
 }

@@ -72,7 +72,8 @@ async fn a_registered_run_is_answered_with_its_pending_calls_in_order_and_its_tu
     assert_eq!(run["id"], id.to_string());
     assert_eq!(run["owner_uid"], 7);
     assert_eq!(run["status"], "waiting_for_approval");
-    assert_eq!(run["privacy_level"], "metadata");
+    // No level of its own: the service's level applies (`full` in the test service), not `metadata`.
+    assert_eq!(run["privacy_level"], "full");
     assert_eq!(run["require_second_approver"], false);
     assert!(run.get("decision").is_none(), "{run}");
     assert!(run["created_at"].is_string() && run["updated_at"].is_string());
@@ -192,7 +193,8 @@ async fn a_registration_that_spells_out_the_defaults_is_the_same_run() {
     let id = Uuid::new_v4();
     let first = app.register(run_body(id, 7)).await;
     let mut explicit = run_body(id, 7);
-    explicit["privacy_level"] = json!("metadata");
+    // The level a run without one gets is the service's (`full` in the test service).
+    explicit["privacy_level"] = json!("full");
     explicit["require_second_approver"] = json!(false);
 
     let again = app.post("/v1/runs", explicit).await;
@@ -214,7 +216,7 @@ async fn another_body_under_a_taken_id_is_a_conflict_and_changes_nothing() {
     let mut other_owner = run_body(id, 0);
     other_owner["owner_uid"] = json!(0);
     let mut other_level = run_body(id, 7);
-    other_level["privacy_level"] = json!("full");
+    other_level["privacy_level"] = json!("redacted");
 
     for body in [other_arguments, other_owner, other_level] {
         let answer = app.post("/v1/runs", body.clone()).await;

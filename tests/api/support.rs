@@ -3,10 +3,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use approval_resume::app::{AppState, Limits, router};
+use approval_resume::app::router;
 use approval_resume::executor::Executors;
 use approval_resume::keys;
 use approval_resume::resume::Resumer;
+use approval_resume::state::{AppState, Limits};
 use approval_resume::storage::{Database, clients};
 use approval_resume::tokens::PrivacyLevel;
 use axum::Router;

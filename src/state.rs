@@ -1,0 +1,26 @@
+//! What every handler may use: the shared state of the service and the request limits of the HTTP layer.
+//!
+//! Apart from `app` (which builds the router from the handlers) so that handlers and the router both depend on
+//! it and neither on the other: the dependency runs `app` → `http` → `state`, one way.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::storage::Database;
+
+use crate::resume::Resumer;
+
+/// What every handler may use.
+#[derive(Clone)]
+pub struct AppState {
+    pub pool: Database,
+    pub resumer: Arc<Resumer>,
+    pub limits: Limits,
+}
+
+/// Request limits of the HTTP layer.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_body_bytes: usize,
+    pub request_timeout: Duration,
+}
