@@ -4,6 +4,8 @@
 //! sqlx parses one host only (transact-rs/sqlx#3333), so this module splits such a URL into one single-host URL per
 //! server, each with everything else (user, password, database, parameters) unchanged, and says whether a server
 //! must accept writes. `target_session_attrs` is removed from the URLs handed to sqlx, which does not know it.
+//! Without `read-write` (or `primary`) the service uses the first server only, where libpq would try the next one
+//! when the first cannot be reached: a list of servers is for following a primary.
 
 use std::str::FromStr;
 
@@ -19,13 +21,6 @@ pub struct Hosts {
     pub servers: Vec<PgConnectOptions>,
     /// `target_session_attrs=read-write` (or `primary`): only a server that accepts writes is kept.
     pub read_write: bool,
-}
-
-impl Hosts {
-    /// Whether more than a plain single-server connection is asked for.
-    pub fn needs_a_writable_server(&self) -> bool {
-        self.read_write
-    }
 }
 
 /// A URL this module cannot read; the message says what is wrong, never the URL (it may hold a password).
@@ -235,6 +230,6 @@ mod tests {
                 ("h2".to_owned(), 5433, Some("db".to_owned()))
             ]
         );
-        assert!(hosts.needs_a_writable_server());
+        assert!(hosts.read_write);
     }
 }

@@ -158,3 +158,43 @@ pub async fn accepts_writes(connection: &mut PgConnection) -> Result<bool, sqlx:
     let row = connection.fetch_one("show transaction_read_only").await?;
     Ok(row.try_get::<String, _>(0)? == "off")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn two_servers() -> Arc<Primary> {
+        Primary::new(vec![
+            PgConnectOptions::new().host("127.0.0.1").port(1),
+            PgConnectOptions::new().host("127.0.0.1").port(2),
+        ])
+    }
+
+    #[test]
+    fn before_any_switch_every_connection_is_reused() {
+        assert!(two_servers().is_current(Duration::from_secs(3600)));
+    }
+
+    #[test]
+    fn a_connection_opened_before_the_switch_is_dropped_and_one_opened_after_it_is_kept() {
+        let primary = two_servers();
+        primary.make_current(1);
+        assert_eq!(primary.current().get_port(), 2);
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(
+            !primary.is_current(Duration::from_secs(1)),
+            "opened before the switch"
+        );
+        assert!(
+            primary.is_current(Duration::from_millis(1)),
+            "opened after the switch"
+        );
+    }
+
+    #[test]
+    fn choosing_the_server_already_in_use_is_no_switch() {
+        let primary = two_servers();
+        primary.make_current(0);
+        assert!(primary.is_current(Duration::from_secs(3600)));
+    }
+}
