@@ -18,7 +18,6 @@ mod consistency;
 #[path = "faults/load.rs"]
 mod load;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -181,23 +180,37 @@ async fn when_the_primary_dies_under_load_requests_get_503_until_the_standby_is_
     assert!(failed_after.is_empty(), "{failed_after:?}");
     assert!(answers.iter().any(|answer| answer.sent >= settled));
 
-    // The clients retry every decision of a seeded run that was not answered 200: each now gets 200, on the new
-    // primary. The load sends one decision per run, so the retry's answer stands for it in the check below.
-    let targets: BTreeMap<uuid::Uuid, &load::Target> =
-        seeded.iter().map(|target| (target.id, target)).collect();
+    // The clients retry every decision that was not answered 200, reading the run again for its digest as a client
+    // that lost its answer would: each now gets 200, from the new primary. The load sends one decision per run, so
+    // the retry's answer stands for it in the check below.
     let mut final_answers = Vec::with_capacity(answers.len());
     let mut retried = 0;
     for answer in &answers {
-        let target = targets.get(&answer.run);
-        match target {
-            Some(target) if answer.kind != Kind::Register && !answer.succeeded() => {
-                let again = api.decide(target, answer.kind == Kind::Approve).await;
-                assert_eq!(again.status, Some(200), "a retried decision: {again:?}");
-                retried += 1;
-                final_answers.push(again);
-            }
-            _ => final_answers.push(answer.clone()),
+        if answer.kind == Kind::Register || answer.succeeded() {
+            final_answers.push(answer.clone());
+            continue;
         }
+        let (status, run) = call(
+            &client,
+            reqwest::Method::GET,
+            service.url(&format!("/v1/runs/{}", answer.run)),
+            &key,
+            None,
+        )
+        .await;
+        assert_eq!(status, 200, "{run}");
+        let target = load::Target {
+            id: answer.run,
+            owner: run["owner_uid"].as_i64().expect("the run's owner"),
+            digest: run["turn"]["digest"]
+                .as_str()
+                .expect("the run's digest")
+                .to_owned(),
+        };
+        let again = api.decide(&target, answer.kind == Kind::Approve).await;
+        assert_eq!(again.status, Some(200), "a retried decision: {again:?}");
+        retried += 1;
+        final_answers.push(again);
     }
     let new_primary = formation.node_url(1);
     consistency::wait_until_no_turn_is_resuming(&new_primary, Duration::from_secs(20)).await;
