@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::domain::limits::{self, WorkLimits};
 use crate::domain::scopes::Scope;
 use crate::domain::tokens::PrivacyLevel;
 
@@ -370,6 +371,32 @@ pub struct Config {
     #[arg(long, env = "TOOLS_CONFIG", value_name = "TOOLS_CONFIG")]
     pub tools_config: Option<PathBuf>,
 
+    /// Allow `http://` executors with a `secret_env` in TOOLS_CONFIG: the secret then travels in clear, so only
+    /// where the network between the service and its executors is trusted.
+    #[arg(long, env = "EXECUTORS_ALLOW_INSECURE_SECRETS", value_name = "EXECUTORS_ALLOW_INSECURE_SECRETS",
+          default_value_t = false, action = clap::ArgAction::Set,
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub executors_allow_insecure_secrets: bool,
+
+    /// Most tool calls in one turn; a registration or new turn with more is answered 422 `too_many_calls`.
+    #[arg(long, env = "MAX_CALLS_PER_TURN", value_name = "MAX_CALLS_PER_TURN",
+          default_value_t = limits::DEFAULT_MAX_CALLS_PER_TURN as u64,
+          value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub max_calls_per_turn: u64,
+
+    /// Most bytes of one pending call's arguments text; more is answered 422 `arguments_too_large`.
+    #[arg(long, env = "MAX_ARGUMENTS_BYTES", value_name = "MAX_ARGUMENTS_BYTES",
+          default_value_t = limits::DEFAULT_MAX_ARGUMENTS_BYTES as u64,
+          value_parser = clap::value_parser!(u64).range(2..=1024 * 1024 * 1024))]
+    pub max_arguments_bytes: u64,
+
+    /// Most argument bytes one page of GET /v1/approvals loads; the arguments of later calls are omitted and
+    /// marked `arguments_omitted`.
+    #[arg(long, env = "INBOX_ARGUMENTS_BYTES", value_name = "INBOX_ARGUMENTS_BYTES",
+          default_value_t = limits::DEFAULT_INBOX_ARGUMENTS_BYTES as u64,
+          value_parser = clap::value_parser!(u64).range(0..=1024 * 1024 * 1024))]
+    pub inbox_arguments_bytes: u64,
+
     /// Days to keep tool-event payloads and finished (cancelled or completed) runs. When set, `serve` purges
     /// older ones every PURGE_INTERVAL_SECS; unset, nothing is purged unless `purge --older-than-days` is run.
     #[arg(long, env = "RETENTION_DAYS", value_name = "RETENTION_DAYS",
@@ -421,6 +448,15 @@ impl Config {
 
     pub fn request_timeout(&self) -> Duration {
         Duration::from_millis(self.request_timeout_ms)
+    }
+
+    pub fn work_limits(&self) -> WorkLimits {
+        let size = |value: u64| usize::try_from(value).unwrap_or(usize::MAX);
+        WorkLimits {
+            max_calls_per_turn: size(self.max_calls_per_turn),
+            max_arguments_bytes: size(self.max_arguments_bytes),
+            inbox_arguments_bytes: size(self.inbox_arguments_bytes),
+        }
     }
 }
 

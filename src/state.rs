@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crate::storage::Database;
 
+use crate::domain::limits::WorkLimits;
 use crate::resume::Resumer;
 
 /// What every handler may use.
@@ -23,4 +24,6 @@ pub struct AppState {
 pub struct Limits {
     pub max_body_bytes: usize,
     pub request_timeout: Duration,
+    /// The work one request may cause: calls per turn, argument bytes per call and per inbox page.
+    pub work: WorkLimits,
 }

@@ -15,5 +15,6 @@ mod openapi;
 mod ops;
 mod public_surface;
 mod registration;
+mod spec_shape;
 mod support;
 mod turns;

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use approval_resume::app::router;
+use approval_resume::domain::limits::WorkLimits;
 use approval_resume::executor::Executors;
 use approval_resume::keys;
 use approval_resume::resume::Resumer;
@@ -73,6 +74,7 @@ pub async fn app_with(pool: PgPool, options: Options) -> TestApp {
         limits: Limits {
             max_body_bytes: options.max_body_bytes,
             request_timeout: options.request_timeout,
+            work: WorkLimits::default(),
         },
     };
     let admin_key = add_client(&pool, "admin", "default", ALL_SCOPES).await;
