@@ -4,12 +4,10 @@
 pub mod watch;
 pub mod webhooks;
 
-use sqlx::PgPool;
-
 use crate::config::{ClientsCommand, Command, DatabaseConfig};
 use crate::domain::scopes::Scope;
 use crate::keys;
-use crate::storage::{self, StorageError, clients, events, retention};
+use crate::storage::{self, Database, StorageError, clients, events, retention};
 
 /// What a subcommand can fail with; printed to the person at the terminal.
 #[derive(Debug, thiserror::Error)]
@@ -59,7 +57,7 @@ pub async fn run(command: Command) -> Result<(), CommandError> {
     }
 }
 
-async fn clients(pool: &PgPool, command: ClientsCommand) -> Result<(), CommandError> {
+async fn clients(pool: &Database, command: ClientsCommand) -> Result<(), CommandError> {
     match command {
         ClientsCommand::Add {
             name,
@@ -82,7 +80,7 @@ async fn clients(pool: &PgPool, command: ClientsCommand) -> Result<(), CommandEr
 }
 
 async fn add_client(
-    pool: &PgPool,
+    pool: &Database,
     name: &str,
     tenant: &str,
     scopes: &[Scope],
@@ -118,7 +116,7 @@ async fn add_client(
     Ok(())
 }
 
-async fn list_clients(pool: &PgPool) -> Result<(), CommandError> {
+async fn list_clients(pool: &Database) -> Result<(), CommandError> {
     println!(
         "{:<24} {:<16} {:<12} {:<10} scopes",
         "name", "tenant", "key id", "state"
@@ -150,21 +148,15 @@ fn is_valid_name(text: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
 }
 
-/// Connects and migrates: every subcommand works on an up-to-date schema.
-pub async fn open_database(config: &DatabaseConfig) -> Result<PgPool, StorageError> {
-    let pool = storage::connect(&storage::PoolSettings {
-        database_url: config.database_url.expose().to_owned(),
-        max_connections: config.database_pool_size,
-        acquire_timeout: config.acquire_timeout(),
-        statement_timeout: config.statement_timeout(),
-    })
-    .await?;
-    storage::migrate(&pool).await?;
-    Ok(pool)
+/// Migrates (over the direct migration URL) and connects: every subcommand works on an up-to-date schema.
+pub async fn open_database(config: &DatabaseConfig) -> Result<Database, StorageError> {
+    let settings = config.pool_settings();
+    storage::migrate(&settings).await?;
+    storage::connect(&settings).await
 }
 
 /// Purges what is older than `days` (or RETENTION_DAYS) and prints what was removed.
-async fn purge(pool: &PgPool, days: Option<u32>) -> Result<(), CommandError> {
+async fn purge(pool: &Database, days: Option<u32>) -> Result<(), CommandError> {
     let days = days.ok_or_else(|| {
         CommandError::Usage(
             "say how many days to keep: --older-than-days N, or set RETENTION_DAYS".into(),
@@ -181,7 +173,7 @@ async fn purge(pool: &PgPool, days: Option<u32>) -> Result<(), CommandError> {
 /// Purges every `interval` while the service runs: old events always (EVENT_RETENTION_HOURS), and payloads and
 /// finished runs when a retention period (`days`) is configured.
 pub fn spawn_periodic_purge(
-    pool: PgPool,
+    pool: Database,
     days: Option<u32>,
     event_max_age: std::time::Duration,
     interval: std::time::Duration,
@@ -198,7 +190,7 @@ pub fn spawn_periodic_purge(
     })
 }
 
-async fn purge_once(pool: &PgPool, days: Option<u32>, event_max_age: std::time::Duration) {
+async fn purge_once(pool: &Database, days: Option<u32>, event_max_age: std::time::Duration) {
     if let Some(days) = days {
         match retention::purge(pool, days).await {
             Ok(report) => tracing::info!(

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::PgPool;
+use crate::storage::Database;
 
 use crate::domain::limits::WorkLimits;
 use crate::events::EventsHub;
@@ -15,7 +15,7 @@ use crate::resume::Resumer;
 /// What every handler may use.
 #[derive(Clone)]
 pub struct AppState {
-    pub pool: PgPool,
+    pub pool: Database,
     pub resumer: Arc<Resumer>,
     pub limits: Limits,
     /// Wakes feed readers when events become readable.

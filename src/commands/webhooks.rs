@@ -1,7 +1,7 @@
 //! `approval-resume webhooks add|list|remove`: webhook subscriptions from the command line, as the API manages
 //! them. The signing secret is printed once, by `add`, alone on standard output.
 
-use sqlx::PgPool;
+use crate::storage::Database;
 use uuid::Uuid;
 
 use super::CommandError;
@@ -9,7 +9,7 @@ use crate::config::WebhooksCommand;
 use crate::events::webhooks::{sign, subscription};
 use crate::storage::webhooks::{self, NewSubscription};
 
-pub async fn run(pool: &PgPool, command: WebhooksCommand) -> Result<(), CommandError> {
+pub async fn run(pool: &Database, command: WebhooksCommand) -> Result<(), CommandError> {
     match command {
         WebhooksCommand::Add {
             url,
@@ -30,7 +30,7 @@ pub async fn run(pool: &PgPool, command: WebhooksCommand) -> Result<(), CommandE
 }
 
 async fn add(
-    pool: &PgPool,
+    pool: &Database,
     tenant: &str,
     url: &str,
     events: &[String],
@@ -65,7 +65,7 @@ async fn add(
     Ok(())
 }
 
-async fn list(pool: &PgPool, tenant: Option<&str>) -> Result<(), CommandError> {
+async fn list(pool: &Database, tenant: Option<&str>) -> Result<(), CommandError> {
     println!(
         "{:<36} {:<16} {:<8} {:>8} {:>9}  {:<40} events / last error",
         "id", "tenant", "state", "backlog", "delivered", "url"

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use sqlx::PgPool;
+use crate::storage::Database;
 use tokio::sync::{Notify, watch};
 
 use crate::storage::events::{self, Position};
@@ -32,7 +32,7 @@ struct Inner {
 impl EventsHub {
     /// Starts the polling task of this instance, on the current Tokio runtime. Feed readers may wait up to
     /// `max_wait` for an event.
-    pub fn start(pool: PgPool, poll_interval: Duration, max_wait: Duration) -> EventsHub {
+    pub fn start(pool: Database, poll_interval: Duration, max_wait: Duration) -> EventsHub {
         let (high_water, _) = watch::channel(Position::START);
         let nudge = Arc::new(Notify::new());
         let inner = Arc::new(Inner {
@@ -96,7 +96,7 @@ impl Drop for Waiter {
 }
 
 /// The polling task. It holds the hub only weakly, so that dropping the last handle ends it.
-async fn poll(inner: Weak<Inner>, nudge: Arc<Notify>, pool: PgPool, interval: Duration) {
+async fn poll(inner: Weak<Inner>, nudge: Arc<Notify>, pool: Database, interval: Duration) {
     loop {
         // Woken early by a local commit, or at the interval.
         let _ = tokio::time::timeout(interval, nudge.notified()).await;

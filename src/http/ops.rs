@@ -37,7 +37,7 @@ pub async fn metrics(
     State(state): State<AppState>,
     _: Authorized<scope::MetricsRead>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let mut text = crate::metrics::render(state.pool.size(), state.pool.num_idle());
+    let mut text = crate::metrics::render(state.pool.pool().size(), state.pool.pool().num_idle());
     text.push_str(&crate::metrics::render_webhook_gauges(
         &storage::webhooks::backlog(&state.pool).await?,
     ));

@@ -9,8 +9,9 @@ pub mod approve;
 
 use std::time::Duration;
 
+use crate::storage::Database;
 use serde_json::Value;
-use sqlx::{PgConnection, PgPool};
+use sqlx::PgConnection;
 use uuid::Uuid;
 
 pub use approve::{finish_turn, spawn_recovery};
@@ -29,7 +30,7 @@ use crate::storage::runs::{self, CallRow, RunRow};
 
 /// What the decision path needs, shared by every request and the recovery task.
 pub struct Resumer {
-    pub pool: PgPool,
+    pub pool: Database,
     pub executors: Executors,
     /// The service's privacy level; a run may only make it stricter.
     pub privacy_floor: PrivacyLevel,
@@ -258,8 +259,11 @@ async fn replay(
     if !same {
         return Err(ResumeError::AlreadyDecided);
     }
-    let mut conn = resumer.pool.acquire().await?;
-    load_resumed(&mut conn, run.id, existing).await
+    // Its reads in one transaction: behind PgBouncer a connection is only kept between statements inside one.
+    let mut tx = resumer.pool.begin().await?;
+    let resumed = load_resumed(&mut tx, run.id, existing).await?;
+    tx.commit().await?;
+    Ok(resumed)
 }
 
 /// Whether a request is the recorded decision again: same approved, decider, digest and reason.

@@ -4,8 +4,8 @@ use chrono::{DateTime, Utc};
 use sqlx::PgExecutor;
 use uuid::Uuid;
 
-use super::StorageError;
 use super::runs::StoredLevel;
+use super::{StorageError, sql};
 use crate::domain::tokens::Effect;
 
 /// One waiting run of the inbox.
@@ -40,7 +40,7 @@ pub async fn waiting_runs(
     query: &InboxQuery<'_>,
 ) -> Result<Vec<WaitingRun>, StorageError> {
     let (after_at, after_id) = query.after.unzip();
-    let rows = sqlx::query_as::<_, WaitingRun>(
+    let rows = sql::query_as::<WaitingRun>(
         "select r.id, r.owner_uid, r.privacy_level, r.require_second_approver, r.turn_index, r.turn_digest, r.created_at
          from runs r
          where r.tenant = $1 and r.status = 'waiting_for_approval'
@@ -97,7 +97,7 @@ pub async fn pending_calls(
 ) -> Result<Vec<InboxCallRow>, StorageError> {
     let ids: Vec<Uuid> = runs.iter().map(|run| run.id).collect();
     let turns: Vec<i32> = runs.iter().map(|run| run.turn_index).collect();
-    let rows = sqlx::query_as::<_, InboxCallRow>(
+    let rows = sql::query_as::<InboxCallRow>(
         "select run_id, call_id, tool, effect,
                 case when shows and loaded <= $4 then arguments end as arguments,
                 shows and loaded > $4 as arguments_omitted

@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::PgExecutor;
 
-use super::StorageError;
+use super::{StorageError, sql};
 
 /// A client as the authentication layer sees it.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -25,7 +25,7 @@ pub async fn insert(
     key_prefix: &str,
     scopes: &[String],
 ) -> Result<bool, StorageError> {
-    let result = sqlx::query(
+    let result = sql::query(
         "insert into api_clients (name, tenant, key_hash, key_prefix, scopes) values ($1, $2, $3, $4, $5)",
     )
     .bind(name)
@@ -47,7 +47,7 @@ pub async fn find_active_by_key_hash(
     db: impl PgExecutor<'_>,
     key_hash: &[u8],
 ) -> Result<Option<ClientRow>, StorageError> {
-    let row = sqlx::query_as::<_, ClientRow>(
+    let row = sql::query_as::<ClientRow>(
         "select name, tenant, key_prefix, scopes, created_at, revoked_at
          from api_clients where key_hash = $1 and revoked_at is null",
     )
@@ -59,7 +59,7 @@ pub async fn find_active_by_key_hash(
 
 /// Every client, revoked ones included, oldest first.
 pub async fn list(db: impl PgExecutor<'_>) -> Result<Vec<ClientRow>, StorageError> {
-    let rows = sqlx::query_as::<_, ClientRow>(
+    let rows = sql::query_as::<ClientRow>(
         "select name, tenant, key_prefix, scopes, created_at, revoked_at from api_clients order by id",
     )
     .fetch_all(db)
@@ -69,7 +69,7 @@ pub async fn list(db: impl PgExecutor<'_>) -> Result<Vec<ClientRow>, StorageErro
 
 /// Revokes a client's key; `Ok(false)` when no live client has that name.
 pub async fn revoke(db: impl PgExecutor<'_>, name: &str) -> Result<bool, StorageError> {
-    let result = sqlx::query(
+    let result = sql::query(
         "update api_clients set revoked_at = now() where name = $1 and revoked_at is null",
     )
     .bind(name)

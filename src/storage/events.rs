@@ -28,8 +28,8 @@ use sqlx::types::Json;
 use sqlx::{PgConnection, PgExecutor};
 use uuid::Uuid;
 
-use super::StorageError;
 use super::runs::RunRow;
+use super::{StorageError, sql};
 use crate::domain::events::{self, EventType};
 
 /// A place in a tenant's events: after the event of transaction `xid` with id `id`. `Position::START` is before all.
@@ -103,7 +103,7 @@ pub async fn insert(
     kind: EventType,
     data: &Value,
 ) -> Result<(), StorageError> {
-    sqlx::query("insert into events (tenant, run_id, type, data) values ($1, $2, $3, $4)")
+    sql::query("insert into events (tenant, run_id, type, data) values ($1, $2, $3, $4)")
         .bind(tenant)
         .bind(run_id)
         .bind(kind.as_str())
@@ -139,7 +139,7 @@ pub async fn page(
     after: Position,
     limit: i64,
 ) -> Result<Vec<StoredEvent>, StorageError> {
-    let rows = sqlx::query_as::<_, EventRow>(sqlx::AssertSqlSafe(format!(
+    let rows = sql::query_as::<EventRow>(sqlx::AssertSqlSafe(format!(
         "select {EVENT_COLUMNS} from events
          where tenant = $1 and (xid, id) > ($2::text::xid8, $3)
            and xid < events_readable_below()
@@ -160,7 +160,7 @@ pub(crate) fn rows_to_events(rows: Vec<EventRow>) -> Result<Vec<StoredEvent>, St
 
 /// The position of the newest readable event of any tenant: when it moves, readers have something new.
 pub async fn high_water(db: impl PgExecutor<'_>) -> Result<Position, StorageError> {
-    let row = sqlx::query_as::<_, (String, i64)>(
+    let row = sql::query_as::<(String, i64)>(
         "select xid::text, id from events where xid < events_readable_below()
          order by xid desc, id desc limit 1",
     )
@@ -178,13 +178,13 @@ pub async fn high_water(db: impl PgExecutor<'_>) -> Result<Position, StorageErro
 /// Deletes events older than `max_age`, in batches; returns how many. Events are a delivery buffer, not the audit
 /// record (that is `approval_events` and `tool_events`), and this bounds what an undelivered backlog can hold.
 pub async fn purge_older_than(
-    db: &sqlx::PgPool,
+    db: &super::Database,
     max_age: std::time::Duration,
 ) -> Result<u64, StorageError> {
     const BATCH: i64 = 1_000;
     let mut deleted = 0;
     loop {
-        let batch = sqlx::query(
+        let batch = sql::query(
             // The oldest ids first, through the primary key: ids grow with time, so this stops at the first
             // batch that is not all old instead of scanning the table for stragglers.
             "delete from events where id in (

@@ -11,8 +11,8 @@ use chrono::{DateTime, Utc};
 use sqlx::PgExecutor;
 use uuid::Uuid;
 
-use super::StorageError;
 use super::events::{EVENT_COLUMNS, EventRow, Position, StoredEvent};
+use super::{StorageError, sql};
 
 /// A subscription as listed: never its secret.
 #[derive(Debug, Clone, sqlx::FromRow, serde::Serialize)]
@@ -53,7 +53,7 @@ pub async fn insert(
     db: impl PgExecutor<'_>,
     new: &NewSubscription<'_>,
 ) -> Result<SubscriptionRow, StorageError> {
-    let row = sqlx::query_as::<_, SubscriptionRow>(sqlx::AssertSqlSafe(format!(
+    let row = sql::query_as::<SubscriptionRow>(sqlx::AssertSqlSafe(format!(
         "with s as (
              insert into webhook_subscriptions (id, tenant, url, event_types, secret, cursor_xid)
              values ($1, $2, $3, $4, $5, events_readable_below())
@@ -75,7 +75,7 @@ pub async fn list(
     db: impl PgExecutor<'_>,
     tenant: Option<&str>,
 ) -> Result<Vec<SubscriptionRow>, StorageError> {
-    let rows = sqlx::query_as::<_, SubscriptionRow>(sqlx::AssertSqlSafe(format!(
+    let rows = sql::query_as::<SubscriptionRow>(sqlx::AssertSqlSafe(format!(
         "select {LIST_COLUMNS} from webhook_subscriptions s
          where $1::text is null or s.tenant = $1 order by s.created_at, s.id"
     )))
@@ -91,7 +91,7 @@ pub async fn remove(
     tenant: Option<&str>,
     id: Uuid,
 ) -> Result<bool, StorageError> {
-    let deleted = sqlx::query(
+    let deleted = sql::query(
         "delete from webhook_subscriptions where id = $1 and ($2::text is null or tenant = $2)",
     )
     .bind(id)
@@ -103,7 +103,7 @@ pub async fn remove(
 
 /// Whether any subscription exists, so an instance with nothing to deliver does not poll for events.
 pub async fn any(db: impl PgExecutor<'_>) -> Result<bool, StorageError> {
-    let any = sqlx::query_scalar("select exists (select 1 from webhook_subscriptions)")
+    let any = sql::query_scalar("select exists (select 1 from webhook_subscriptions)")
         .fetch_one(db)
         .await?;
     Ok(any)
@@ -140,7 +140,7 @@ pub async fn claim(
     lease: Duration,
     limit: i64,
 ) -> Result<Vec<Claimed>, StorageError> {
-    let rows = sqlx::query_as::<_, ClaimedRow>(
+    let rows = sql::query_as::<ClaimedRow>(
         "update webhook_subscriptions s set lease_owner = $1, lease_until = now() + make_interval(secs => $2)
          where s.id in (
              select w.id from webhook_subscriptions w
@@ -187,7 +187,7 @@ pub async fn pending_events(
     after: Position,
     limit: i64,
 ) -> Result<Vec<StoredEvent>, StorageError> {
-    let rows = sqlx::query_as::<_, EventRow>(sqlx::AssertSqlSafe(format!(
+    let rows = sql::query_as::<EventRow>(sqlx::AssertSqlSafe(format!(
         "select {EVENT_COLUMNS} from events
          where tenant = $1 and (xid, id) > ($2::text::xid8, $3) and type = any($4)
            and xid < events_readable_below()
@@ -212,7 +212,7 @@ pub async fn delivered(
     position: Position,
     lease: Duration,
 ) -> Result<bool, StorageError> {
-    let done = sqlx::query(
+    let done = sql::query(
         "update webhook_subscriptions
          set cursor_xid = $3::text::xid8, cursor_id = $4, state = 'active', attempts = 0, failing_since = null,
              last_error = null, next_attempt_at = now(), delivered_total = delivered_total + 1,
@@ -239,7 +239,7 @@ pub async fn failed(
     retry_in: Duration,
     window: Duration,
 ) -> Result<(), StorageError> {
-    sqlx::query(
+    sql::query(
         "update webhook_subscriptions
          set attempts = attempts + 1, failing_since = coalesce(failing_since, now()), last_error = $3,
              next_attempt_at = now() + make_interval(secs => $4),
@@ -260,7 +260,7 @@ pub async fn failed(
 
 /// Gives a subscription up with nothing left to send (or on shutdown), so another instance may take it at once.
 pub async fn release(db: impl PgExecutor<'_>, id: Uuid, owner: Uuid) -> Result<(), StorageError> {
-    sqlx::query(
+    sql::query(
         "update webhook_subscriptions set lease_owner = null, lease_until = null
          where id = $1 and lease_owner = $2",
     )
@@ -273,7 +273,7 @@ pub async fn release(db: impl PgExecutor<'_>, id: Uuid, owner: Uuid) -> Result<(
 
 /// Subscriptions by state and their undelivered events, for `/metrics`.
 pub async fn backlog(db: impl PgExecutor<'_>) -> Result<Vec<(String, i64, i64)>, StorageError> {
-    let rows = sqlx::query_as::<_, (String, i64, i64)>(sqlx::AssertSqlSafe(format!(
+    let rows = sql::query_as::<(String, i64, i64)>(sqlx::AssertSqlSafe(format!(
         "select state, count(*), coalesce(sum(backlog), 0)::bigint
          from (select {LIST_COLUMNS} from webhook_subscriptions s) listed group by state order by state"
     )))

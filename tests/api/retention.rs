@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use approval_resume::storage::Database;
 use approval_resume::storage::events;
 use approval_resume::storage::retention::{self, PurgeReport};
 
@@ -35,7 +36,9 @@ async fn a_purge_clears_old_payloads_and_deletes_old_finished_runs_only() {
     .await
     .unwrap();
 
-    let report = retention::purge(&pool, 30).await.unwrap();
+    let report = retention::purge(&Database::direct(pool.clone()), 30)
+        .await
+        .unwrap();
     assert_eq!(
         report,
         PurgeReport {
@@ -61,7 +64,9 @@ async fn a_purge_clears_old_payloads_and_deletes_old_finished_runs_only() {
     .unwrap();
     assert_eq!(kept_payloads, 2, "recent payloads stay");
     assert_eq!(
-        retention::purge(&pool, 30).await.unwrap(),
+        retention::purge(&Database::direct(pool.clone()), 30)
+            .await
+            .unwrap(),
         PurgeReport::default(),
         "a second purge finds nothing"
     );
@@ -90,9 +95,12 @@ async fn old_events_are_purged_and_a_run_takes_its_events_with_it() {
         .await
         .unwrap();
 
-    let deleted = events::purge_older_than(&pool, Duration::from_secs(7 * 24 * 3600))
-        .await
-        .unwrap();
+    let deleted = events::purge_older_than(
+        &Database::direct(pool.clone()),
+        Duration::from_secs(7 * 24 * 3600),
+    )
+    .await
+    .unwrap();
     assert_eq!(deleted, 2, "the old run's run.waiting and run.resumed");
     let left: Vec<uuid::Uuid> = sqlx::query_scalar("select run_id from events")
         .fetch_all(&pool)

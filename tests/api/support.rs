@@ -10,7 +10,7 @@ use approval_resume::executor::Executors;
 use approval_resume::keys;
 use approval_resume::resume::Resumer;
 use approval_resume::state::{AppState, Limits};
-use approval_resume::storage::clients;
+use approval_resume::storage::{Database, clients};
 use approval_resume::tokens::PrivacyLevel;
 use axum::Router;
 use axum::body::Body;
@@ -62,7 +62,7 @@ impl Default for Options {
 /// The events hub of a test instance: polls every 25 ms while a reader waits; readers may wait up to 20 s.
 pub fn events_hub(pool: &PgPool) -> EventsHub {
     EventsHub::start(
-        pool.clone(),
+        Database::direct(pool.clone()),
         Duration::from_millis(25),
         Duration::from_secs(20),
     )
@@ -74,14 +74,14 @@ pub async fn app(pool: PgPool) -> TestApp {
 
 pub async fn app_with(pool: PgPool, options: Options) -> TestApp {
     let resumer = Arc::new(Resumer {
-        pool: pool.clone(),
+        pool: Database::direct(pool.clone()),
         executors: options.executors,
         privacy_floor: options.privacy_floor,
         instance_id: Uuid::new_v4(),
         lease_margin: Duration::from_secs(30),
     });
     let state = AppState {
-        pool: pool.clone(),
+        pool: Database::direct(pool.clone()),
         resumer,
         limits: Limits {
             max_body_bytes: options.max_body_bytes,
@@ -279,7 +279,7 @@ impl TestApp {
     /// client once, so a second `app_with` on it is not possible.
     pub fn with_privacy_floor(&self, privacy_floor: PrivacyLevel) -> TestApp {
         let resumer = Arc::new(Resumer {
-            pool: self.pool.clone(),
+            pool: Database::direct(self.pool.clone()),
             executors: Executors::none(),
             privacy_floor,
             instance_id: Uuid::new_v4(),
@@ -345,7 +345,7 @@ impl TestApp {
     /// Another service instance over the same database: its own resumer and instance id, the same admin key.
     pub fn second_instance(&self) -> TestApp {
         let resumer = Arc::new(Resumer {
-            pool: self.pool.clone(),
+            pool: Database::direct(self.pool.clone()),
             executors: self.state.resumer.executors.clone(),
             privacy_floor: self.state.resumer.privacy_floor,
             instance_id: Uuid::new_v4(),
@@ -453,14 +453,14 @@ impl TestApp {
     /// The same app over another pool (a smaller or a broken one), with the same admin key.
     pub fn with_pool(&self, pool: PgPool) -> TestApp {
         let resumer = Arc::new(Resumer {
-            pool: pool.clone(),
+            pool: Database::direct(pool.clone()),
             executors: self.state.resumer.executors.clone(),
             privacy_floor: self.state.resumer.privacy_floor,
             instance_id: self.state.resumer.instance_id,
             lease_margin: self.state.resumer.lease_margin,
         });
         let state = AppState {
-            pool: pool.clone(),
+            pool: Database::direct(pool.clone()),
             resumer,
             limits: self.state.limits,
             events: events_hub(&pool),

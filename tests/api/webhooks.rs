@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use approval_resume::events::EventsHub;
 use approval_resume::events::webhooks::{self, Settings, deliver};
+use approval_resume::storage::Database;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode};
@@ -212,7 +213,7 @@ pub struct Dispatcher {
 pub fn dispatch(pool: &PgPool, settings: Settings) -> Dispatcher {
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let hub = support::events_hub(pool);
-    webhooks::spawn(pool.clone(), hub, settings, stopped).unwrap();
+    webhooks::spawn(Database::direct(pool.clone()), hub, settings, stopped).unwrap();
     Dispatcher { _stop: stop }
 }
 
@@ -564,6 +565,7 @@ async fn an_instance_that_dies_mid_delivery_leaves_the_event_to_another_with_the
                 .await
                 .unwrap();
             let (stop, stopped) = tokio::sync::watch::channel(false);
+            let pool = Database::direct(pool);
             let hub = EventsHub::start(
                 pool.clone(),
                 Duration::from_millis(25),

@@ -15,7 +15,7 @@ pub mod subscription;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sqlx::PgPool;
+use crate::storage::Database;
 use tokio::sync::{Notify, Semaphore};
 use uuid::Uuid;
 
@@ -47,7 +47,7 @@ const BATCH: i64 = 50;
 /// Starts this instance's dispatcher; it stops claiming when `shutdown` turns true. Deliveries it started run
 /// on; one cut short by the process ending is sent again by another instance once its lease runs out.
 pub fn spawn(
-    pool: PgPool,
+    pool: Database,
     hub: EventsHub,
     settings: Settings,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
@@ -90,7 +90,7 @@ pub fn spawn(
 
 /// Claims as many due subscriptions as there are free slots and starts a delivery task for each.
 async fn claim_and_start(
-    pool: &PgPool,
+    pool: &Database,
     client: &reqwest::Client,
     settings: &Settings,
     instance: Uuid,
@@ -136,7 +136,7 @@ async fn claim_and_start(
 
 /// Sends a claimed subscription's pending events in order until none is left, one fails, or the lease is lost.
 async fn deliver_subscription(
-    pool: &PgPool,
+    pool: &Database,
     client: &reqwest::Client,
     settings: &Settings,
     instance: Uuid,
