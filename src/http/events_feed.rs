@@ -22,7 +22,7 @@ const MAX_LIMIT: i64 = 1000;
 pub struct FeedParams {
     /// The `next_cursor` of the previous answer; absent: from the oldest event kept.
     after: Option<String>,
-    /// Seconds to wait for an event when there is none yet (0: answer at once).
+    /// Seconds to wait for an event when there is none yet (0: answer at once); cut to FEED_MAX_WAIT_SECS.
     #[serde(default, deserialize_with = "integer::query_optional")]
     wait: Option<i64>,
     #[serde(default, deserialize_with = "integer::query_optional")]
@@ -57,16 +57,17 @@ pub async fn feed(
             format!("limit must be from 1 to {MAX_LIMIT}"),
         ));
     }
-    let max_wait = state.events.max_wait().as_secs() as i64;
     let wait = params.wait.unwrap_or(0);
-    if !(0..=max_wait).contains(&wait) {
+    if wait < 0 {
         return Err(ApiError::unprocessable(
             "invalid_query",
-            format!("wait must be from 0 to {max_wait} seconds (FEED_MAX_WAIT_SECS)"),
+            "wait must be a number of seconds, 0 or more",
         ));
     }
+    // A longer wait than the service allows is cut to it: the reader asks again, as it would after any answer.
+    let wait = Duration::from_secs(wait as u64).min(state.events.max_wait());
 
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(wait as u64);
+    let deadline = tokio::time::Instant::now() + wait;
     let mut waiter = state.events.waiter();
     let page = loop {
         // Seen before reading: an event that becomes readable during the read wakes the wait below at once.

@@ -273,7 +273,7 @@ async fn the_feed_shows_a_tenant_only_its_own_events_and_refuses_a_bad_cursor() 
         "after=djEuMS4y!",
         "after=abc",
         "wait=-1",
-        "wait=21",
+        "after=1_-2",
         "limit=0",
         "limit=1001",
         "colour=red",
@@ -509,4 +509,27 @@ async fn a_long_poll_answers_within_100_ms_of_a_commit_on_another_instance() {
         "long-poll latency after a commit on another instance: p50 {p50:?}, p99 {p99:?} (n = 40)"
     );
     assert!(p99 < Duration::from_millis(100), "p99 {p99:?}");
+}
+
+#[tokio::test]
+async fn a_wait_longer_than_the_service_allows_is_cut_to_its_maximum() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool.clone()).await;
+    let hub = approval_resume::events::EventsHub::start(
+        approval_resume::storage::Database::direct(pool),
+        Duration::from_millis(25),
+        Duration::from_secs(1),
+    );
+    let short = app.with_state(approval_resume::state::AppState {
+        events: hub,
+        ..app.state.clone()
+    });
+    let started = Instant::now();
+    let page = read_feed(&short, &short.admin_key, None, 3600).await;
+    let waited = started.elapsed();
+    assert!(page.events.is_empty());
+    assert!(
+        waited >= Duration::from_millis(900) && waited < Duration::from_secs(10),
+        "{waited:?}"
+    );
 }

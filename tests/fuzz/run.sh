@@ -73,7 +73,8 @@ export DATABASE_URL="$database_url" LOG_FORMAT=json
 step "A client with every scope"
 key="$("$binary" clients add fuzz \
     --scope users:write --scope runs:write --scope runs:read --scope decisions:write \
-    --scope decisions:anonymous --scope approvals:read --scope metrics:read 2>/dev/null)"
+    --scope decisions:anonymous --scope approvals:read --scope metrics:read --scope events:read \
+    --scope webhooks:write 2>/dev/null)"
 [[ "$key" == ar_* ]] || {
     echo "tests/fuzz: clients add printed no key" >&2
     exit 1
