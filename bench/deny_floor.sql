@@ -5,7 +5,8 @@
 --   src/resume/mod.rs        decide_to_completion, the deny path, one transaction:
 --   src/storage/deciding.rs  lock_run (the run under its lock, the decider, the turn's decision, the transcript),
 --                            calls_through (the turn's calls and the earlier turns' results),
---                            record_denial (decision, results, tool events, status and notify in one statement)
+--                            record_denial (decision, results, tool events, status and the run.resumed event in
+--                            the outbox, in one statement; no notify since issue 12)
 -- Each transaction decides a fresh waiting run: the harness seeds runs with ids md5('floor' || n) and each
 -- client walks its own arithmetic sequence of n (variables persist across a client's transactions).
 -- Variables given by the harness with -D: base, nc (clients), i (0), keyhash, tenant, turn, digest, client,
@@ -59,9 +60,11 @@ with decision as (
 ), resumed as (
     update runs set status = 'resumed', lease_owner = null, lease_until = null, updated_at = now()
     where id = md5('floor' || :n)::uuid
+    returning id, tenant
+), outboxed as (
+    insert into events (tenant, run_id, type, data)
+    select tenant, id, 'run.resumed', :payload::jsonb from resumed
     returning id
-), notified as materialized (
-    select pg_notify(:channel, :payload)
 )
-select decision.* from decision cross join resumed cross join notified;
+select decision.* from decision cross join resumed cross join outboxed;
 commit;

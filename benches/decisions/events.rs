@@ -67,18 +67,20 @@ impl Consumers {
             return Err(format!("subscribing answered {}", created.status()).into());
         }
 
-        // The end of the feed so far, so that only the phase's events are measured.
+        // The end of the feed so far, so that only the phase's events are measured (`&after=…` once known).
         let mut after = String::new();
         loop {
             let page: Value = client
-                .get(format!("{base_url}/v1/events?limit=1000&after={after}"))
+                .get(format!("{base_url}/v1/events?limit=1000{after}"))
                 .bearer_auth(key)
                 .send()
                 .await?
                 .json()
                 .await?;
             let done = page["events"].as_array().is_none_or(Vec::is_empty);
-            after = page["next_cursor"].as_str().unwrap_or_default().to_owned();
+            if let Some(next) = page["next_cursor"].as_str() {
+                after = format!("&after={next}");
+            }
             if done {
                 break;
             }
@@ -114,7 +116,7 @@ impl Consumers {
                     }
                 }
                 if let Some(next) = page["next_cursor"].as_str() {
-                    after = next.to_owned();
+                    after = format!("&after={next}");
                 }
             }
         });

@@ -203,19 +203,21 @@ pub async fn pending_events(
     super::events::rows_to_events(rows)
 }
 
-/// Moves the cursor past a delivered event and renews the lease, while `owner` still holds it. `false`: another
-/// instance took the subscription over (this one was slower than its lease), so this one stops.
+/// Moves the cursor past `count` delivered events, the last at `position`, and renews the lease, while `owner` still
+/// holds it. `false`: another instance took the subscription over (this one was slower than its lease), so this one
+/// stops.
 pub async fn delivered(
     db: impl PgExecutor<'_>,
     id: Uuid,
     owner: Uuid,
     position: Position,
+    count: i64,
     lease: Duration,
 ) -> Result<bool, StorageError> {
     let done = sql::query(
         "update webhook_subscriptions
          set cursor_xid = $3::text::xid8, cursor_id = $4, state = 'active', attempts = 0, failing_since = null,
-             last_error = null, next_attempt_at = now(), delivered_total = delivered_total + 1,
+             last_error = null, next_attempt_at = now(), delivered_total = delivered_total + $6,
              lease_until = now() + make_interval(secs => $5)
          where id = $1 and lease_owner = $2",
     )
@@ -224,6 +226,7 @@ pub async fn delivered(
     .bind(position.xid.to_string())
     .bind(position.id)
     .bind(lease.as_secs_f64())
+    .bind(count)
     .execute(db)
     .await?;
     Ok(done.rows_affected() == 1)
