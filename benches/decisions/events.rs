@@ -93,7 +93,7 @@ impl Consumers {
             loop {
                 let request = client
                     .get(format!(
-                        "{base_url}/v1/events?limit=1000&wait=5&after={after}"
+                        "{base_url}/v1/events?limit=1000&wait=5{after}"
                     ))
                     .bearer_auth(&key)
                     .send();
