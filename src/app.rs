@@ -16,7 +16,8 @@ use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetReques
 use tower_http::trace::TraceLayer;
 
 use crate::http::error::{ApiError, REQUEST_ID};
-use crate::http::{approvals, decisions, detach, events, ops, runs, turns, users};
+use crate::http::{approvals, body, decisions, detach, events, ops, runs, turns, users};
+use crate::listen::{self, ConnectionLimits};
 use crate::metrics;
 use crate::state::AppState;
 use crate::telemetry;
@@ -63,6 +64,11 @@ pub fn layered(routes: Router<AppState>, state: AppState) -> Router {
         .layer(middleware::from_fn(detach::run_to_completion))
         .layer(middleware::from_fn(move |request: Request, next: Next| {
             within_timeout(limits.request_timeout, request, next)
+        }))
+        // Outside the request timeout, which is longer (Config::validate): a slow body is the client's fault
+        // (408), not a slow service's (503).
+        .layer(middleware::from_fn(move |request: Request, next: Next| {
+            body::read_within_timeout(limits.body_read_timeout, request, next)
         }))
         // Inside `with_request_id`, so that the 500 of a panic carries the request id like every other problem,
         // and inside `count_request`, so that it is counted.
@@ -127,32 +133,14 @@ async fn within_timeout(timeout: Duration, request: Request, next: Next) -> Resp
     }
 }
 
-/// Serves until `shutdown` resolves, then lets in-flight requests finish for at most `grace`.
+/// Serves until `shutdown` resolves, then lets in-flight requests finish for at most `grace`; connections are
+/// bounded as `connections` says.
 pub async fn serve(
     listener: TcpListener,
     state: AppState,
+    connections: ConnectionLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
     grace: Duration,
 ) -> std::io::Result<()> {
-    let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = axum::serve(listener, router(state)).with_graceful_shutdown(async move {
-        shutdown.await;
-        let _ = stopping_tx.send(());
-    });
-    let server = tokio::spawn(async move { server.await });
-    let bounded = async {
-        // Only once shutdown has begun does the grace period start counting.
-        if stopping_rx.await.is_ok() {
-            tokio::time::sleep(grace).await;
-        } else {
-            std::future::pending::<()>().await;
-        }
-    };
-    tokio::select! {
-        finished = server => finished.map_err(std::io::Error::other)?,
-        () = bounded => {
-            tracing::warn!(grace_secs = grace.as_secs(), "requests still running after the grace period; stopping");
-            Ok(())
-        }
-    }
+    listen::serve(listener, router(state), connections, shutdown, grace).await
 }

@@ -11,6 +11,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::domain::scopes::Scope;
 use crate::domain::tokens::PrivacyLevel;
+use crate::listen::ConnectionLimits;
 
 /// A value that must never be printed: `Debug` and `Display` show `[secret]`.
 #[derive(Clone, PartialEq, Eq)]
@@ -275,6 +276,24 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1024..=1024 * 1024 * 1024))]
     pub max_body_bytes: u64,
 
+    /// Milliseconds a client may take to send a request's whole body; a slower one is answered 408 and its
+    /// connection closed.
+    #[arg(long, env = "BODY_READ_TIMEOUT_MS", value_name = "BODY_READ_TIMEOUT_MS", default_value_t = 15_000,
+          value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    pub body_read_timeout_ms: u64,
+
+    /// Milliseconds a connection may take to send a whole request header (an idle keep-alive connection: to start
+    /// one) before it is closed.
+    #[arg(long, env = "HEADER_READ_TIMEOUT_MS", value_name = "HEADER_READ_TIMEOUT_MS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    pub header_read_timeout_ms: u64,
+
+    /// Most connections open at once; at the bound, new ones wait in the listen backlog until one closes. Keep it
+    /// below the process's open-file limit (`ulimit -n`).
+    #[arg(long, env = "MAX_CONNECTIONS", value_name = "MAX_CONNECTIONS", default_value_t = 4_096,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_connections: u32,
+
     /// Seconds in-flight requests get to finish after SIGTERM or Ctrl-C.
     #[arg(long, env = "SHUTDOWN_GRACE_SECS", value_name = "SHUTDOWN_GRACE_SECS", default_value_t = 20,
           value_parser = clap::value_parser!(u64).range(0..=3600))]
@@ -341,11 +360,27 @@ impl Config {
                 ),
             });
         }
+        if self.body_read_timeout_ms >= self.request_timeout_ms {
+            return Err(ConfigError {
+                variable: "BODY_READ_TIMEOUT_MS",
+                message: format!(
+                    "{} must be below REQUEST_TIMEOUT_MS ({}), or a slow body would be answered 503 instead of 408",
+                    self.body_read_timeout_ms, self.request_timeout_ms
+                ),
+            });
+        }
         Ok(())
     }
 
     pub fn request_timeout(&self) -> Duration {
         Duration::from_millis(self.request_timeout_ms)
+    }
+
+    pub fn connection_limits(&self) -> ConnectionLimits {
+        ConnectionLimits {
+            header_read_timeout: Duration::from_millis(self.header_read_timeout_ms),
+            max_connections: usize::try_from(self.max_connections).unwrap_or(usize::MAX),
+        }
     }
 }
 
@@ -390,6 +425,19 @@ mod tests {
         .unwrap();
         let error = cli.into_command().validate().unwrap_err();
         assert_eq!(error.variable, "DATABASE_STATEMENT_TIMEOUT_MS");
+    }
+
+    #[test]
+    fn a_body_timeout_not_below_the_request_timeout_is_refused() {
+        let cli = parse(&[
+            "--body-read-timeout-ms",
+            "30000",
+            "--request-timeout-ms",
+            "30000",
+        ])
+        .unwrap();
+        let error = cli.into_command().validate().unwrap_err();
+        assert_eq!(error.variable, "BODY_READ_TIMEOUT_MS");
     }
 
     /// Every command and subcommand, by its path of names (`["clients", "add"]`), with its clap definition.
@@ -455,6 +503,9 @@ mod tests {
             "PRIVACY_LEVEL",
             "TOOLS_CONFIG",
             "REQUEST_TIMEOUT_MS",
+            "HEADER_READ_TIMEOUT_MS",
+            "BODY_READ_TIMEOUT_MS",
+            "MAX_CONNECTIONS",
         ];
         let mut checked = 0;
         // clap's own `help` subcommands take no settings.

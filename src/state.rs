@@ -23,4 +23,6 @@ pub struct AppState {
 pub struct Limits {
     pub max_body_bytes: usize,
     pub request_timeout: Duration,
+    /// How long a request's whole body may take to arrive; past it, 408.
+    pub body_read_timeout: Duration,
 }

@@ -2,6 +2,7 @@
 //! outcome to a response. Only this layer knows status codes.
 
 pub mod approvals;
+pub mod body;
 pub mod decisions;
 pub mod detach;
 pub mod error;

@@ -42,6 +42,7 @@ pub struct Options {
     pub executors: Executors,
     pub max_body_bytes: usize,
     pub request_timeout: Duration,
+    pub body_read_timeout: Duration,
 }
 
 impl Default for Options {
@@ -51,6 +52,7 @@ impl Default for Options {
             executors: Executors::none(),
             max_body_bytes: 1024 * 1024,
             request_timeout: Duration::from_secs(30),
+            body_read_timeout: Duration::from_secs(15),
         }
     }
 }
@@ -73,6 +75,7 @@ pub async fn app_with(pool: PgPool, options: Options) -> TestApp {
         limits: Limits {
             max_body_bytes: options.max_body_bytes,
             request_timeout: options.request_timeout,
+            body_read_timeout: options.body_read_timeout,
         },
     };
     let admin_key = add_client(&pool, "admin", "default", ALL_SCOPES).await;
