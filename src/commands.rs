@@ -2,13 +2,13 @@
 
 use sqlx::PgPool;
 
-use crate::config::{ClientsCommand, Command, DatabaseConfig};
+use crate::config::{ClientsCommand, Command, DatabaseConfig, TokenKeyCommand};
 use crate::domain::scopes::Scope;
 use crate::keys;
 use sqlx::postgres::PgListener;
 
 use crate::storage::runs::RESUMED_CHANNEL;
-use crate::storage::{self, StorageError, clients, retention};
+use crate::storage::{self, StorageError, clients, retention, token_keys};
 
 /// What a subcommand can fail with; printed to the person at the terminal.
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +54,7 @@ async fn clients(pool: &PgPool, command: ClientsCommand) -> Result<(), CommandEr
             ..
         } => add_client(pool, &name, &tenant, &scopes).await,
         ClientsCommand::List { .. } => list_clients(pool).await,
+        ClientsCommand::TokenKey(command) => token_key(pool, command).await,
         ClientsCommand::Revoke { name, .. } => {
             if clients::revoke(pool, &name).await? {
                 println!("revoked {name}");
@@ -131,6 +132,82 @@ async fn list_clients(pool: &PgPool) -> Result<(), CommandError> {
         );
     }
     Ok(())
+}
+
+async fn token_key(pool: &PgPool, command: TokenKeyCommand) -> Result<(), CommandError> {
+    match command {
+        TokenKeyCommand::Add {
+            name,
+            kid,
+            public_key,
+            ..
+        } => {
+            let pem = std::fs::read_to_string(&public_key).map_err(|error| {
+                CommandError::Usage(format!("{}: {error}", public_key.display()))
+            })?;
+            let key = public_key_of_pem(&pem).map_err(|message| {
+                CommandError::Usage(format!("{}: {message}", public_key.display()))
+            })?;
+            if kid.is_empty()
+                || kid.len() > 64
+                || !kid
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+            {
+                return Err(CommandError::Usage(format!(
+                    "kid {kid:?}: use 1 to 64 of A-Z a-z 0-9 _ . -"
+                )));
+            }
+            match token_keys::add(pool, &name, &kid, &key).await? {
+                token_keys::Added::Added => {
+                    println!("added token key {kid} to {name}");
+                    Ok(())
+                }
+                token_keys::Added::NoSuchClient => Err(CommandError::Usage(format!(
+                    "no live client is named {name:?}"
+                ))),
+                token_keys::Added::KidTaken => Err(CommandError::Usage(format!(
+                    "{name} has a key {kid:?} already; pick another kid"
+                ))),
+            }
+        }
+        TokenKeyCommand::Retire { name, kid, .. } => {
+            if token_keys::retire(pool, &name, &kid).await? {
+                println!("retired token key {kid} of {name}");
+                Ok(())
+            } else {
+                Err(CommandError::Usage(format!(
+                    "{name:?} has no live token key {kid:?}"
+                )))
+            }
+        }
+        TokenKeyCommand::List { .. } => {
+            println!("{:<24} {:<24} {:<10} created", "client", "kid", "state");
+            for key in token_keys::list(pool).await? {
+                let state = if key.retired_at.is_some() {
+                    "retired"
+                } else {
+                    "live"
+                };
+                println!(
+                    "{:<24} {:<24} {:<10} {}",
+                    key.client_name,
+                    key.kid,
+                    state,
+                    key.created_at.to_rfc3339()
+                );
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The raw Ed25519 public key of a PEM `PUBLIC KEY` (SubjectPublicKeyInfo) text.
+pub fn public_key_of_pem(pem: &str) -> Result<[u8; 32], String> {
+    use ed25519_dalek::pkcs8::DecodePublicKey;
+    ed25519_dalek::VerifyingKey::from_public_key_pem(pem.trim())
+        .map(|key| key.to_bytes())
+        .map_err(|error| format!("not an Ed25519 public key in PEM: {error}"))
 }
 
 /// Connects and migrates: every subcommand works on an up-to-date schema.

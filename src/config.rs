@@ -140,6 +140,42 @@ pub enum ClientsCommand {
         #[command(flatten)]
         common: DatabaseCommand,
     },
+    /// Manage the Ed25519 public keys a client's decision tokens are signed with.
+    #[command(subcommand, name = "token-key")]
+    TokenKey(TokenKeyCommand),
+}
+
+/// `clients token-key …`: several keys may be live at once, so a key is rotated by adding the next one, moving the
+/// host's signer to it, and retiring the old one once its last token has expired (15 minutes at most).
+#[derive(Debug, Subcommand)]
+pub enum TokenKeyCommand {
+    /// Register a public key for a client's decision tokens under a `kid`.
+    Add {
+        /// The client whose backend signs the tokens (their `iss`).
+        name: String,
+        /// The key id the tokens name in their header: letters, digits, `_`, `.`, `-`.
+        #[arg(long)]
+        kid: String,
+        /// A PEM file with the Ed25519 public key (`-----BEGIN PUBLIC KEY-----`, as `openssl pkey -pubout`
+        /// writes it).
+        #[arg(long, value_name = "FILE")]
+        public_key: PathBuf,
+        #[command(flatten)]
+        common: DatabaseCommand,
+    },
+    /// Retire a key: tokens signed with it are refused from now on.
+    Retire {
+        name: String,
+        #[arg(long)]
+        kid: String,
+        #[command(flatten)]
+        common: DatabaseCommand,
+    },
+    /// List every client's token keys, retired ones included.
+    List {
+        #[command(flatten)]
+        common: DatabaseCommand,
+    },
 }
 
 impl ClientsCommand {
@@ -148,6 +184,11 @@ impl ClientsCommand {
             ClientsCommand::Add { common, .. }
             | ClientsCommand::List { common }
             | ClientsCommand::Revoke { common, .. } => common,
+            ClientsCommand::TokenKey(
+                TokenKeyCommand::Add { common, .. }
+                | TokenKeyCommand::Retire { common, .. }
+                | TokenKeyCommand::List { common },
+            ) => common,
         }
     }
 }
@@ -521,7 +562,9 @@ mod tests {
                         assert!(names.iter().any(|n| n == name), "{path}: {name} missing");
                     }
                 }
-                "clients" => assert!(names.is_empty(), "{path}: {names:?}"),
+                "clients" | "clients token-key" => {
+                    assert!(names.is_empty(), "{path}: {names:?}")
+                }
                 _ => {
                     for name in &serve_only {
                         assert!(!names.iter().any(|n| n == name), "{path} takes {name}");

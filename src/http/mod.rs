@@ -11,6 +11,8 @@ pub mod extract;
 pub mod integer;
 pub mod ops;
 pub mod runs;
+pub mod tokens;
 pub mod turns;
 pub mod users;
 pub mod views;
+pub mod visible;

@@ -8,6 +8,7 @@ pub mod deciding;
 pub mod decisions;
 pub mod retention;
 pub mod runs;
+pub mod token_keys;
 pub mod users;
 
 use std::str::FromStr;

@@ -16,4 +16,5 @@ mod ops;
 mod public_surface;
 mod registration;
 mod support;
+mod tokens;
 mod turns;
