@@ -12,11 +12,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use tokio::net::TcpListener;
 use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::cors::CorsLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
 use crate::http::error::{ApiError, REQUEST_ID};
-use crate::http::{approvals, body, decisions, detach, events, ops, runs, turns, users};
+use crate::http::{approvals, body, cors, decisions, detach, events, ops, runs, turns, users};
 use crate::listen::{self, ConnectionLimits};
 use crate::metrics;
 use crate::state::AppState;
@@ -24,17 +25,24 @@ use crate::telemetry;
 
 /// Every route of DESIGN.md §8 and §9, with the layers each request passes through.
 pub fn router(state: AppState) -> Router {
-    layered(routes(), state)
+    layered(routes(cors::layer(state.pool.clone())), state)
 }
 
 /// The routes of `router`, and its answers for paths and methods it does not serve.
-fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/v1/users/{uid}", put(users::put_user))
-        .route("/v1/runs", post(runs::register_run))
+fn routes(cors: CorsLayer) -> Router<AppState> {
+    // The routes a decision token may use: the only ones a page calls from another origin, so the only ones that
+    // answer CORS preflights.
+    let token_routes = Router::new()
         .route("/v1/runs/{id}", get(runs::get_run))
         .route("/v1/runs/{id}/decision", post(decisions::decide))
         .route("/v1/runs/{id}/model-input", get(decisions::model_input))
+        // Set before the layer, so that CORS wraps it and answers a preflight (OPTIONS) before it would.
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(cors);
+    Router::new()
+        .merge(token_routes)
+        .route("/v1/users/{uid}", put(users::put_user))
+        .route("/v1/runs", post(runs::register_run))
         .route("/v1/runs/{id}/turns", post(turns::append_turn))
         .route("/v1/runs/{id}/events", get(events::list_events))
         .route("/v1/runs/{id}/cancel", post(runs::cancel_run))
@@ -45,13 +53,15 @@ fn routes() -> Router<AppState> {
         .route("/openapi.yaml", get(ops::openapi))
         .route("/metrics", get(ops::metrics))
         .fallback(|| async { ApiError::not_found("route") })
-        .method_not_allowed_fallback(|| async {
-            ApiError::new(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "method_not_allowed",
-                "this route does not take that method",
-            )
-        })
+        .method_not_allowed_fallback(method_not_allowed)
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this route does not take that method",
+    )
 }
 
 /// `routes` inside the layers every request passes through (outermost last). Public so that a test can send a

@@ -51,8 +51,24 @@ async fn clients(pool: &PgPool, command: ClientsCommand) -> Result<(), CommandEr
             name,
             scopes,
             tenant,
+            allowed_origins,
             ..
-        } => add_client(pool, &name, &tenant, &scopes).await,
+        } => add_client(pool, &name, &tenant, &scopes, &allowed_origins).await,
+        ClientsCommand::SetOrigins {
+            name,
+            allowed_origins,
+            ..
+        } => {
+            let origins = checked_origins(&allowed_origins)?;
+            if clients::set_origins(pool, &name, &origins).await? {
+                println!("{name} allows: {}", origins.join(" "));
+                Ok(())
+            } else {
+                Err(CommandError::Usage(format!(
+                    "no live client is named {name:?}"
+                )))
+            }
+        }
         ClientsCommand::List { .. } => list_clients(pool).await,
         ClientsCommand::TokenKey(command) => token_key(pool, command).await,
         ClientsCommand::Revoke { name, .. } => {
@@ -73,7 +89,9 @@ async fn add_client(
     name: &str,
     tenant: &str,
     scopes: &[Scope],
+    allowed_origins: &[String],
 ) -> Result<(), CommandError> {
+    let origins = checked_origins(allowed_origins)?;
     let valid = |text: &str| {
         !text.is_empty()
             && text.len() <= 64
@@ -103,6 +121,9 @@ async fn add_client(
             "a client named {name:?} exists already"
         )));
     }
+    if !origins.is_empty() {
+        clients::set_origins(pool, name, &origins).await?;
+    }
     eprintln!(
         "created client {name} (tenant {tenant}, scopes {}); its key, shown only this once:",
         scope_names.join(" ")
@@ -113,8 +134,8 @@ async fn add_client(
 
 async fn list_clients(pool: &PgPool) -> Result<(), CommandError> {
     println!(
-        "{:<24} {:<16} {:<12} {:<10} scopes",
-        "name", "tenant", "key id", "state"
+        "{:<24} {:<16} {:<12} {:<10} {:<40} origins",
+        "name", "tenant", "key id", "state", "scopes"
     );
     for client in clients::list(pool).await? {
         let state = if client.revoked_at.is_some() {
@@ -123,12 +144,13 @@ async fn list_clients(pool: &PgPool) -> Result<(), CommandError> {
             "active"
         };
         println!(
-            "{:<24} {:<16} {:<12} {:<10} {}",
+            "{:<24} {:<16} {:<12} {:<10} {:<40} {}",
             client.name,
             client.tenant,
             client.key_prefix,
             state,
-            client.scopes.join(" ")
+            client.scopes.join(" "),
+            client.allowed_origins.join(" ")
         );
     }
     Ok(())
@@ -208,6 +230,26 @@ pub fn public_key_of_pem(pem: &str) -> Result<[u8; 32], String> {
     ed25519_dalek::VerifyingKey::from_public_key_pem(pem.trim())
         .map(|key| key.to_bytes())
         .map_err(|error| format!("not an Ed25519 public key in PEM: {error}"))
+}
+
+/// The origins as a browser sends them in `Origin`: `http` or `https`, a host, an optional port, nothing else.
+/// Refuses any other form, which no browser would ever match.
+pub fn checked_origins(origins: &[String]) -> Result<Vec<String>, CommandError> {
+    let mut checked = Vec::new();
+    for origin in origins {
+        let url = reqwest::Url::parse(origin)
+            .map_err(|error| CommandError::Usage(format!("origin {origin:?}: {error}")))?;
+        let serialized = url.origin().ascii_serialization();
+        if !matches!(url.scheme(), "http" | "https") || &serialized != origin {
+            return Err(CommandError::Usage(format!(
+                "origin {origin:?}: write it as a browser sends it, e.g. {serialized:?} (scheme, host, port; no path)"
+            )));
+        }
+        checked.push(serialized);
+    }
+    checked.sort();
+    checked.dedup();
+    Ok(checked)
 }
 
 /// Connects and migrates: every subcommand works on an up-to-date schema.

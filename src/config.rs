@@ -126,6 +126,18 @@ pub enum ClientsCommand {
         /// The tenant (host application installation) whose users and runs the client sees.
         #[arg(long, default_value = "default")]
         tenant: String,
+        /// A web origin (`https://chat.example.com`) whose pages may call the routes a decision token may use;
+        /// repeat the flag for several.
+        #[arg(long = "allow-origin", value_name = "ORIGIN")]
+        allowed_origins: Vec<String>,
+        #[command(flatten)]
+        common: DatabaseCommand,
+    },
+    /// Replace the web origins a client allows (none given: no origin).
+    SetOrigins {
+        name: String,
+        #[arg(long = "allow-origin", value_name = "ORIGIN")]
+        allowed_origins: Vec<String>,
         #[command(flatten)]
         common: DatabaseCommand,
     },
@@ -183,7 +195,8 @@ impl ClientsCommand {
         match self {
             ClientsCommand::Add { common, .. }
             | ClientsCommand::List { common }
-            | ClientsCommand::Revoke { common, .. } => common,
+            | ClientsCommand::Revoke { common, .. }
+            | ClientsCommand::SetOrigins { common, .. } => common,
             ClientsCommand::TokenKey(
                 TokenKeyCommand::Add { common, .. }
                 | TokenKeyCommand::Retire { common, .. }

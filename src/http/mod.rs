@@ -3,6 +3,7 @@
 
 pub mod approvals;
 pub mod body;
+pub mod cors;
 pub mod decisions;
 pub mod detach;
 pub mod error;

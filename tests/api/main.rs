@@ -3,6 +3,7 @@
 mod approvals;
 mod auth;
 mod concurrency;
+mod cors;
 #[path = "../common/database.rs"]
 mod database;
 mod decisions;
