@@ -17,7 +17,7 @@ use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetReques
 use tower_http::trace::TraceLayer;
 
 use crate::http::error::{ApiError, REQUEST_ID};
-use crate::http::{approvals, body, cors, decisions, detach, events, ops, runs, turns, users};
+use crate::http::{approvals, body, cors, decisions, detach, events, ops, runs, turns, ui, users};
 use crate::listen::{self, ConnectionLimits};
 use crate::metrics;
 use crate::state::AppState;
@@ -51,6 +51,7 @@ fn routes(cors: CorsLayer) -> Router<AppState> {
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route("/openapi.yaml", get(ops::openapi))
+        .route("/ui/approval-card.js", get(ui::approval_card))
         .route("/metrics", get(ops::metrics))
         .fallback(|| async { ApiError::not_found("route") })
         .method_not_allowed_fallback(method_not_allowed)

@@ -14,6 +14,7 @@ pub mod ops;
 pub mod runs;
 pub mod tokens;
 pub mod turns;
+pub mod ui;
 pub mod users;
 pub mod views;
 pub mod visible;
