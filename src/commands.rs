@@ -224,12 +224,63 @@ async fn token_key(pool: &PgPool, command: TokenKeyCommand) -> Result<(), Comman
     }
 }
 
-/// The raw Ed25519 public key of a PEM `PUBLIC KEY` (SubjectPublicKeyInfo) text.
-pub fn public_key_of_pem(pem: &str) -> Result<[u8; 32], String> {
+/// The raw Ed25519 public key of a PEM `PUBLIC KEY` (SubjectPublicKeyInfo) text, as `openssl pkey -pubout`
+/// writes it, or of the key's 32 bytes in base64, as libsodium's `sodium_crypto_sign_publickey` gives them.
+pub fn public_key_of_pem(text: &str) -> Result<[u8; 32], String> {
+    use base64::Engine;
     use ed25519_dalek::pkcs8::DecodePublicKey;
-    ed25519_dalek::VerifyingKey::from_public_key_pem(pem.trim())
+    let text = text.trim();
+    if text.starts_with("-----BEGIN") {
+        return ed25519_dalek::VerifyingKey::from_public_key_pem(text)
+            .map(|key| key.to_bytes())
+            .map_err(|error| format!("not an Ed25519 public key in PEM: {error}"));
+    }
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .map_err(|_| "neither a PEM public key nor base64".to_owned())?;
+    let raw: [u8; 32] = bytes
+        .try_into()
+        .map_err(|_| "an Ed25519 public key in base64 is 32 bytes".to_owned())?;
+    ed25519_dalek::VerifyingKey::from_bytes(&raw)
         .map(|key| key.to_bytes())
-        .map_err(|error| format!("not an Ed25519 public key in PEM: {error}"))
+        .map_err(|error| format!("not an Ed25519 public key: {error}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PEM: &str = "-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEAGb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE=\n-----END PUBLIC KEY-----\n";
+
+    #[test]
+    fn a_public_key_is_read_from_pem_or_from_base64_alike() {
+        let from_pem = public_key_of_pem(PEM).unwrap();
+        let from_base64 =
+            public_key_of_pem("Gb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE=").unwrap();
+        assert_eq!(from_pem, from_base64);
+        assert!(public_key_of_pem("c2hvcnQ=").is_err());
+        assert!(
+            public_key_of_pem("-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----")
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn an_origin_is_taken_only_as_a_browser_sends_it() {
+        let ok = checked_origins(&[
+            "https://chat.example.com".into(),
+            "http://127.0.0.1:3000".into(),
+        ]);
+        assert_eq!(ok.unwrap().len(), 2);
+        for bad in [
+            "https://chat.example.com/",
+            "https://chat.example.com/app",
+            "ftp://x.example",
+            "chat.example.com",
+        ] {
+            assert!(checked_origins(&[bad.into()]).is_err(), "{bad}");
+        }
+    }
 }
 
 /// The origins as a browser sends them in `Origin`: `http` or `https`, a host, an optional port, nothing else.

@@ -168,8 +168,8 @@ pub enum TokenKeyCommand {
         /// The key id the tokens name in their header: letters, digits, `_`, `.`, `-`.
         #[arg(long)]
         kid: String,
-        /// A PEM file with the Ed25519 public key (`-----BEGIN PUBLIC KEY-----`, as `openssl pkey -pubout`
-        /// writes it).
+        /// A file with the Ed25519 public key: PEM (`-----BEGIN PUBLIC KEY-----`, as `openssl pkey -pubout`
+        /// writes it) or its 32 bytes in base64 (as libsodium gives them).
         #[arg(long, value_name = "FILE")]
         public_key: PathBuf,
         #[command(flatten)]
