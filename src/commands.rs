@@ -246,43 +246,6 @@ pub fn public_key_of_pem(text: &str) -> Result<[u8; 32], String> {
         .map_err(|error| format!("not an Ed25519 public key: {error}"))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const PEM: &str = "-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEAGb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE=\n-----END PUBLIC KEY-----\n";
-
-    #[test]
-    fn a_public_key_is_read_from_pem_or_from_base64_alike() {
-        let from_pem = public_key_of_pem(PEM).unwrap();
-        let from_base64 =
-            public_key_of_pem("Gb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE=").unwrap();
-        assert_eq!(from_pem, from_base64);
-        assert!(public_key_of_pem("c2hvcnQ=").is_err());
-        assert!(
-            public_key_of_pem("-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----")
-                .is_err()
-        );
-    }
-
-    #[test]
-    fn an_origin_is_taken_only_as_a_browser_sends_it() {
-        let ok = checked_origins(&[
-            "https://chat.example.com".into(),
-            "http://127.0.0.1:3000".into(),
-        ]);
-        assert_eq!(ok.unwrap().len(), 2);
-        for bad in [
-            "https://chat.example.com/",
-            "https://chat.example.com/app",
-            "ftp://x.example",
-            "chat.example.com",
-        ] {
-            assert!(checked_origins(&[bad.into()]).is_err(), "{bad}");
-        }
-    }
-}
-
 /// The origins as a browser sends them in `Origin`: `http` or `https`, a host, an optional port, nothing else.
 /// Refuses any other form, which no browser would ever match.
 pub fn checked_origins(origins: &[String]) -> Result<Vec<String>, CommandError> {
@@ -376,4 +339,41 @@ pub fn spawn_periodic_purge(
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PEM: &str = "-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEAGb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE=\n-----END PUBLIC KEY-----\n";
+
+    #[test]
+    fn a_public_key_is_read_from_pem_or_from_base64_alike() {
+        let from_pem = public_key_of_pem(PEM).unwrap();
+        let from_base64 =
+            public_key_of_pem("Gb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE=").unwrap();
+        assert_eq!(from_pem, from_base64);
+        assert!(public_key_of_pem("c2hvcnQ=").is_err());
+        assert!(
+            public_key_of_pem("-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----")
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn an_origin_is_taken_only_as_a_browser_sends_it() {
+        let ok = checked_origins(&[
+            "https://chat.example.com".into(),
+            "http://127.0.0.1:3000".into(),
+        ]);
+        assert_eq!(ok.unwrap().len(), 2);
+        for bad in [
+            "https://chat.example.com/",
+            "https://chat.example.com/app",
+            "ftp://x.example",
+            "chat.example.com",
+        ] {
+            assert!(checked_origins(&[bad.into()]).is_err(), "{bad}");
+        }
+    }
 }
