@@ -1,7 +1,8 @@
 //! A tool executor to try the approve path with: it answers every call with what it was asked to do.
 //!
 //! Run it with `cargo run --example echo_executor` (it listens on 127.0.0.1:9000, or the address given as the
-//! first argument), point a tool at `http://127.0.0.1:9000/tools/{tool}` in TOOLS_CONFIG, and approve a turn.
+//! first argument; with port 0 it takes a free port, which the line it prints names), point a tool at
+//! `http://127.0.0.1:9000/tools/{tool}` in TOOLS_CONFIG, and approve a turn.
 //! It refuses calls for tools named `fail_*` with `is_error: true`, to show how a tool's own error reads.
 
 use std::collections::HashSet;
@@ -66,6 +67,9 @@ async fn main() -> std::io::Result<()> {
         .route("/tools/{tool}", post(execute))
         .with_state(Seen::default());
     let listener = tokio::net::TcpListener::bind(&address).await?;
+    // The bound address, not the one asked for: given port 0, the kernel picks a free port, which a script that
+    // starts the executor (tests/clients/run.sh) reads from this line.
+    let address = listener.local_addr()?;
     eprintln!("echo executor listening on http://{address}/tools/{{tool}}");
     axum::serve(listener, app).await
 }

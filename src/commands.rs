@@ -1,14 +1,12 @@
 //! Subcommands besides `serve`: migrations, API clients, retention, and watching resume notifications.
 
-use sqlx::PgPool;
-
 use crate::config::{ClientsCommand, Command, DatabaseConfig, TokenKeyCommand};
 use crate::domain::scopes::Scope;
 use crate::keys;
 use sqlx::postgres::PgListener;
 
 use crate::storage::runs::RESUMED_CHANNEL;
-use crate::storage::{self, StorageError, clients, retention, token_keys};
+use crate::storage::{self, Database, StorageError, clients, retention, token_keys};
 
 /// What a subcommand can fail with; printed to the person at the terminal.
 #[derive(Debug, thiserror::Error)]
@@ -41,11 +39,14 @@ pub async fn run(command: Command) -> Result<(), CommandError> {
             let pool = open_database(&common.database).await?;
             purge(&pool, older_than_days).await
         }
-        Command::Watch(common) => watch(&open_database(&common.database).await?).await,
+        Command::Watch(common) => {
+            open_database(&common.database).await?;
+            watch(&common.database).await
+        }
     }
 }
 
-async fn clients(pool: &PgPool, command: ClientsCommand) -> Result<(), CommandError> {
+async fn clients(pool: &Database, command: ClientsCommand) -> Result<(), CommandError> {
     match command {
         ClientsCommand::Add {
             name,
@@ -85,7 +86,7 @@ async fn clients(pool: &PgPool, command: ClientsCommand) -> Result<(), CommandEr
 }
 
 async fn add_client(
-    pool: &PgPool,
+    pool: &Database,
     name: &str,
     tenant: &str,
     scopes: &[Scope],
@@ -132,7 +133,7 @@ async fn add_client(
     Ok(())
 }
 
-async fn list_clients(pool: &PgPool) -> Result<(), CommandError> {
+async fn list_clients(pool: &Database) -> Result<(), CommandError> {
     println!(
         "{:<24} {:<16} {:<12} {:<10} {:<40} origins",
         "name", "tenant", "key id", "state", "scopes"
@@ -156,7 +157,7 @@ async fn list_clients(pool: &PgPool) -> Result<(), CommandError> {
     Ok(())
 }
 
-async fn token_key(pool: &PgPool, command: TokenKeyCommand) -> Result<(), CommandError> {
+async fn token_key(pool: &Database, command: TokenKeyCommand) -> Result<(), CommandError> {
     match command {
         TokenKeyCommand::Add {
             name,
@@ -266,21 +267,15 @@ pub fn checked_origins(origins: &[String]) -> Result<Vec<String>, CommandError> 
     Ok(checked)
 }
 
-/// Connects and migrates: every subcommand works on an up-to-date schema.
-pub async fn open_database(config: &DatabaseConfig) -> Result<PgPool, StorageError> {
-    let pool = storage::connect(&storage::PoolSettings {
-        database_url: config.database_url.expose().to_owned(),
-        max_connections: config.database_pool_size,
-        acquire_timeout: config.acquire_timeout(),
-        statement_timeout: config.statement_timeout(),
-    })
-    .await?;
-    storage::migrate(&pool).await?;
-    Ok(pool)
+/// Migrates (over the direct migration URL) and connects: every subcommand works on an up-to-date schema.
+pub async fn open_database(config: &DatabaseConfig) -> Result<Database, StorageError> {
+    let settings = config.pool_settings();
+    storage::migrate(&settings).await?;
+    storage::connect(&settings).await
 }
 
 /// Purges what is older than `days` (or RETENTION_DAYS) and prints what was removed.
-async fn purge(pool: &PgPool, days: Option<u32>) -> Result<(), CommandError> {
+async fn purge(pool: &Database, days: Option<u32>) -> Result<(), CommandError> {
     let days = days.ok_or_else(|| {
         CommandError::Usage(
             "say how many days to keep: --older-than-days N, or set RETENTION_DAYS".into(),
@@ -294,9 +289,14 @@ async fn purge(pool: &PgPool, days: Option<u32>) -> Result<(), CommandError> {
     Ok(())
 }
 
-/// Prints each resume notification as one JSON line until Ctrl-C.
-async fn watch(pool: &PgPool) -> Result<(), CommandError> {
-    let mut listener = PgListener::connect_with(pool)
+/// Prints each resume notification as one JSON line until Ctrl-C. LISTEN is session state, which a transaction
+/// pooler does not keep, so this listens over the direct migration URL when one is given.
+async fn watch(config: &DatabaseConfig) -> Result<(), CommandError> {
+    let url = config
+        .database_migration_url
+        .as_ref()
+        .unwrap_or(&config.database_url);
+    let mut listener = PgListener::connect(url.expose())
         .await
         .map_err(StorageError::from)?;
     listener
@@ -317,7 +317,7 @@ async fn watch(pool: &PgPool) -> Result<(), CommandError> {
 
 /// Purges every `interval` while the service runs, when a retention period is configured.
 pub fn spawn_periodic_purge(
-    pool: PgPool,
+    pool: Database,
     days: u32,
     interval: std::time::Duration,
     mut shutdown: tokio::sync::watch::Receiver<bool>,

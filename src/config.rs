@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::domain::limits::{self, WorkLimits};
 use crate::domain::scopes::Scope;
 use crate::domain::tokens::PrivacyLevel;
 use crate::listen::ConnectionLimits;
@@ -104,9 +105,21 @@ impl Command {
         }
     }
 
+    /// The database settings of whichever subcommand this is.
+    pub fn database(&self) -> &DatabaseConfig {
+        match self {
+            Command::Serve(config) => &config.database,
+            Command::Migrate(common) | Command::Watch(common) | Command::Purge { common, .. } => {
+                &common.database
+            }
+            Command::Clients(command) => &command.common().database,
+        }
+    }
+
     /// Checks the settings against each other, naming the variable at fault.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.log().validate()?;
+        self.database().validate()?;
         match self {
             Command::Serve(config) => config.validate(),
             _ => Ok(()),
@@ -228,7 +241,9 @@ pub struct DatabaseCommand {
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Database")]
 pub struct DatabaseConfig {
-    /// Postgres connection URL; the database is created if it does not exist.
+    /// Postgres connection URL; the database is created if it does not exist. May name several servers for a
+    /// failover, as libpq reads it: `postgres://h1:5432,h2:5432/db?target_session_attrs=read-write` tries them in
+    /// order and keeps the first that accepts writes, moving to another when it stops accepting them.
     #[arg(
         long,
         env = "DATABASE_URL",
@@ -238,6 +253,29 @@ pub struct DatabaseConfig {
         hide_env_values = true
     )]
     pub database_url: Secret,
+
+    /// A direct Postgres URL (not through a pooler) for the migrations and for creating the database; defaults to
+    /// DATABASE_URL. Required with DATABASE_PGBOUNCER: the migrations hold a session-level advisory lock.
+    #[arg(
+        long,
+        env = "DATABASE_MIGRATION_URL",
+        value_name = "DATABASE_MIGRATION_URL",
+        hide_env_values = true
+    )]
+    pub database_migration_url: Option<Secret>,
+
+    /// DATABASE_URL leads to a transaction-pooling PgBouncer (`pool_mode = transaction`): statements are unnamed
+    /// (no prepared statement outlives its transaction), each statement outside a transaction gets one of its own,
+    /// and the timeouts are set per transaction (`SET LOCAL`) instead of as startup parameters.
+    #[arg(long, env = "DATABASE_PGBOUNCER", value_name = "DATABASE_PGBOUNCER", default_value_t = false,
+          action = clap::ArgAction::Set)]
+    pub database_pgbouncer: bool,
+
+    /// With several servers in DATABASE_URL, milliseconds between checks that the one in use still accepts
+    /// writes; a connection refused by a read-only server triggers a check at once.
+    #[arg(long, env = "DATABASE_PRIMARY_CHECK_MS", value_name = "DATABASE_PRIMARY_CHECK_MS",
+          default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(50..=600_000))]
+    pub database_primary_check_ms: u64,
 
     /// Most database connections this instance holds.
     #[arg(long, env = "DATABASE_POOL_SIZE", value_name = "DATABASE_POOL_SIZE", default_value_t = 10,
@@ -256,6 +294,44 @@ pub struct DatabaseConfig {
 }
 
 impl DatabaseConfig {
+    /// Checks the URLs (several hosts are read here, not by sqlx) and that PgBouncer comes with a direct URL.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        crate::storage::hosts::parse(self.database_url.expose()).map_err(|error| ConfigError {
+            variable: "DATABASE_URL",
+            message: error.to_string(),
+        })?;
+        if let Some(url) = &self.database_migration_url {
+            crate::storage::hosts::parse(url.expose()).map_err(|error| ConfigError {
+                variable: "DATABASE_MIGRATION_URL",
+                message: error.to_string(),
+            })?;
+        }
+        if self.database_pgbouncer && self.database_migration_url.is_none() {
+            return Err(ConfigError {
+                variable: "DATABASE_MIGRATION_URL",
+                message: "DATABASE_PGBOUNCER needs a direct URL for the migrations, which hold a session-level lock"
+                    .into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// How the pool reaches Postgres.
+    pub fn pool_settings(&self) -> crate::storage::PoolSettings {
+        crate::storage::PoolSettings {
+            database_url: self.database_url.expose().to_owned(),
+            migration_url: self
+                .database_migration_url
+                .as_ref()
+                .map(|url| url.expose().to_owned()),
+            pgbouncer: self.database_pgbouncer,
+            max_connections: self.database_pool_size,
+            acquire_timeout: self.acquire_timeout(),
+            statement_timeout: self.statement_timeout(),
+            primary_check: Duration::from_millis(self.database_primary_check_ms),
+        }
+    }
+
     pub fn statement_timeout(&self) -> Duration {
         Duration::from_millis(self.database_statement_timeout_ms)
     }
@@ -368,6 +444,32 @@ pub struct Config {
     #[arg(long, env = "TOOLS_CONFIG", value_name = "TOOLS_CONFIG")]
     pub tools_config: Option<PathBuf>,
 
+    /// Allow `http://` executors with a `secret_env` in TOOLS_CONFIG: the secret then travels in clear, so only
+    /// where the network between the service and its executors is trusted.
+    #[arg(long, env = "EXECUTORS_ALLOW_INSECURE_SECRETS", value_name = "EXECUTORS_ALLOW_INSECURE_SECRETS",
+          default_value_t = false, action = clap::ArgAction::Set,
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub executors_allow_insecure_secrets: bool,
+
+    /// Most tool calls in one turn; a registration or new turn with more is answered 422 `too_many_calls`.
+    #[arg(long, env = "MAX_CALLS_PER_TURN", value_name = "MAX_CALLS_PER_TURN",
+          default_value_t = limits::DEFAULT_MAX_CALLS_PER_TURN as u64,
+          value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub max_calls_per_turn: u64,
+
+    /// Most bytes of one pending call's arguments text; more is answered 422 `arguments_too_large`.
+    #[arg(long, env = "MAX_ARGUMENTS_BYTES", value_name = "MAX_ARGUMENTS_BYTES",
+          default_value_t = limits::DEFAULT_MAX_ARGUMENTS_BYTES as u64,
+          value_parser = clap::value_parser!(u64).range(2..=1024 * 1024 * 1024))]
+    pub max_arguments_bytes: u64,
+
+    /// Most argument bytes one page of GET /v1/approvals loads; the arguments of later calls are omitted and
+    /// marked `arguments_omitted`.
+    #[arg(long, env = "INBOX_ARGUMENTS_BYTES", value_name = "INBOX_ARGUMENTS_BYTES",
+          default_value_t = limits::DEFAULT_INBOX_ARGUMENTS_BYTES as u64,
+          value_parser = clap::value_parser!(u64).range(0..=1024 * 1024 * 1024))]
+    pub inbox_arguments_bytes: u64,
+
     /// Days to keep tool-event payloads and finished (cancelled or completed) runs. When set, `serve` purges
     /// older ones every PURGE_INTERVAL_SECS; unset, nothing is purged unless `purge --older-than-days` is run.
     #[arg(long, env = "RETENTION_DAYS", value_name = "RETENTION_DAYS",
@@ -434,6 +536,15 @@ impl Config {
         ConnectionLimits {
             header_read_timeout: Duration::from_millis(self.header_read_timeout_ms),
             max_connections: usize::try_from(self.max_connections).unwrap_or(usize::MAX),
+        }
+    }
+
+    pub fn work_limits(&self) -> WorkLimits {
+        let size = |value: u64| usize::try_from(value).unwrap_or(usize::MAX);
+        WorkLimits {
+            max_calls_per_turn: size(self.max_calls_per_turn),
+            max_arguments_bytes: size(self.max_arguments_bytes),
+            inbox_arguments_bytes: size(self.inbox_arguments_bytes),
         }
     }
 }
@@ -546,7 +657,10 @@ mod tests {
     fn each_subcommand_takes_only_the_settings_it_uses() {
         let database = [
             "DATABASE_ACQUIRE_TIMEOUT_MS",
+            "DATABASE_MIGRATION_URL",
+            "DATABASE_PGBOUNCER",
             "DATABASE_POOL_SIZE",
+            "DATABASE_PRIMARY_CHECK_MS",
             "DATABASE_STATEMENT_TIMEOUT_MS",
             "DATABASE_URL",
             "LOG_FORMAT",
@@ -590,6 +704,39 @@ mod tests {
             checked += 1;
         }
         assert!(checked >= 8, "only {checked} commands seen");
+    }
+
+    #[test]
+    fn pgbouncer_without_a_direct_migration_url_is_refused_for_every_subcommand() {
+        for args in [
+            &["serve", "--database-pgbouncer", "true"][..],
+            &["clients", "list", "--database-pgbouncer", "true"],
+        ] {
+            let error = parse(args).unwrap().into_command().validate().unwrap_err();
+            assert_eq!(error.variable, "DATABASE_MIGRATION_URL", "{args:?}");
+        }
+        let cli = parse(&[
+            "migrate",
+            "--database-pgbouncer",
+            "true",
+            "--database-migration-url",
+            "postgres://postgres@127.0.0.1:5432/app",
+        ])
+        .unwrap();
+        assert!(cli.into_command().validate().is_ok());
+    }
+
+    #[test]
+    fn an_unreadable_host_list_is_refused_naming_the_variable() {
+        let cli = parse(&[
+            "migrate",
+            "--database-url",
+            "postgres://u:hunter2@h1,,h2/db",
+        ])
+        .unwrap();
+        let error = cli.into_command().validate().unwrap_err();
+        assert_eq!(error.variable, "DATABASE_URL");
+        assert!(!error.to_string().contains("hunter2"), "{error}");
     }
 
     #[test]

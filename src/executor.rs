@@ -1,7 +1,8 @@
 //! Tool executors: the HTTP endpoints that run approved calls under the run owner's identity (DESIGN.md §9).
 //!
 //! The configuration is a TOML file named by `TOOLS_CONFIG`. An executor call never fails the decision: a timeout,
-//! a refused connection, a non-2xx status or a malformed answer becomes the `failed` result.
+//! a refused connection, a non-2xx status (a redirect included: none is followed) or a malformed answer becomes the
+//! `failed` result.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -16,6 +17,10 @@ use crate::domain::redact::TRUNCATION_MARK;
 use crate::domain::results::{self, ToolResult};
 use crate::domain::tokens::Effect;
 use crate::domain::transcript::is_valid_tool_name;
+
+/// The header that names the run's tenant (also the body's `tenant`): executors serve every tenant, and an
+/// `owner_uid` means nothing without the tenant whose user it is.
+pub const TENANT_HEADER: &str = "Approval-Resume-Tenant";
 
 /// Answers larger than this many bytes are not read at all, whatever the content cap: the call is `failed`.
 const HARD_BODY_LIMIT: usize = 16 * 1024 * 1024;
@@ -43,6 +48,8 @@ pub struct Executors {
 #[derive(Debug)]
 pub struct ExecutorCall<'a> {
     pub run_id: Uuid,
+    /// The tenant of the run, whose backend user `owner_uid` is.
+    pub tenant: &'a str,
     pub call_id: &'a str,
     pub tool: &'a str,
     /// The JSON text the model produced; validated at registration to hold an object.
@@ -114,14 +121,17 @@ impl Executors {
     pub fn from_tools(tools: HashMap<String, ToolExecutor>) -> Self {
         Executors {
             tools,
-            client: reqwest::Client::new(),
+            client: client(),
         }
     }
 
-    /// Reads and checks the TOML file; every error names the tool and the field.
+    /// Reads and checks the TOML file; every error names the tool and the field. An `http://` executor with a
+    /// `secret_env` is refused unless `allow_insecure_secrets` (EXECUTORS_ALLOW_INSECURE_SECRETS) says the network
+    /// between the service and its executors is trusted: the secret would travel in clear.
     pub fn from_file(
         path: &Path,
         env: impl Fn(&str) -> Option<String>,
+        allow_insecure_secrets: bool,
     ) -> Result<Self, ExecutorConfigError> {
         let shown = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|source| ExecutorConfigError::Read {
@@ -164,6 +174,14 @@ impl Executors {
                 }
                 None => None,
             };
+            if secret.is_some() && tool.url.starts_with("http://") && !allow_insecure_secrets {
+                return Err(invalid(
+                    "secret_env",
+                    "an http:// executor would receive the secret in clear: use https://, or set \
+                     EXECUTORS_ALLOW_INSECURE_SECRETS=true if the network to it is trusted"
+                        .into(),
+                ));
+            }
             let executor = ToolExecutor {
                 url: tool.url,
                 timeout: Duration::from_millis(tool.timeout_ms),
@@ -182,9 +200,20 @@ impl Executors {
         self.tools.get(tool).filter(|executor| executor.enabled)
     }
 
-    /// The effect the configuration declares for a tool, used when a run does not declare it itself.
+    /// The effect the configuration declares for a tool, if it configures the tool.
     pub fn effect_of(&self, tool: &str) -> Option<Effect> {
         self.tools.get(tool).map(|executor| executor.effect)
+    }
+
+    /// A tool's effect in a run (DESIGN.md §2): `write` if the run declares it `write` or this configuration does,
+    /// so a run can never turn a configured write into a read. Applied again wherever a stored call's effect is
+    /// used, since the configuration may have made a tool `write` after the run was registered.
+    pub fn effect(&self, tool: &str, declared: Option<Effect>) -> Effect {
+        if declared == Some(Effect::Write) || self.effect_of(tool) == Some(Effect::Write) {
+            Effect::Write
+        } else {
+            Effect::Read
+        }
     }
 
     pub fn client(&self) -> &reqwest::Client {
@@ -199,6 +228,15 @@ impl Executors {
             .max()
             .unwrap_or_default()
     }
+}
+
+/// The client every executor call goes through. It follows no redirect: a 3xx would re-send the arguments, the
+/// owner, the secret and the Idempotency-Key to wherever it points, so it is a non-2xx answer, the `failed` result.
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap_or_else(|error| panic!("the executor HTTP client cannot be built: {error}"))
 }
 
 impl ToolExecutor {
@@ -243,6 +281,7 @@ impl ToolExecutor {
             serde_json::from_str(call.arguments).map_err(|_| "arguments are not JSON")?;
         let body = serde_json::json!({
             "run_id": call.run_id,
+            "tenant": call.tenant,
             "call_id": call.call_id,
             "tool": call.tool,
             "arguments": arguments,
@@ -255,6 +294,7 @@ impl ToolExecutor {
                 "Idempotency-Key",
                 format!("{}:{}", call.run_id, call.call_id),
             )
+            .header(TENANT_HEADER, call.tenant)
             .json(&body);
         if let Some(secret) = &self.secret {
             request = request.bearer_auth(secret.expose());
@@ -337,7 +377,7 @@ mod tests {
             "[tools.send_mail]\nurl = \"ftp://x\"\neffect = \"write\"\n",
         )
         .unwrap();
-        let error = Executors::from_file(&path, |_| None)
+        let error = Executors::from_file(&path, |_| None, false)
             .unwrap_err()
             .to_string();
         assert!(
@@ -355,13 +395,38 @@ mod tests {
             "[tools.x]\nurl = \"http://127.0.0.1:1/\"\neffect = \"read\"\nsecret_env = \"X_SECRET\"\n",
         )
         .unwrap();
-        let error = Executors::from_file(&path, |_| None)
+        let error = Executors::from_file(&path, |_| None, false)
             .unwrap_err()
             .to_string();
         assert!(
             error.contains("secret_env") && error.contains("X_SECRET"),
             "{error}"
         );
+    }
+
+    fn with_secret(url: &str, allow_insecure_secrets: bool) -> Result<Executors, String> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tools.toml");
+        std::fs::write(
+            &path,
+            format!("[tools.x]\nurl = \"{url}\"\neffect = \"write\"\nsecret_env = \"X_SECRET\"\n"),
+        )
+        .unwrap();
+        Executors::from_file(&path, |_| Some("s3cret".into()), allow_insecure_secrets)
+            .map_err(|error| error.to_string())
+    }
+
+    #[test]
+    fn an_http_executor_with_a_secret_is_refused_unless_the_network_is_trusted() {
+        let error = with_secret("http://tools.internal:9000/x", false).unwrap_err();
+        assert!(
+            error.contains("\"x\"")
+                && error.contains("secret_env")
+                && error.contains("EXECUTORS_ALLOW_INSECURE_SECRETS"),
+            "{error}"
+        );
+        assert!(with_secret("http://tools.internal:9000/x", true).is_ok());
+        assert!(with_secret("https://tools.internal/x", false).is_ok());
     }
 
     #[test]
@@ -374,7 +439,7 @@ mod tests {
              [tools.b]\nurl = \"http://127.0.0.1:1/b\"\neffect = \"read\"\nenabled = false\n",
         )
         .unwrap();
-        let executors = Executors::from_file(&path, |_| None).unwrap();
+        let executors = Executors::from_file(&path, |_| None, false).unwrap();
         assert!(executors.enabled("a").is_some());
         assert!(executors.enabled("b").is_none());
         assert_eq!(executors.effect_of("b"), Some(Effect::Read));

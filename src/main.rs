@@ -40,8 +40,12 @@ async fn main() -> ExitCode {
 
 async fn serve(config: Config) -> Result<(), String> {
     let executors = match &config.tools_config {
-        Some(path) => Executors::from_file(path, |name| std::env::var(name).ok())
-            .map_err(|error| error.to_string())?,
+        Some(path) => Executors::from_file(
+            path,
+            |name| std::env::var(name).ok(),
+            config.executors_allow_insecure_secrets,
+        )
+        .map_err(|error| error.to_string())?,
         None => Executors::none(),
     };
     let pool = commands::open_database(&config.database)
@@ -75,6 +79,7 @@ async fn serve(config: Config) -> Result<(), String> {
             max_body_bytes: usize::try_from(config.max_body_bytes).unwrap_or(usize::MAX),
             request_timeout: config.request_timeout(),
             body_read_timeout: Duration::from_millis(config.body_read_timeout_ms),
+            work: config.work_limits(),
         },
     };
     let listener = tokio::net::TcpListener::bind(config.listen_addr)

@@ -1,8 +1,9 @@
 //! Prometheus metrics in the text exposition format, kept in process memory.
 //!
 //! Metrics are observations, not state the service relies on, so a process-wide registry is fine here (unlike
-//! decisions, which live only in Postgres). Label values come from bounded sets: matched routes, configured tool
-//! names, fixed outcome tokens.
+//! decisions, which live only in Postgres). Label values come from bounded sets, since every value is a series
+//! kept for the life of the process: matched routes (or `unmatched`), standard methods (or `other`), status codes,
+//! configured tool names (only calls of a configured executor are counted), fixed outcome and `decided_by` tokens.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -97,8 +98,24 @@ fn observe(name: &'static str, labels: Labels, elapsed: Duration) {
     });
 }
 
-/// One HTTP request served.
+/// The methods counted under their own name; any other (hyper accepts extension methods of any length, before a
+/// key is checked) is counted as `other`, so no request can add a label value of its own choosing.
+const METHODS: [&str; 9] = [
+    "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH",
+];
+
+/// A request method as a label value from a fixed set: a standard method's name, else `other`.
+pub fn method_label(method: &str) -> &'static str {
+    METHODS
+        .into_iter()
+        .find(|known| *known == method)
+        .unwrap_or("other")
+}
+
+/// One HTTP request served. `route` is a matched route pattern or `unmatched`, `method` any method: it is
+/// counted by [`method_label`].
 pub fn http_request(route: &str, method: &str, status: u16, elapsed: Duration) {
+    let method = method_label(method);
     count(
         "http_requests_total",
         vec![
@@ -252,6 +269,14 @@ mod tests {
             )
         );
         assert!(text.contains("executor_call_duration_seconds_count{tool=\"test_tool_b\"} 1"));
+    }
+
+    #[test]
+    fn a_made_up_method_is_counted_as_other() {
+        assert_eq!(method_label("GET"), "GET");
+        assert_eq!(method_label("PATCH"), "PATCH");
+        assert_eq!(method_label(&"X".repeat(20_000)), "other");
+        assert_eq!(method_label("get"), "other", "methods are case-sensitive");
     }
 
     #[test]

@@ -6,14 +6,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::PgPool;
+use crate::storage::Database;
 
+use crate::domain::limits::WorkLimits;
 use crate::resume::Resumer;
 
 /// What every handler may use.
 #[derive(Clone)]
 pub struct AppState {
-    pub pool: PgPool,
+    pub pool: Database,
     pub resumer: Arc<Resumer>,
     pub limits: Limits,
 }
@@ -25,4 +26,6 @@ pub struct Limits {
     pub request_timeout: Duration,
     /// How long a request's whole body may take to arrive; past it, 408.
     pub body_read_timeout: Duration,
+    /// The work one request may cause: calls per turn, argument bytes per call and per inbox page.
+    pub work: WorkLimits,
 }

@@ -52,7 +52,8 @@ pub fn request_span<B>(request: &Request<B>) -> Span {
         .unwrap_or("");
     tracing::info_span!(
         "request",
-        method = %request.method(),
+        // A made-up method may be kilobytes long; the log names it `other`, as the metrics do.
+        method = crate::metrics::method_label(request.method().as_str()),
         route,
         request_id,
         client = tracing::field::Empty,

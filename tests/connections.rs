@@ -7,10 +7,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use approval_resume::app;
+use approval_resume::domain::limits::WorkLimits;
 use approval_resume::executor::Executors;
 use approval_resume::listen::ConnectionLimits;
 use approval_resume::resume::Resumer;
 use approval_resume::state::{AppState, Limits};
+use approval_resume::storage::Database;
 use approval_resume::tokens::PrivacyLevel;
 use sqlx::postgres::PgPoolOptions;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -19,9 +21,11 @@ use uuid::Uuid;
 
 /// Serves the app on a loopback port with these bounds; the database is never reached.
 async fn serve(limits: ConnectionLimits) -> std::net::SocketAddr {
-    let pool = PgPoolOptions::new()
-        .connect_lazy("postgres://postgres@127.0.0.1:1/unreachable")
-        .unwrap();
+    let pool = Database::direct(
+        PgPoolOptions::new()
+            .connect_lazy("postgres://postgres@127.0.0.1:1/unreachable")
+            .unwrap(),
+    );
     let state = AppState {
         pool: pool.clone(),
         resumer: Arc::new(Resumer {
@@ -35,6 +39,7 @@ async fn serve(limits: ConnectionLimits) -> std::net::SocketAddr {
             max_body_bytes: 1024 * 1024,
             request_timeout: Duration::from_secs(30),
             body_read_timeout: Duration::from_secs(15),
+            work: WorkLimits::default(),
         },
     };
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -1,6 +1,7 @@
 //! The pure core: texts, digests, rules and formats. No I/O, no clock, nothing of HTTP or SQL.
 
 pub mod authorize;
+pub mod limits;
 pub mod model_input;
 pub mod privacy;
 pub mod redact;

@@ -43,6 +43,13 @@ pub enum TranscriptError {
     DuplicateCallId(String),
 }
 
+/// Whether a call id holds only characters that pass unchanged in the executor's `Idempotency-Key` header: no
+/// control character (U+0000 to U+001F, U+007F to U+009F), which no header value may hold, and no space, which a
+/// receiver trims from the end of a header value. The spec's pattern is `^[^\x00-\x20\x7F-\x9F]+$`.
+pub fn is_valid_call_id(id: &str) -> bool {
+    !id.chars().any(|c| c.is_control() || c == ' ')
+}
+
 /// Returns true when a tool name matches `^[A-Za-z0-9_-]{1,64}$`.
 pub fn is_valid_tool_name(name: &str) -> bool {
     TOOL_NAME.is_match(name)
@@ -183,6 +190,11 @@ fn check_tool_call(call: &Value) -> Result<PendingCall, String> {
         return Err(format!(
             "\"id\" must have 1 to {MAX_CALL_ID_LEN} characters"
         ));
+    }
+    if !is_valid_call_id(id) {
+        return Err(
+            "\"id\" must not hold a space or a control character (U+0000 to U+0020, U+007F to U+009F)".into(),
+        );
     }
     if call.get("type").is_some_and(|kind| kind != "function") {
         return Err("\"type\" must be \"function\"".into());
@@ -394,6 +406,20 @@ mod tests {
         }
         let messages = turn(json!([call("c\u{0}", "x", "{}")]));
         assert!(validate(&messages, &HashSet::new()).is_err());
+    }
+
+    #[test]
+    fn a_call_id_with_a_control_character_or_a_space_is_refused() {
+        for id in ["c\n1", "c\r", "\tc", "c\u{7f}", "c\u{85}", "c 1", "c "] {
+            let messages = turn(json!([call(id, "x", "{}")]));
+            assert!(
+                validate(&messages, &HashSet::new()).is_err(),
+                "{id:?} was accepted"
+            );
+        }
+        for id in ["call_1", "toolu_01A-b.c:d", "é€"] {
+            assert!(is_valid_call_id(id), "{id:?} was refused");
+        }
     }
 
     #[test]

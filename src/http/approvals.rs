@@ -16,9 +16,9 @@ use crate::domain::authorize::Refusal;
 use crate::domain::redact::redact;
 use crate::domain::tokens::{Effect, PrivacyLevel};
 use crate::domain::transcript::is_valid_tool_name;
+use crate::executor::Executors;
 use crate::state::AppState;
-use crate::storage::approvals::{self, InboxQuery, WaitingRun};
-use crate::storage::runs::CallRow;
+use crate::storage::approvals::{self, InboxCallRow, InboxQuery, WaitingRun};
 use crate::storage::users;
 
 const DEFAULT_LIMIT: i64 = 50;
@@ -70,6 +70,10 @@ struct InboxCall {
     /// Present only where the run's privacy level allows: verbatim at `full`, redacted at `redacted`.
     #[serde(skip_serializing_if = "Option::is_none")]
     arguments: Option<String>,
+    /// Present, and true, when the level allows arguments but the page had loaded INBOX_ARGUMENTS_BYTES of them
+    /// already; `GET /v1/runs/{id}` shows them.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    arguments_omitted: bool,
 }
 
 pub async fn inbox(
@@ -120,32 +124,59 @@ pub async fn inbox(
     } else {
         None
     };
-    let mut calls_by_run: HashMap<Uuid, Vec<CallRow>> = HashMap::new();
-    for (run_id, call) in approvals::pending_calls(&state.pool, &runs).await? {
-        calls_by_run.entry(run_id).or_default().push(call);
-    }
     let floor = state.resumer.privacy_floor;
-    let items = runs
-        .into_iter()
-        .map(|run| {
-            let level = floor.stricter(run.privacy_level.0);
-            let calls = calls_by_run.remove(&run.id).unwrap_or_default();
-            item(run, level, calls)
-        })
+    let levels: Vec<PrivacyLevel> = runs
+        .iter()
+        .map(|run| floor.stricter(run.privacy_level.0))
         .collect();
+    let shows_arguments: Vec<bool> = levels.iter().map(|level| shows_arguments(*level)).collect();
+    let calls = approvals::pending_calls(
+        &state.pool,
+        &runs,
+        &shows_arguments,
+        state.limits.work.inbox_arguments_bytes,
+    )
+    .await?;
+    let mut calls_by_run: HashMap<Uuid, Vec<InboxCallRow>> = HashMap::new();
+    for call in calls {
+        calls_by_run.entry(call.run_id).or_default().push(call);
+    }
+    let resumer = std::sync::Arc::clone(&state.resumer);
+    // Redacting a page's arguments (up to INBOX_ARGUMENTS_BYTES of them) is CPU work: off the async workers.
+    let items = tokio::task::spawn_blocking(move || {
+        runs.into_iter()
+            .zip(levels)
+            .map(|(run, level)| {
+                let calls = calls_by_run.remove(&run.id).unwrap_or_default();
+                item(run, level, calls, &resumer.executors)
+            })
+            .collect::<Vec<InboxItem>>()
+    })
+    .await
+    .map_err(ApiError::internal)?;
     Ok(axum::Json(InboxPage { items, next_cursor }))
 }
 
-fn item(run: WaitingRun, level: PrivacyLevel, calls: Vec<CallRow>) -> InboxItem {
+fn shows_arguments(level: PrivacyLevel) -> bool {
+    matches!(level, PrivacyLevel::Full | PrivacyLevel::Redacted)
+}
+
+fn item(
+    run: WaitingRun,
+    level: PrivacyLevel,
+    calls: Vec<InboxCallRow>,
+    executors: &Executors,
+) -> InboxItem {
     let pending_calls = calls
         .into_iter()
         .map(|call| InboxCall {
-            effect: call.effect(),
+            effect: executors.effect(&call.tool, Some(call.effect())),
             arguments: match level {
-                PrivacyLevel::Full => Some(call.arguments),
-                PrivacyLevel::Redacted => Some(redact(&call.arguments)),
+                PrivacyLevel::Full => call.arguments,
+                PrivacyLevel::Redacted => call.arguments.as_deref().map(redact),
                 PrivacyLevel::Metadata | PrivacyLevel::None => None,
             },
+            arguments_omitted: call.arguments_omitted,
             id: call.call_id,
             name: call.tool,
         })

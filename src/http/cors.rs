@@ -11,16 +11,15 @@ use std::time::Duration;
 use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
 use axum::http::request::Parts;
 use axum::http::{HeaderName, HeaderValue, Method};
-use sqlx::PgPool;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
-use crate::storage::clients;
+use crate::storage::{Database, clients};
 
 /// How long a browser may reuse a preflight's answer.
 const PREFLIGHT_MAX_AGE: Duration = Duration::from_secs(600);
 
 /// The CORS layer of the token routes, deciding origins against the clients in `pool`.
-pub fn layer(pool: PgPool) -> CorsLayer {
+pub fn layer(pool: Database) -> CorsLayer {
     CorsLayer::new()
         .allow_origin(AllowOrigin::async_predicate(
             move |origin: HeaderValue, _: &Parts| async move {

@@ -160,7 +160,10 @@ pub async fn model_input(
             "the approved turn's tools are still running",
         ));
     }
-    let resumed = resume::load_resumed(&state.pool, run.id, decision).await?;
+    // Its reads in one transaction: behind PgBouncer a connection is only kept between statements inside one.
+    let mut tx = state.pool.begin().await?;
+    let resumed = resume::load_resumed(&mut tx, run.id, decision).await?;
+    tx.commit().await?;
     let model_input = model_input::render(
         query.format,
         &resumed.transcript,

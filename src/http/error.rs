@@ -145,6 +145,7 @@ impl From<ResumeError> for ApiError {
                 "resume_in_progress",
                 "the approved turn's tools are still running; ask again shortly",
             ),
+            ResumeError::Redaction(cause) => ApiError::internal(cause),
             ResumeError::Storage(storage) => storage.into(),
         }
     }

@@ -37,7 +37,7 @@ pub async fn metrics(
     State(state): State<AppState>,
     _: Authorized<scope::MetricsRead>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let text = crate::metrics::render(state.pool.size(), state.pool.num_idle());
+    let text = crate::metrics::render(state.pool.pool().size(), state.pool.pool().num_idle());
     Ok((
         [(
             header::CONTENT_TYPE,

@@ -14,6 +14,7 @@ use super::error::ApiError;
 use super::extract::{Authorized, Caller, Json, KeyOrToken, RunId, scope};
 use super::views::RunView;
 use super::visible;
+use crate::domain::limits::TurnOverLimit;
 use crate::domain::tokens::{Effect, PrivacyLevel, RunStatus};
 use crate::domain::transcript::{self, PendingCall, is_valid_tool_name};
 use crate::state::AppState;
@@ -62,6 +63,7 @@ pub async fn register_run(
     let declared = declared_tools(&body.tools)?;
     let pending = transcript::validate(&body.messages, &HashSet::new())
         .map_err(|error| ApiError::unprocessable("invalid_transcript", error.to_string()))?;
+    within_limits(&state, &pending)?;
     // Serializing the parsed body gives one text per meaning: keys sorted, defaults filled in.
     let registration_hash: [u8; 32] =
         Sha256::digest(serde_json::to_vec(&body).map_err(ApiError::internal)?).into();
@@ -129,6 +131,22 @@ async fn existing_registration(
     Ok((StatusCode::OK, axum::Json(view)).into_response())
 }
 
+/// Refuses a turn over the work limits (calls per turn, bytes per call's arguments) with 422 and the limit's code.
+pub fn within_limits(state: &AppState, pending: &[PendingCall]) -> Result<(), ApiError> {
+    state
+        .limits
+        .work
+        .check_turn(pending)
+        .map_err(|over| match over {
+            TurnOverLimit::TooManyCalls { .. } => {
+                ApiError::unprocessable("too_many_calls", over.to_string())
+            }
+            TurnOverLimit::ArgumentsTooLarge { .. } => {
+                ApiError::unprocessable("arguments_too_large", over.to_string())
+            }
+        })
+}
+
 fn declared_tools(tools: &[DeclaredToolBody]) -> Result<HashMap<&str, Effect>, ApiError> {
     let mut declared = HashMap::new();
     for tool in tools {
@@ -161,7 +179,7 @@ fn declared_list(tools: &[DeclaredToolBody]) -> Vec<DeclaredTool> {
         .collect()
 }
 
-/// Each call's effect: as the run declared it, else as the executor configuration says, else `read`.
+/// Each call's effect: `write` if the run declares it or the executor configuration does, else `read`.
 pub fn with_effects(
     state: &AppState,
     declared: &HashMap<&str, Effect>,
@@ -170,11 +188,10 @@ pub fn with_effects(
     calls
         .into_iter()
         .map(|call| {
-            let effect = declared
-                .get(call.name.as_str())
-                .copied()
-                .or_else(|| state.resumer.executors.effect_of(&call.name))
-                .unwrap_or(Effect::Read);
+            let effect = state
+                .resumer
+                .executors
+                .effect(&call.name, declared.get(call.name.as_str()).copied());
             (call, effect)
         })
         .collect()
@@ -189,6 +206,7 @@ pub async fn run_view(state: &AppState, run: &RunRow) -> Result<RunView, ApiErro
         &calls,
         decision.as_ref(),
         state.resumer.privacy_floor,
+        &state.resumer.executors,
     )?)
 }
 

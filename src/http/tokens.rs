@@ -9,11 +9,10 @@ use axum::http::StatusCode;
 use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
-use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::error::ApiError;
-use crate::storage::token_keys;
+use crate::storage::{Database, token_keys};
 
 /// The `aud` every token must carry.
 pub const AUDIENCE: &str = "approval-resume";
@@ -62,7 +61,7 @@ fn refused(code: &'static str, detail: &str) -> ApiError {
 }
 
 /// Verifies a token against its client's registered key, at `now` (seconds since the epoch).
-pub async fn verify(pool: &PgPool, token: &str, now: u64) -> Result<TokenHolder, ApiError> {
+pub async fn verify(pool: &Database, token: &str, now: u64) -> Result<TokenHolder, ApiError> {
     let malformed = || {
         refused(
             "token_invalid",

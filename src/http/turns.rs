@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 
 use super::error::ApiError;
 use super::extract::{Authorized, Json, RunId, scope};
-use super::runs::{run_view, with_effects};
+use super::runs::{run_view, with_effects, within_limits};
 use crate::domain::model_input::tool_messages;
 use crate::domain::tokens::{Effect, RunStatus};
 use crate::domain::transcript;
@@ -57,10 +57,11 @@ pub async fn append_turn(
     let decision = decisions::find(&mut *tx, run.id, run.turn_index)
         .await?
         .ok_or_else(|| ApiError::internal("a resumed run has no decision on its turn"))?;
-    let resumed = load_resumed(&state.pool, run.id, decision).await?;
+    let resumed = load_resumed(&mut tx, run.id, decision).await?;
     let earlier_ids = transcript::call_ids(&resumed.transcript);
     let pending = transcript::validate(&body.messages, &earlier_ids)
         .map_err(|error| ApiError::unprocessable("invalid_transcript", error.to_string()))?;
+    within_limits(&state, &pending)?;
     let declared: HashMap<&str, Effect> = run
         .tools
         .0

@@ -5,6 +5,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use crate::domain::tokens::{DecidedBy, DenialReason, Effect, PrivacyLevel, RunStatus};
+use crate::executor::Executors;
 use crate::storage::StorageError;
 use crate::storage::decisions::DecisionRow;
 use crate::storage::runs::{CallRow, RunRow};
@@ -68,6 +69,7 @@ impl RunView {
         calls: &[CallRow],
         decision: Option<&DecisionRow>,
         privacy_floor: PrivacyLevel,
+        executors: &Executors,
     ) -> Result<Self, StorageError> {
         Ok(RunView {
             id: run.id,
@@ -84,7 +86,7 @@ impl RunView {
                         id: call.call_id.clone(),
                         name: call.tool.clone(),
                         arguments: call.arguments.clone(),
-                        effect: call.effect(),
+                        effect: executors.effect(&call.tool, Some(call.effect())),
                     })
                     .collect(),
             },

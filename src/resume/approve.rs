@@ -58,7 +58,7 @@ pub async fn finish_turn(
     }
     let (calls, earlier_calls) = deciding::calls_through(&mut tx, run.id, run.turn_index).await?;
     let results = super::stored_results(&calls)?;
-    let events = tool_events(resumer, &run, &calls, &results, decision.decided_by()?);
+    let events = tool_events(resumer, &run, &calls, &results, decision.decided_by()?).await?;
     let closing = ClosingTurn {
         run: &run,
         approved: true,
@@ -104,6 +104,7 @@ async fn run_call(
             resumer.executors.client(),
             &ExecutorCall {
                 run_id: run.id,
+                tenant: &run.tenant,
                 call_id: &call.call_id,
                 tool: &call.tool,
                 arguments: &call.arguments,

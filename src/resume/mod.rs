@@ -9,8 +9,9 @@ pub mod approve;
 
 use std::time::Duration;
 
+use crate::storage::Database;
 use serde_json::Value;
-use sqlx::PgPool;
+use sqlx::PgConnection;
 use uuid::Uuid;
 
 pub use approve::{finish_turn, spawn_recovery};
@@ -28,7 +29,7 @@ use crate::storage::runs::{self, CallRow, RunRow};
 
 /// What the decision path needs, shared by every request and the recovery task.
 pub struct Resumer {
-    pub pool: PgPool,
+    pub pool: Database,
     pub executors: Executors,
     /// The service's privacy level; a run may only make it stricter.
     pub privacy_floor: PrivacyLevel,
@@ -91,6 +92,8 @@ pub enum ResumeError {
     NotAwaitingApproval,
     #[error("the approved turn's tools are still running")]
     ResumeInProgress,
+    #[error("the redaction of the tool events failed: {0}")]
+    Redaction(String),
     #[error(transparent)]
     Storage(#[from] StorageError),
 }
@@ -119,6 +122,16 @@ pub async fn decide(
     .await?
     .ok_or(ResumeError::RunNotFound)?;
     let run = &locked.run;
+    // The same decision again is answered from what was recorded, before today's rules about the decider: it was
+    // authorized when it won (DESIGN.md §5), and a 403 would say nothing was recorded (§4), which is untrue once the
+    // decider has been disabled or lost the grant since.
+    if let Some(existing) = &locked.decision
+        && is_same_decision(existing, request)?
+    {
+        let existing = existing.clone();
+        tx.rollback().await?;
+        return replay(resumer, &locked.run, existing, request).await;
+    }
     let decided_by = authorize_decider(actor, &locked, request)?;
 
     if request.turn_digest != run.turn_digest {
@@ -160,7 +173,7 @@ pub async fn decide(
             results::denied(
                 &call.call_id,
                 &call.tool,
-                call.effect(),
+                resumer.executors.effect(&call.tool, Some(call.effect())),
                 decided_by,
                 request.reason,
             )
@@ -171,7 +184,7 @@ pub async fn decide(
         .map(|c| c.position)
         .zip(results.iter())
         .collect();
-    let events = tool_events(resumer, run, &calls, &results, decided_by);
+    let events = tool_events(resumer, run, &calls, &results, decided_by).await?;
     let closing = ClosingTurn {
         run,
         approved: false,
@@ -232,31 +245,46 @@ async fn replay(
     existing: DecisionRow,
     request: &DecisionRequest,
 ) -> Result<Resumed, ResumeError> {
-    let same = existing.approved == request.approved
-        && existing.decider_uid == request.decider_uid
-        && existing.turn_digest == request.turn_digest
-        && existing.reason()? == request.reason;
+    let same = is_same_decision(&existing, request)?;
     if run.status() == RunStatus::Resuming {
         return Err(ResumeError::ResumeInProgress);
     }
     if !same {
         return Err(ResumeError::AlreadyDecided);
     }
-    load_resumed(&resumer.pool, run.id, existing).await
+    // Its reads in one transaction: behind PgBouncer a connection is only kept between statements inside one.
+    let mut tx = resumer.pool.begin().await?;
+    let resumed = load_resumed(&mut tx, run.id, existing).await?;
+    tx.commit().await?;
+    Ok(resumed)
+}
+
+/// Whether a request is the recorded decision again: same approved, decider, digest and reason.
+fn is_same_decision(
+    existing: &DecisionRow,
+    request: &DecisionRequest,
+) -> Result<bool, ResumeError> {
+    Ok(existing.approved == request.approved
+        && existing.decider_uid == request.decider_uid
+        && existing.turn_digest == request.turn_digest
+        && existing.reason()? == request.reason)
 }
 
 /// Rebuilds a resumed turn from what is stored, byte for byte what its first answer was built from.
+///
+/// It reads through the caller's connection: a caller inside a transaction that holds a pool connection must not
+/// wait for a second one, or as many such callers as the pool has connections wait for each other forever.
 pub async fn load_resumed(
-    pool: &PgPool,
+    conn: &mut PgConnection,
     run_id: Uuid,
     decision: DecisionRow,
 ) -> Result<Resumed, ResumeError> {
-    let calls = runs::calls(pool, run_id, decision.turn_index).await?;
+    let calls = runs::calls(&mut *conn, run_id, decision.turn_index).await?;
     let results = stored_results(&calls)?;
-    let mut transcript = runs::messages(pool, run_id).await?;
+    let mut transcript = runs::messages(&mut *conn, run_id).await?;
     truncate_to_turn(&mut transcript, &calls);
     let earlier_results =
-        stored_results(&runs::calls_before(pool, run_id, decision.turn_index).await?)?;
+        stored_results(&runs::calls_before(&mut *conn, run_id, decision.turn_index).await?)?;
     Ok(Resumed {
         run_id,
         decision,
@@ -301,15 +329,31 @@ fn stored_result(call: &CallRow) -> Result<ToolResult, StorageError> {
     })
 }
 
-/// One tool event per call, filtered by the stricter of the service's and the run's privacy level.
-fn tool_events(
+/// One tool event per call, filtered by the stricter of the service's and the run's privacy level. Redaction reads
+/// every argument and result text, which is CPU work: at `redacted` it runs off the async workers.
+async fn tool_events(
     resumer: &Resumer,
     run: &RunRow,
     calls: &[CallRow],
     results: &[ToolResult],
     decided_by: DecidedBy,
-) -> Vec<(i32, privacy::ToolEvent)> {
+) -> Result<Vec<(i32, privacy::ToolEvent)>, ResumeError> {
     let level = resumer.privacy_floor.stricter(run.privacy_level());
+    if level != PrivacyLevel::Redacted {
+        return Ok(filtered_events(level, calls, results, decided_by));
+    }
+    let (calls, results) = (calls.to_vec(), results.to_vec());
+    tokio::task::spawn_blocking(move || filtered_events(level, &calls, &results, decided_by))
+        .await
+        .map_err(|error| ResumeError::Redaction(error.to_string()))
+}
+
+fn filtered_events(
+    level: PrivacyLevel,
+    calls: &[CallRow],
+    results: &[ToolResult],
+    decided_by: DecidedBy,
+) -> Vec<(i32, privacy::ToolEvent)> {
     calls
         .iter()
         .zip(results)

@@ -4,8 +4,9 @@ use chrono::{DateTime, Utc};
 use sqlx::PgExecutor;
 use uuid::Uuid;
 
-use super::StorageError;
-use super::runs::{CallRow, StoredLevel};
+use super::runs::StoredLevel;
+use super::{StorageError, sql};
+use crate::domain::tokens::Effect;
 
 /// One waiting run of the inbox.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -39,7 +40,7 @@ pub async fn waiting_runs(
     query: &InboxQuery<'_>,
 ) -> Result<Vec<WaitingRun>, StorageError> {
     let (after_at, after_id) = query.after.unzip();
-    let rows = sqlx::query_as::<_, WaitingRun>(
+    let rows = sql::query_as::<WaitingRun>(
         "select r.id, r.owner_uid, r.privacy_level, r.require_second_approver, r.turn_index, r.turn_digest, r.created_at
          from runs r
          where r.tenant = $1 and r.status = 'waiting_for_approval'
@@ -63,31 +64,56 @@ pub async fn waiting_runs(
     Ok(rows)
 }
 
-/// The pending calls of the current turn of each listed run, in one query: `(run id, call)` in turn order.
+/// One pending call as the inbox shows it.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct InboxCallRow {
+    pub run_id: Uuid,
+    pub call_id: String,
+    pub tool: String,
+    pub effect: String,
+    /// Loaded only for a run that shows arguments, while the page's budget lasts.
+    pub arguments: Option<String>,
+    /// The run shows arguments, but the page's budget ran out before this call's.
+    pub arguments_omitted: bool,
+}
+
+impl InboxCallRow {
+    pub fn effect(&self) -> Effect {
+        // The column's check constraint allows only the two values.
+        Effect::parse(&self.effect).unwrap_or(Effect::Read)
+    }
+}
+
+/// The pending calls of the current turn of each listed run, in one query, in page and turn order.
+///
+/// `shows_arguments[i]` says whether the page shows the arguments of `runs[i]` (its privacy level allows it). Those
+/// are loaded in page order while their running total stays within `budget` bytes; the later ones are not read
+/// into the service at all, only marked omitted. Postgres knows a text's length without reading it.
 pub async fn pending_calls(
     db: impl PgExecutor<'_>,
     runs: &[WaitingRun],
-) -> Result<Vec<(Uuid, CallRow)>, StorageError> {
+    shows_arguments: &[bool],
+    budget: usize,
+) -> Result<Vec<InboxCallRow>, StorageError> {
     let ids: Vec<Uuid> = runs.iter().map(|run| run.id).collect();
     let turns: Vec<i32> = runs.iter().map(|run| run.turn_index).collect();
-    let rows = sqlx::query_as::<_, PendingRow>(
-        "select c.run_id, c.position, c.call_id, c.tool, c.arguments, c.effect, c.started_at, c.outcome, c.is_error,
-                c.content, c.finished_at
-         from turn_calls c
-         join unnest($1::uuid[], $2::int[]) as t(run_id, turn_index)
-           on c.run_id = t.run_id and c.turn_index = t.turn_index
-         order by c.run_id, c.position",
+    let rows = sql::query_as::<InboxCallRow>(
+        "select run_id, call_id, tool, effect,
+                case when shows and loaded <= $4 then arguments end as arguments,
+                shows and loaded > $4 as arguments_omitted
+         from (select c.run_id, c.call_id, c.tool, c.effect, c.arguments, c.position, t.page_order, t.shows,
+                      sum(case when t.shows then octet_length(c.arguments) else 0 end)
+                          over (order by t.page_order, c.position) as loaded
+               from turn_calls c
+               join unnest($1::uuid[], $2::int[], $3::bool[]) with ordinality as t(run_id, turn_index, shows, page_order)
+                 on c.run_id = t.run_id and c.turn_index = t.turn_index) calls
+         order by page_order, position",
     )
     .bind(&ids)
     .bind(&turns)
+    .bind(shows_arguments)
+    .bind(i64::try_from(budget).unwrap_or(i64::MAX))
     .fetch_all(db)
     .await?;
-    Ok(rows.into_iter().map(|row| (row.run_id, row.call)).collect())
-}
-
-#[derive(sqlx::FromRow)]
-struct PendingRow {
-    run_id: Uuid,
-    #[sqlx(flatten)]
-    call: CallRow,
+    Ok(rows)
 }

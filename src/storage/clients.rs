@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::PgExecutor;
 
-use super::StorageError;
+use super::{StorageError, sql};
 
 /// A client as the authentication layer sees it.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -26,7 +26,7 @@ pub async fn insert(
     key_prefix: &str,
     scopes: &[String],
 ) -> Result<bool, StorageError> {
-    let result = sqlx::query(
+    let result = sql::query(
         "insert into api_clients (name, tenant, key_hash, key_prefix, scopes) values ($1, $2, $3, $4, $5)",
     )
     .bind(name)
@@ -48,7 +48,7 @@ pub async fn find_active_by_key_hash(
     db: impl PgExecutor<'_>,
     key_hash: &[u8],
 ) -> Result<Option<ClientRow>, StorageError> {
-    let row = sqlx::query_as::<_, ClientRow>(
+    let row = sql::query_as::<ClientRow>(
         "select name, tenant, key_prefix, scopes, allowed_origins, created_at, revoked_at
          from api_clients where key_hash = $1 and revoked_at is null",
     )
@@ -60,7 +60,7 @@ pub async fn find_active_by_key_hash(
 
 /// Every client, revoked ones included, oldest first.
 pub async fn list(db: impl PgExecutor<'_>) -> Result<Vec<ClientRow>, StorageError> {
-    let rows = sqlx::query_as::<_, ClientRow>(
+    let rows = sql::query_as::<ClientRow>(
         "select name, tenant, key_prefix, scopes, allowed_origins, created_at, revoked_at
          from api_clients order by id",
     )
@@ -71,7 +71,7 @@ pub async fn list(db: impl PgExecutor<'_>) -> Result<Vec<ClientRow>, StorageErro
 
 /// Revokes a client's key; `Ok(false)` when no live client has that name.
 pub async fn revoke(db: impl PgExecutor<'_>, name: &str) -> Result<bool, StorageError> {
-    let result = sqlx::query(
+    let result = sql::query(
         "update api_clients set revoked_at = now() where name = $1 and revoked_at is null",
     )
     .bind(name)
@@ -82,7 +82,7 @@ pub async fn revoke(db: impl PgExecutor<'_>, name: &str) -> Result<bool, Storage
 
 /// Whether a live client allows pages of `origin` to call the token routes.
 pub async fn origin_allowed(db: impl PgExecutor<'_>, origin: &str) -> Result<bool, StorageError> {
-    let (allowed,): (bool,) = sqlx::query_as(
+    let (allowed,): (bool,) = sql::query_as(
         "select exists (select 1 from api_clients where revoked_at is null and $1 = any (allowed_origins))",
     )
     .bind(origin)
@@ -97,7 +97,7 @@ pub async fn set_origins(
     name: &str,
     origins: &[String],
 ) -> Result<bool, StorageError> {
-    let result = sqlx::query(
+    let result = sql::query(
         "update api_clients set allowed_origins = $2 where name = $1 and revoked_at is null",
     )
     .bind(name)

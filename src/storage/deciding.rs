@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use super::decisions::{self, DECISION_COLUMNS, DecisionRow, NewDecision};
 use super::runs::{CallRow, RESUMED_CHANNEL, RunRow};
-use super::{Query, StorageError};
+use super::{Query, StorageError, sql};
 use crate::domain::authorize::DeciderFacts;
 use crate::domain::privacy::ToolEvent;
 use crate::domain::results::ToolResult;
@@ -41,7 +41,7 @@ pub async fn lock_run(
     decider_uid: Option<i64>,
     with_transcript: bool,
 ) -> Result<Option<LockedRun>, StorageError> {
-    let row = sqlx::query(
+    let row = sql::query(
         "select r.*,
                 u.uid is not null as decider_found, u.is_admin, u.can_approve_others, u.disabled,
                 e.turn_index as decision_turn_index, e.approved, e.decider_uid, e.decided_by, e.reason,
@@ -115,7 +115,7 @@ pub async fn calls_through(
     run_id: Uuid,
     turn_index: i32,
 ) -> Result<(Vec<CallRow>, Vec<CallRow>), StorageError> {
-    let rows = sqlx::query(
+    let rows = sql::query(
         "select turn_index, position, call_id, tool, arguments, effect, started_at, outcome, is_error, content,
                 finished_at
          from turn_calls
@@ -187,7 +187,7 @@ pub async fn close_turn(
     static SQL: LazyLock<String> = LazyLock::new(|| {
         format!("with {CLOSE_TURN} select resumed.id from resumed cross join notified")
     });
-    bind_closing(sqlx::query(sqlx::AssertSqlSafe(SQL.as_str())), closing)
+    bind_closing(sql::query(sqlx::AssertSqlSafe(SQL.as_str())), closing)
         .fetch_one(conn)
         .await?;
     Ok(())
@@ -210,7 +210,7 @@ pub async fn record_denial(
              select decision.* from decision cross join resumed cross join notified"
         )
     });
-    let query = bind_closing(sqlx::query(sqlx::AssertSqlSafe(SQL.as_str())), closing);
+    let query = bind_closing(sql::query(sqlx::AssertSqlSafe(SQL.as_str())), closing);
     let row = decisions::bind_decision(query, decision)
         .fetch_one(conn)
         .await?;

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{FromRow, PgConnection, PgExecutor};
 use uuid::Uuid;
 
-use super::{Query, StorageError};
+use super::{Query, StorageError, sql};
 use crate::domain::results::ToolResult;
 use crate::domain::tokens::{DecidedBy, DenialReason};
 
@@ -62,7 +62,7 @@ pub async fn find(
     run_id: Uuid,
     turn_index: i32,
 ) -> Result<Option<DecisionRow>, StorageError> {
-    let row = sqlx::query_as::<_, DecisionRow>(sqlx::AssertSqlSafe(format!(
+    let row = sql::query_as::<DecisionRow>(sqlx::AssertSqlSafe(format!(
         "select {DECISION_COLUMNS} from approval_events where run_id = $1 and turn_index = $2"
     )))
     .bind(run_id)
@@ -77,7 +77,7 @@ pub async fn latest(
     db: impl PgExecutor<'_>,
     run_id: Uuid,
 ) -> Result<Option<DecisionRow>, StorageError> {
-    let row = sqlx::query_as::<_, DecisionRow>(sqlx::AssertSqlSafe(format!(
+    let row = sql::query_as::<DecisionRow>(sqlx::AssertSqlSafe(format!(
         "select {DECISION_COLUMNS} from approval_events where run_id = $1 order by turn_index desc limit 1"
     )))
     .bind(run_id)
@@ -91,7 +91,7 @@ pub async fn all_of_run(
     db: impl PgExecutor<'_>,
     run_id: Uuid,
 ) -> Result<Vec<DecisionRow>, StorageError> {
-    let rows = sqlx::query_as::<_, DecisionRow>(sqlx::AssertSqlSafe(format!(
+    let rows = sql::query_as::<DecisionRow>(sqlx::AssertSqlSafe(format!(
         "select {DECISION_COLUMNS} from approval_events where run_id = $1 order by turn_index"
     )))
     .bind(run_id)
@@ -106,7 +106,7 @@ pub async fn insert(
     conn: &mut PgConnection,
     decision: &NewDecision<'_>,
 ) -> Result<DecisionRow, StorageError> {
-    let query = sqlx::query(sqlx::AssertSqlSafe(format!(
+    let query = sql::query(sqlx::AssertSqlSafe(format!(
         "insert into approval_events (run_id, turn_index, approved, decider_uid, decided_by, reason, turn_digest, client_name, token_kid)
          values ($1, $2, $3, $4, $5, $6, $7, $8, $9)
          returning {DECISION_COLUMNS}"
@@ -141,7 +141,7 @@ pub async fn store_result(
     position: i32,
     result: &ToolResult,
 ) -> Result<bool, StorageError> {
-    let done = sqlx::query(
+    let done = sql::query(
         "update turn_calls set outcome = $4, is_error = $5, content = $6, finished_at = now()
          where run_id = $1 and turn_index = $2 and position = $3 and outcome is null",
     )
@@ -165,7 +165,7 @@ pub async fn mark_started(
     position: i32,
     lease_owner: Uuid,
 ) -> Result<bool, StorageError> {
-    let done = sqlx::query(
+    let done = sql::query(
         "update turn_calls c set started_at = now()
          where c.run_id = $1 and c.turn_index = $2 and c.position = $3
            and c.started_at is null and c.outcome is null
@@ -205,7 +205,7 @@ pub async fn tool_events_of_run(
     db: impl PgExecutor<'_>,
     run_id: Uuid,
 ) -> Result<Vec<StoredToolEvent>, StorageError> {
-    let rows = sqlx::query_as::<_, StoredToolEvent>(
+    let rows = sql::query_as::<StoredToolEvent>(
         "select turn_index, position, call_id, tool, outcome, is_error, decided_by, privacy_level,
                 arguments_bytes, result_bytes, arguments, result, started_at, finished_at, recorded_at
          from tool_events where run_id = $1 order by turn_index, position",

@@ -1,8 +1,8 @@
 //! Retention: what is old enough to delete, deleted in small batches so no statement holds locks for long.
 
-use sqlx::PgPool;
+use super::Database;
 
-use super::StorageError;
+use super::{StorageError, sql};
 
 /// Rows touched by one batch; small enough that a batch never nears the statement timeout.
 const BATCH: i64 = 1_000;
@@ -17,11 +17,11 @@ pub struct PurgeReport {
 }
 
 /// Clears tool-event payloads recorded more than `days` ago and deletes runs finished more than `days` ago.
-pub async fn purge(pool: &PgPool, days: u32) -> Result<PurgeReport, StorageError> {
+pub async fn purge(pool: &Database, days: u32) -> Result<PurgeReport, StorageError> {
     let days = i32::try_from(days).unwrap_or(i32::MAX);
     let mut report = PurgeReport::default();
     loop {
-        let cleared = sqlx::query(
+        let cleared = sql::query(
             "update tool_events set arguments = null, result = null
              where ctid in (select ctid from tool_events
                             where recorded_at < now() - make_interval(days => $1)
@@ -39,7 +39,7 @@ pub async fn purge(pool: &PgPool, days: u32) -> Result<PurgeReport, StorageError
         }
     }
     loop {
-        let deleted = sqlx::query(
+        let deleted = sql::query(
             "delete from runs where id in (select id from runs
                  where status in ('cancelled', 'completed') and updated_at < now() - make_interval(days => $1)
                  limit $2)",

@@ -6,7 +6,7 @@ use sqlx::types::Json;
 use sqlx::{PgConnection, PgExecutor};
 use uuid::Uuid;
 
-use super::StorageError;
+use super::{StorageError, sql};
 use crate::domain::tokens::{Effect, Outcome, PrivacyLevel, RunStatus};
 use crate::domain::transcript::PendingCall;
 
@@ -129,7 +129,7 @@ pub async fn insert(
     conn: &mut PgConnection,
     run: &NewRun<'_>,
 ) -> Result<Option<RunRow>, StorageError> {
-    let row = sqlx::query_as::<_, RunRow>(sqlx::AssertSqlSafe(format!(
+    let row = sql::query_as::<RunRow>(sqlx::AssertSqlSafe(format!(
         "insert into runs (id, tenant, owner_uid, status, privacy_level, require_second_approver,
                            registration_hash, tools, messages, turn_index, turn_digest)
          values ($1, $2, $3, 'waiting_for_approval', $4, $5, $6, $7, $8, 0, $9)
@@ -165,7 +165,7 @@ pub async fn insert_calls(
         .map(|(call, _)| call.arguments.as_str())
         .collect();
     let effects: Vec<&str> = calls.iter().map(|(_, effect)| effect.as_str()).collect();
-    sqlx::query(
+    sql::query(
         "insert into turn_calls (run_id, turn_index, position, call_id, tool, arguments, effect)
          select $1, $2, * from unnest($3::int[], $4::text[], $5::text[], $6::text[], $7::text[])",
     )
@@ -187,7 +187,7 @@ pub async fn find(
     tenant: &str,
     id: Uuid,
 ) -> Result<Option<RunRow>, StorageError> {
-    let row = sqlx::query_as::<_, RunRow>(sqlx::AssertSqlSafe(format!(
+    let row = sql::query_as::<RunRow>(sqlx::AssertSqlSafe(format!(
         "select {RUN_COLUMNS} from runs where id = $1 and tenant = $2"
     )))
     .bind(id)
@@ -203,7 +203,7 @@ pub async fn lock(
     tenant: &str,
     id: Uuid,
 ) -> Result<Option<RunRow>, StorageError> {
-    let row = sqlx::query_as::<_, RunRow>(sqlx::AssertSqlSafe(format!(
+    let row = sql::query_as::<RunRow>(sqlx::AssertSqlSafe(format!(
         "select {RUN_COLUMNS} from runs where id = $1 and tenant = $2 for update"
     )))
     .bind(id)
@@ -215,7 +215,7 @@ pub async fn lock(
 
 /// Whether some run holds this id, whichever tenant it belongs to.
 pub async fn id_taken(db: impl PgExecutor<'_>, id: Uuid) -> Result<bool, StorageError> {
-    let taken = sqlx::query_scalar("select exists (select 1 from runs where id = $1)")
+    let taken = sql::query_scalar("select exists (select 1 from runs where id = $1)")
         .bind(id)
         .fetch_one(db)
         .await?;
@@ -225,7 +225,7 @@ pub async fn id_taken(db: impl PgExecutor<'_>, id: Uuid) -> Result<bool, Storage
 /// The working transcript through the current turn.
 pub async fn messages(db: impl PgExecutor<'_>, id: Uuid) -> Result<Vec<Value>, StorageError> {
     let Json(messages) =
-        sqlx::query_scalar::<_, Json<Vec<Value>>>("select messages from runs where id = $1")
+        sql::query_scalar::<Json<Vec<Value>>>("select messages from runs where id = $1")
             .bind(id)
             .fetch_one(db)
             .await?;
@@ -238,7 +238,7 @@ pub async fn calls(
     run_id: Uuid,
     turn_index: i32,
 ) -> Result<Vec<CallRow>, StorageError> {
-    let rows = sqlx::query_as::<_, CallRow>(
+    let rows = sql::query_as::<CallRow>(
         "select position, call_id, tool, arguments, effect, started_at, outcome, is_error, content, finished_at
          from turn_calls where run_id = $1 and turn_index = $2 order by position",
     )
@@ -255,7 +255,7 @@ pub async fn calls_before(
     run_id: Uuid,
     turn_index: i32,
 ) -> Result<Vec<CallRow>, StorageError> {
-    let rows = sqlx::query_as::<_, CallRow>(
+    let rows = sql::query_as::<CallRow>(
         "select position, call_id, tool, arguments, effect, started_at, outcome, is_error, content, finished_at
          from turn_calls where run_id = $1 and turn_index < $2 and outcome is not null
          order by turn_index, position",
@@ -277,7 +277,7 @@ pub async fn set_status(
     id: Uuid,
     status: RunStatus,
 ) -> Result<RunRow, StorageError> {
-    let row = sqlx::query_as::<_, RunRow>(sqlx::AssertSqlSafe(format!(
+    let row = sql::query_as::<RunRow>(sqlx::AssertSqlSafe(format!(
         "update runs set status = $2, lease_owner = null, lease_until = null, updated_at = now()
          where id = $1 returning {RUN_COLUMNS}"
     )))
@@ -295,7 +295,7 @@ pub async fn start_resuming(
     lease_owner: Uuid,
     lease: std::time::Duration,
 ) -> Result<(), StorageError> {
-    sqlx::query(
+    sql::query(
         "update runs set status = 'resuming', lease_owner = $2,
              lease_until = now() + make_interval(secs => $3), updated_at = now()
          where id = $1",
@@ -315,7 +315,7 @@ pub async fn renew_lease(
     lease_owner: Uuid,
     lease: std::time::Duration,
 ) -> Result<bool, StorageError> {
-    let result = sqlx::query(
+    let result = sql::query(
         "update runs set lease_until = now() + make_interval(secs => $3)
          where id = $1 and status = 'resuming' and lease_owner = $2",
     )
@@ -334,7 +334,7 @@ pub async fn claim_expired_leases(
     lease: std::time::Duration,
     limit: i64,
 ) -> Result<Vec<(Uuid, String)>, StorageError> {
-    let rows = sqlx::query_as::<_, (Uuid, String)>(
+    let rows = sql::query_as::<(Uuid, String)>(
         "update runs set lease_owner = $1, lease_until = now() + make_interval(secs => $2)
          where id in (select id from runs where status = 'resuming' and lease_until < now()
                       order by lease_until limit $3 for update skip locked)
@@ -357,7 +357,7 @@ pub async fn append_turn(
     turn_digest: &str,
     request_hash: &[u8],
 ) -> Result<RunRow, StorageError> {
-    let row = sqlx::query_as::<_, RunRow>(sqlx::AssertSqlSafe(format!(
+    let row = sql::query_as::<RunRow>(sqlx::AssertSqlSafe(format!(
         "update runs set messages = messages || $2, turn_index = $3, turn_digest = $4, turn_request_hash = $5,
              status = 'waiting_for_approval', updated_at = now()
          where id = $1 returning {RUN_COLUMNS}"

@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::PgExecutor;
 
-use super::StorageError;
+use super::{StorageError, sql};
 
 /// A client's key as the token check needs it: the client's state and the key's.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -30,7 +30,7 @@ pub async fn find(
     client_name: &str,
     kid: &str,
 ) -> Result<Option<TokenKey>, StorageError> {
-    let row = sqlx::query_as::<_, TokenKey>(
+    let row = sql::query_as::<TokenKey>(
         "select c.name as client_name, c.tenant, c.revoked_at is not null as client_revoked, k.public_key,
                 k.retired_at is not null as retired
          from api_clients c join client_token_keys k on k.client_id = c.id
@@ -49,7 +49,7 @@ pub async fn client_revoked(
     client_name: &str,
 ) -> Result<Option<bool>, StorageError> {
     let row: Option<(bool,)> =
-        sqlx::query_as("select revoked_at is not null from api_clients where name = $1")
+        sql::query_as("select revoked_at is not null from api_clients where name = $1")
             .bind(client_name)
             .fetch_optional(db)
             .await?;
@@ -71,7 +71,7 @@ pub async fn add(
     kid: &str,
     public_key: &[u8; 32],
 ) -> Result<Added, StorageError> {
-    let result = sqlx::query(
+    let result = sql::query(
         "insert into client_token_keys (client_id, kid, public_key)
          select id, $2, $3 from api_clients where name = $1 and revoked_at is null",
     )
@@ -96,7 +96,7 @@ pub async fn retire(
     client_name: &str,
     kid: &str,
 ) -> Result<bool, StorageError> {
-    let result = sqlx::query(
+    let result = sql::query(
         "update client_token_keys k set retired_at = now()
          from api_clients c
          where k.client_id = c.id and c.name = $1 and k.kid = $2 and k.retired_at is null",
@@ -110,7 +110,7 @@ pub async fn retire(
 
 /// Every key of every client, retired ones included.
 pub async fn list(db: impl PgExecutor<'_>) -> Result<Vec<ListedKey>, StorageError> {
-    let rows = sqlx::query_as::<_, ListedKey>(
+    let rows = sql::query_as::<ListedKey>(
         "select c.name as client_name, k.kid, k.created_at, k.retired_at
          from client_token_keys k join api_clients c on c.id = k.client_id
          order by c.id, k.created_at, k.kid",

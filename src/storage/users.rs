@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::PgExecutor;
 
-use super::StorageError;
+use super::{StorageError, sql};
 
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct UserRow {
@@ -32,7 +32,7 @@ pub async fn upsert(
     uid: i64,
     fields: &UserFields<'_>,
 ) -> Result<UserRow, StorageError> {
-    let row = sqlx::query_as::<_, UserRow>(
+    let row = sql::query_as::<UserRow>(
         "insert into backend_users as u (tenant, uid, username, is_admin, can_approve_others, disabled)
          values ($1, $2, $3, $4, $5, $6)
          on conflict (tenant, uid) do update set
@@ -62,7 +62,7 @@ pub async fn find(
     tenant: &str,
     uid: i64,
 ) -> Result<Option<UserRow>, StorageError> {
-    let row = sqlx::query_as::<_, UserRow>(
+    let row = sql::query_as::<UserRow>(
         "select uid, username, is_admin, can_approve_others, disabled, created_at, updated_at
          from backend_users where tenant = $1 and uid = $2",
     )

@@ -195,3 +195,58 @@ async fn bad_inbox_queries_are_answered_422() {
         (StatusCode::FORBIDDEN, "missing_scope")
     );
 }
+
+#[tokio::test]
+async fn a_page_loads_arguments_up_to_its_byte_budget_and_marks_the_rest_omitted() {
+    use approval_resume::domain::limits::WorkLimits;
+    use approval_resume::state::{AppState, Limits};
+
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool).await;
+    app.user(7, false, false, false).await;
+    // Each call's arguments are 41 bytes; the page may load 100.
+    let oldest = waiting_run(&app, 7, "update_page", "full").await;
+    let hidden = waiting_run(&app, 7, "update_page", "metadata").await;
+    let second = waiting_run(&app, 7, "update_page", "full").await;
+    let newest = waiting_run(&app, 7, "update_page", "full").await;
+    let budgeted = app.with_state(AppState {
+        limits: Limits {
+            work: WorkLimits {
+                inbox_arguments_bytes: 100,
+                ..WorkLimits::default()
+            },
+            ..app.state.limits
+        },
+        ..app.state.clone()
+    });
+
+    let page = inbox(&budgeted, "acting_uid=7").await;
+    assert_eq!(page.status, StatusCode::OK, "{:?}", page.body);
+    assert_eq!(
+        run_ids(&page.body),
+        [newest, second, hidden, oldest].map(|id| id.to_string())
+    );
+    let call_of = |i: usize| page.body["items"][i]["turn"]["pending_calls"][0].clone();
+    for shown in [call_of(0), call_of(1)] {
+        assert_eq!(
+            shown["arguments"],
+            r#"{"key": "sk-abcdefghijklmnopqrstuvwx0123"}"#
+        );
+        assert!(shown.get("arguments_omitted").is_none(), "{shown}");
+    }
+    let metadata = call_of(2);
+    assert!(
+        metadata.get("arguments").is_none() && metadata.get("arguments_omitted").is_none(),
+        "a run that shows no arguments spends none of the budget: {metadata}"
+    );
+    let omitted = call_of(3);
+    assert!(omitted.get("arguments").is_none(), "{omitted}");
+    assert_eq!(omitted["arguments_omitted"], true, "{omitted}");
+
+    // The whole budget back: nothing is omitted.
+    let page = inbox(&app, "acting_uid=7").await;
+    assert_eq!(
+        page.body["items"][3]["turn"]["pending_calls"][0]["arguments"],
+        r#"{"key": "sk-abcdefghijklmnopqrstuvwx0123"}"#
+    );
+}

@@ -11,8 +11,8 @@ use uuid::Uuid;
 
 use crate::database::TestDatabase;
 use crate::support::{
-    self, Answer, Options, Recorded, TestApp, assert_nothing_recorded, owned_run, recorded,
-    run_body,
+    self, Answer, Options, Recorded, TestApp, assert_nothing_recorded, assert_problem, owned_run,
+    recorded, run_body,
 };
 use approval_resume::tokens::PrivacyLevel;
 
@@ -560,6 +560,36 @@ async fn the_same_denial_again_gets_a_byte_identical_answer_and_records_nothing_
         app.get(&format!("/v1/runs/{id}")).await.bytes,
         run_after_first
     );
+}
+
+#[tokio::test]
+async fn a_replay_is_answered_before_the_decider_is_checked_again() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool).await;
+    people(&app).await;
+    let (id, digest) = owned_run(&app).await;
+    let body = json!({"approved": false, "decider_uid": APPROVER, "turn_digest": digest, "reason": "skip"});
+    let first = post_decision(&app, id, body.clone()).await;
+    assert_eq!(first.status, StatusCode::OK, "{}", first.body);
+    let after_first = recorded(&app.pool, id).await;
+
+    // The approver is disabled after deciding: the decision stays recorded, so asking again is answered with it.
+    app.user(APPROVER, false, true, true).await;
+    let again = post_decision(&app, id, body.clone()).await;
+    assert_eq!(again.status, StatusCode::OK, "{}", again.body);
+    assert_eq!(
+        String::from_utf8_lossy(&again.bytes),
+        String::from_utf8_lossy(&first.bytes)
+    );
+    // Another decision by the disabled approver is still refused by today's rules.
+    let different = post_decision(
+        &app,
+        id,
+        json!({"approved": false, "decider_uid": APPROVER, "turn_digest": digest, "reason": "variant"}),
+    )
+    .await;
+    assert_problem(&different, StatusCode::FORBIDDEN, "decider_disabled");
+    assert_eq!(recorded(&app.pool, id).await, after_first);
 }
 
 #[tokio::test]

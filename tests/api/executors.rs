@@ -26,12 +26,14 @@ pub struct Received {
     behaviour: String,
     idempotency_key: String,
     authorization: Option<String>,
+    tenant: Option<String>,
     body: Value,
 }
 
 type Log = Arc<Mutex<Vec<Received>>>;
 
-/// An executor server whose path says how it behaves: `/ok`, `/refuse`, `/slow`, `/status500`, `/malformed`, `/huge`.
+/// An executor server whose path says how it behaves: `/ok`, `/refuse`, `/slow`, `/status500`, `/redirect`,
+/// `/malformed`, `/huge`.
 pub struct FakeExecutor {
     base: String,
     log: Log,
@@ -82,6 +84,7 @@ async fn answer(
         behaviour: behaviour.clone(),
         idempotency_key: header("idempotency-key").unwrap_or_default(),
         authorization: header("authorization"),
+        tenant: header("approval-resume-tenant"),
         body: body.clone(),
     });
     let tool = body["tool"].as_str().unwrap_or("").to_owned();
@@ -96,6 +99,12 @@ async fn answer(
             axum::Json(json!({"content": "late", "is_error": false})).into_response()
         }
         "status500" => (StatusCode::INTERNAL_SERVER_ERROR, "boom").into_response(),
+        // Points the call somewhere else, as a compromised or misconfigured executor might.
+        "redirect" => (
+            StatusCode::TEMPORARY_REDIRECT,
+            [(axum::http::header::LOCATION, "/ok")],
+        )
+            .into_response(),
         "malformed" => (StatusCode::OK, "{\"content\": 12").into_response(),
         "nul" => axum::Json(json!({"content": "before\0after", "is_error": false})).into_response(),
         "huge" => {
@@ -492,4 +501,80 @@ async fn an_answer_holding_a_nul_character_is_stored_with_a_replacement_characte
     assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.body);
     assert_eq!(answer.body["results"][0]["content"], "before\u{FFFD}after");
     assert_eq!(answer.body["results"][0]["outcome"], "ok");
+}
+
+#[tokio::test]
+async fn the_executor_request_names_the_runs_tenant_in_its_body_and_a_header() {
+    let (_database, pool) = TestDatabase::create().await;
+    let fake = FakeExecutor::start().await;
+    let app = app_with_tools(pool, &fake, &[("first", "ok")]).await;
+    let (run_id, digest) = run_calling(&app, &["first"]).await;
+
+    let answer = app.decide(run_id, true, Some(7), &digest).await;
+    assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.body);
+    let received = fake.received();
+    assert_eq!(received.len(), 1);
+    assert_eq!(
+        received[0].body["tenant"], "default",
+        "owner_uid is a user of this tenant"
+    );
+    assert_eq!(received[0].tenant.as_deref(), Some("default"));
+}
+
+#[tokio::test]
+async fn a_redirect_from_an_executor_is_failed_and_never_followed() {
+    let (_database, pool) = TestDatabase::create().await;
+    let fake = FakeExecutor::start().await;
+    let app = app_with_tools(pool, &fake, &[("moved_tool", "redirect")]).await;
+    let (run_id, digest) = run_calling(&app, &["moved_tool"]).await;
+
+    let answer = app.decide(run_id, true, Some(7), &digest).await;
+    assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.body);
+    assert_eq!(
+        results(&answer),
+        vec![(
+            "failed".into(),
+            "Error: tool \"moved_tool\" failed.".into(),
+            true
+        )]
+    );
+    let behaviours: Vec<String> = fake.received().into_iter().map(|r| r.behaviour).collect();
+    assert_eq!(
+        behaviours,
+        ["redirect"],
+        "the arguments were not sent on to where the redirect pointed"
+    );
+}
+
+#[tokio::test]
+async fn a_tool_configured_write_stays_write_when_the_run_declares_it_read() {
+    let (_database, pool) = TestDatabase::create().await;
+    let fake = FakeExecutor::start().await;
+    // The fake's executors are configured `write`.
+    let app = app_with_tools(pool, &fake, &[("update_page_metadata", "ok")]).await;
+    app.user(7, false, false, false).await;
+    let id = Uuid::new_v4();
+    let run = app
+        .register(json!({
+            "id": id,
+            "owner_uid": 7,
+            "messages": support::transcript(vec![call("call_1", "update_page_metadata", "{}")]),
+            "tools": [{"name": "update_page_metadata", "effect": "read"}],
+        }))
+        .await;
+    assert_eq!(run["turn"]["pending_calls"][0]["effect"], "write", "{run}");
+    let digest = run["turn"]["digest"].as_str().unwrap();
+
+    let answer = app
+        .post(
+            &format!("/v1/runs/{id}/decision"),
+            json!({"approved": false, "decider_uid": 7, "turn_digest": digest, "reason": "skip"}),
+        )
+        .await;
+    assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.body);
+    let content = answer.body["results"][0]["content"].as_str().unwrap();
+    assert!(
+        content.starts_with("Error: approval_denied (decided_by: run_owner, reason: skip)."),
+        "the reason is rendered on a configured write: {content}"
+    );
 }

@@ -636,3 +636,85 @@ async fn a_body_sent_a_byte_at_a_time_is_answered_408_within_the_body_timeout_an
     );
     assert_eq!(row_counts(&app.pool).await.runs, 0);
 }
+
+#[tokio::test]
+async fn a_tool_call_id_with_a_control_character_is_refused_at_registration_and_with_a_new_turn() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool).await;
+    let before = row_counts(&app.pool).await;
+    for id in [
+        "call\n1",
+        "call\r\nX-Evil: 1",
+        "call\u{7f}",
+        "call\u{85}",
+        "call 1",
+    ] {
+        let mut body = run_body(Uuid::new_v4(), 0);
+        body["messages"][2]["tool_calls"] = json!([call(id, "read_page", "{}")]);
+        let answer = app.post("/v1/runs", body).await;
+        assert_refused_as(
+            &answer,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_transcript",
+            &format!("{id:?}"),
+        );
+    }
+    assert_eq!(row_counts(&app.pool).await, before);
+
+    let (run_id, digest) = owned_run(&app).await;
+    let denied = app.decide(run_id, false, Some(7), &digest).await;
+    assert_eq!(denied.status, StatusCode::OK, "{:?}", denied.body);
+    let answer = app
+        .post(
+            &format!("/v1/runs/{run_id}/turns"),
+            json!({"messages": [
+                {"role": "assistant", "content": null, "tool_calls": [call("next\u{1}", "read_page", "{}")]},
+            ]}),
+        )
+        .await;
+    assert_refused_as(
+        &answer,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_transcript",
+        "a new turn",
+    );
+}
+
+#[tokio::test]
+async fn a_turn_over_the_work_limits_is_refused_with_the_limits_code() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool).await;
+    let limits = app.state.limits.work;
+
+    let mut body = run_body(Uuid::new_v4(), 0);
+    let calls: Vec<Value> = (0..=limits.max_calls_per_turn)
+        .map(|i| call(&format!("call_{i}"), "read_page", "{}"))
+        .collect();
+    body["messages"][2]["tool_calls"] = json!(calls);
+    let answer = app.post("/v1/runs", body).await;
+    assert_refused_as(
+        &answer,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "too_many_calls",
+        "calls",
+    );
+
+    let (run_id, digest) = owned_run(&app).await;
+    let denied = app.decide(run_id, false, Some(7), &digest).await;
+    assert_eq!(denied.status, StatusCode::OK, "{:?}", denied.body);
+    let large = json!({"text": "x".repeat(limits.max_arguments_bytes)}).to_string();
+    let answer = app
+        .post(
+            &format!("/v1/runs/{run_id}/turns"),
+            json!({"messages": [
+                {"role": "assistant", "content": null, "tool_calls": [call("next", "read_page", &large)]},
+            ]}),
+        )
+        .await;
+    assert_refused_as(
+        &answer,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "arguments_too_large",
+        "arguments",
+    );
+}

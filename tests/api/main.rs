@@ -16,6 +16,7 @@ mod openapi;
 mod ops;
 mod public_surface;
 mod registration;
+mod spec_shape;
 mod support;
 mod tokens;
 mod turns;

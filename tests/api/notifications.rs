@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use approval_resume::storage::Database;
 use approval_resume::storage::retention::{self, PurgeReport};
 use approval_resume::storage::runs::RESUMED_CHANNEL;
 use axum::http::StatusCode;
@@ -74,7 +75,9 @@ async fn a_purge_clears_old_payloads_and_deletes_old_finished_runs_only() {
     .await
     .unwrap();
 
-    let report = retention::purge(&pool, 30).await.unwrap();
+    let report = retention::purge(&Database::direct(pool.clone()), 30)
+        .await
+        .unwrap();
     assert_eq!(
         report,
         PurgeReport {
@@ -100,7 +103,9 @@ async fn a_purge_clears_old_payloads_and_deletes_old_finished_runs_only() {
     .unwrap();
     assert_eq!(kept_payloads, 2, "recent payloads stay");
     assert_eq!(
-        retention::purge(&pool, 30).await.unwrap(),
+        retention::purge(&Database::direct(pool.clone()), 30)
+            .await
+            .unwrap(),
         PurgeReport::default(),
         "a second purge finds nothing"
     );

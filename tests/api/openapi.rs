@@ -28,7 +28,7 @@ use futures::StreamExt;
 
 // The spec.
 
-fn spec() -> &'static Value {
+pub(crate) fn spec() -> &'static Value {
     static SPEC: LazyLock<Value> = LazyLock::new(|| {
         serde_yaml::from_str(OPENAPI_YAML).expect("openapi.yaml is YAML that maps onto JSON")
     });
@@ -36,7 +36,7 @@ fn spec() -> &'static Value {
 }
 
 /// Follows `$ref`s within the spec until the value is not a reference.
-fn resolve(value: &Value) -> &Value {
+pub(crate) fn resolve(value: &Value) -> &Value {
     let mut value = value;
     while let Some(reference) = value.get("$ref").and_then(Value::as_str) {
         let pointer = reference
@@ -51,7 +51,7 @@ fn resolve(value: &Value) -> &Value {
 
 /// Validates `instance` against a schema of the spec. The schema becomes the root of a document that also holds
 /// the spec's `components`, so its `#/components/...` references resolve as they do in the spec.
-fn schema_errors(schema: &Value, instance: &Value) -> Vec<String> {
+pub(crate) fn schema_errors(schema: &Value, instance: &Value) -> Vec<String> {
     let mut root = schema.as_object().expect("schemas are objects").clone();
     root.insert("components".into(), spec()["components"].clone());
     let validator = jsonschema::options()
@@ -554,6 +554,20 @@ fn impatient(app: &TestApp) -> TestApp {
 
 // Fixtures.
 
+/// An assistant turn of `count` calls of `read_page` with these arguments, under ids no other test turn uses.
+fn turn_of(count: usize, arguments: &str) -> Value {
+    let calls: Vec<Value> = (0..count)
+        .map(|i| call(&format!("limit_{i}"), "read_page", arguments))
+        .collect();
+    json!([{"role": "assistant", "content": null, "tool_calls": calls}])
+}
+
+/// Arguments one byte over the app's MAX_ARGUMENTS_BYTES.
+fn large_arguments(app: &TestApp) -> String {
+    let max = app.state.limits.work.max_arguments_bytes;
+    format!("{{\"t\":\"{}\"}}", "x".repeat(max - 7))
+}
+
 async fn set_status(pool: &PgPool, run_id: Uuid, status: &str) {
     let statement = "update runs set status = $2 where id = $1";
     sqlx::query(statement)
@@ -896,6 +910,23 @@ async fn registering_a_run_answers_as_documented() {
     .await;
     op.expect(path, run_body(Uuid::new_v4(), 99), "422 unknown_owner")
         .await;
+    let limits = app.state.limits.work;
+    op.expect(
+        path,
+        with(
+            fresh(),
+            "messages",
+            turn_of(limits.max_calls_per_turn + 1, "{}"),
+        ),
+        "422 too_many_calls",
+    )
+    .await;
+    op.expect(
+        path,
+        with(fresh(), "messages", turn_of(1, &large_arguments(&app))),
+        "422 arguments_too_large",
+    )
+    .await;
 
     op.provoke_body_errors(path).await;
     op.provoke_auth_errors(path, Some(fresh())).await;
@@ -1158,6 +1189,13 @@ async fn appending_a_turn_answers_as_documented() {
     )
     .await;
     op.expect(&path, json!({}), "422 invalid_body").await;
+    let limits = app.state.limits.work;
+    let crowded = turn_of(limits.max_calls_per_turn + 1, "{}");
+    op.expect(&path, json!({"messages": crowded}), "422 too_many_calls")
+        .await;
+    let large = turn_of(1, &large_arguments(&app));
+    op.expect(&path, json!({"messages": large}), "422 arguments_too_large")
+        .await;
     let answer = op.expect(&path, next.clone(), "200").await;
     assert_eq!(
         (&answer.body["status"], &answer.body["turn"]["index"]),

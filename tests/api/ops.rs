@@ -142,3 +142,53 @@ async fn a_handler_that_panics_is_answered_500_with_the_request_id_like_every_ot
     }
     assert_eq!(own.body["request_id"], "the-client-s-own-id");
 }
+
+/// A request with a made-up method, no key, to a route anyone may call.
+async fn made_up_method(app: &TestApp, method: &str) {
+    let request = Request::builder()
+        .method(Method::from_bytes(method.as_bytes()).unwrap())
+        .uri("/healthz")
+        .body(Body::empty())
+        .unwrap();
+    app.send(request).await;
+}
+
+#[tokio::test]
+async fn requests_with_long_made_up_methods_do_not_grow_the_metrics() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool).await;
+    let scraper = app.client("prometheus", &["metrics:read"]).await;
+    let scrape = || async {
+        let answer = app
+            .call(Method::GET, "/metrics", Some(&scraper), None)
+            .await;
+        String::from_utf8(answer.bytes).unwrap()
+    };
+    made_up_method(&app, &format!("M0{}", "X".repeat(20_000))).await;
+    scrape().await;
+    let before = scrape().await;
+    for n in 1..=30 {
+        made_up_method(&app, &format!("M{n}{}", "X".repeat(20_000))).await;
+    }
+    let after = scrape().await;
+
+    assert!(
+        !after.contains("XXXXXXXX"),
+        "a made-up method is no label value"
+    );
+    assert!(
+        after
+            .lines()
+            .any(|line| line.starts_with("http_requests_total{")
+                && line.contains("method=\"other\"")
+                && line.ends_with(" 31")),
+        "the 31 requests are counted under method=\"other\": {after}"
+    );
+    // The same series, only their counts and sums changed: a few bytes, not 30 new series of 20 KB each.
+    assert!(
+        after.len().abs_diff(before.len()) < 200,
+        "/metrics went from {} to {} bytes",
+        before.len(),
+        after.len()
+    );
+}

@@ -252,6 +252,40 @@ async fn an_id_taken_in_another_tenant_is_a_conflict_that_reveals_nothing_of_tha
     assert_eq!(row_counts(&app.pool).await.runs, 1);
 }
 
+#[tokio::test]
+async fn an_id_taken_in_another_tenant_is_answered_exactly_as_a_conflict_in_ones_own_tenant() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool).await;
+    let foreign = Uuid::new_v4();
+    app.register(run_body(foreign, 0)).await;
+    let other_tenant = support::add_client(&app.pool, "other", "other", support::ALL_SCOPES).await;
+    let register =
+        |body: Value| app.call(Method::POST, "/v1/runs", Some(&other_tenant), Some(body));
+    let own = Uuid::new_v4();
+    assert_eq!(register(run_body(own, 0)).await.status, StatusCode::CREATED);
+    let mut other_body = run_body(own, 0);
+    other_body["messages"][2]["tool_calls"][0]["function"]["arguments"] =
+        json!(r#"{"page": 12, "description": "Another page"}"#);
+
+    let in_own_tenant = register(other_body).await;
+    let in_another_tenant = register(run_body(foreign, 0)).await;
+
+    let comparable = |answer: &support::Answer| {
+        let mut body = answer.body.clone();
+        body["request_id"] = Value::Null;
+        let mut headers: Vec<(String, String)> = answer
+            .headers
+            .iter()
+            .filter(|(name, _)| *name != "x-request-id")
+            .map(|(name, value)| (name.to_string(), value.to_str().unwrap().to_owned()))
+            .collect();
+        headers.sort();
+        (answer.status, headers, body)
+    };
+    assert_problem(&in_another_tenant, StatusCode::CONFLICT, "run_exists");
+    assert_eq!(comparable(&in_another_tenant), comparable(&in_own_tenant));
+}
+
 // Refusals of the transcript: 422 invalid_transcript, nothing written.
 
 #[tokio::test]

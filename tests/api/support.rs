@@ -4,11 +4,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use approval_resume::app::router;
+use approval_resume::domain::limits::WorkLimits;
 use approval_resume::executor::Executors;
 use approval_resume::keys;
 use approval_resume::resume::Resumer;
 use approval_resume::state::{AppState, Limits};
-use approval_resume::storage::clients;
+use approval_resume::storage::{Database, clients};
 use approval_resume::tokens::PrivacyLevel;
 use axum::Router;
 use axum::body::Body;
@@ -63,19 +64,20 @@ pub async fn app(pool: PgPool) -> TestApp {
 
 pub async fn app_with(pool: PgPool, options: Options) -> TestApp {
     let resumer = Arc::new(Resumer {
-        pool: pool.clone(),
+        pool: Database::direct(pool.clone()),
         executors: options.executors,
         privacy_floor: options.privacy_floor,
         instance_id: Uuid::new_v4(),
         lease_margin: Duration::from_secs(30),
     });
     let state = AppState {
-        pool: pool.clone(),
+        pool: Database::direct(pool.clone()),
         resumer,
         limits: Limits {
             max_body_bytes: options.max_body_bytes,
             request_timeout: options.request_timeout,
             body_read_timeout: options.body_read_timeout,
+            work: WorkLimits::default(),
         },
     };
     let admin_key = add_client(&pool, "admin", "default", ALL_SCOPES).await;
@@ -267,7 +269,7 @@ impl TestApp {
     /// client once, so a second `app_with` on it is not possible.
     pub fn with_privacy_floor(&self, privacy_floor: PrivacyLevel) -> TestApp {
         let resumer = Arc::new(Resumer {
-            pool: self.pool.clone(),
+            pool: Database::direct(self.pool.clone()),
             executors: Executors::none(),
             privacy_floor,
             instance_id: Uuid::new_v4(),
@@ -333,7 +335,7 @@ impl TestApp {
     /// Another service instance over the same database: its own resumer and instance id, the same admin key.
     pub fn second_instance(&self) -> TestApp {
         let resumer = Arc::new(Resumer {
-            pool: self.pool.clone(),
+            pool: Database::direct(self.pool.clone()),
             executors: self.state.resumer.executors.clone(),
             privacy_floor: self.state.resumer.privacy_floor,
             instance_id: Uuid::new_v4(),
@@ -441,14 +443,14 @@ impl TestApp {
     /// The same app over another pool (a smaller or a broken one), with the same admin key.
     pub fn with_pool(&self, pool: PgPool) -> TestApp {
         let resumer = Arc::new(Resumer {
-            pool: pool.clone(),
+            pool: Database::direct(pool.clone()),
             executors: self.state.resumer.executors.clone(),
             privacy_floor: self.state.resumer.privacy_floor,
             instance_id: self.state.resumer.instance_id,
             lease_margin: self.state.resumer.lease_margin,
         });
         let state = AppState {
-            pool: pool.clone(),
+            pool: Database::direct(pool.clone()),
             resumer,
             limits: self.state.limits,
         };

@@ -380,3 +380,32 @@ async fn in_anthropic_form_every_resumed_turns_results_keep_their_error_flag() {
         ]
     );
 }
+
+#[tokio::test]
+async fn appends_at_twice_the_pool_size_at_once_all_succeed() {
+    const POOL_SIZE: u32 = 3;
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool.clone()).await;
+    let mut ids = Vec::new();
+    for _ in 0..2 * POOL_SIZE {
+        ids.push(denied_run(&app).await.0);
+    }
+    // An append holds its transaction's connection throughout; one that needed a second connection would wait for
+    // the others, which wait for it, until the acquire timeout.
+    let small_pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(POOL_SIZE)
+        .acquire_timeout(std::time::Duration::from_secs(3))
+        .connect_with((*pool.connect_options()).clone())
+        .await
+        .unwrap();
+    let small = app.with_pool(small_pool);
+
+    let answers = futures::future::join_all(
+        ids.iter()
+            .map(|id| append(&small, *id, next_turn("call_3"))),
+    )
+    .await;
+    for answer in &answers {
+        assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
+    }
+}

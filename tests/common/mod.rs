@@ -13,6 +13,8 @@ use serde_json::Value;
 use tokio::process::{Child, Command};
 
 pub mod database;
+pub mod executor;
+pub mod pgbouncer;
 
 pub use database::TestDatabase;
 

@@ -27,6 +27,11 @@ pub struct Cluster {
 impl Cluster {
     /// Initializes a cluster in a fresh temporary directory and starts it.
     pub fn start_new() -> Cluster {
+        Self::start_new_with("")
+    }
+
+    /// `start_new` with more `postgresql.conf` lines (e.g. `shared_preload_libraries`).
+    pub fn start_new_with(extra_settings: &str) -> Cluster {
         let bin = server_binaries();
         let run_as = is_root().then_some("postgres");
         let dir = tempfile::Builder::new()
@@ -65,7 +70,7 @@ impl Cluster {
         // Appended to the file initdb wrote (and the postgres user owns), so a restart keeps the settings.
         let settings = format!(
             "\nport = {port}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{}'\n\
-             fsync = off\nmax_connections = 60\nshared_buffers = 32MB\n",
+             fsync = off\nmax_connections = 60\nshared_buffers = 32MB\n{extra_settings}\n",
             cluster.dir.path().display()
         );
         let conf = cluster.data.join("postgresql.conf");

@@ -1,0 +1,116 @@
+//! Bounds on the work one request may cause: how many calls a turn may hold, how large one call's arguments may
+//! be, and how many argument bytes one inbox page may load. Each is a setting (config.rs) with these defaults.
+
+use super::transcript::PendingCall;
+
+/// Most pending calls in one turn: an approval runs them one after another, so a turn of 100,000 calls would hold
+/// its run for hours.
+pub const DEFAULT_MAX_CALLS_PER_TURN: usize = 64;
+
+/// Most bytes of one call's `arguments` text: executors, events and the inbox all carry it.
+pub const DEFAULT_MAX_ARGUMENTS_BYTES: usize = 256 * 1024;
+
+/// Most argument bytes one inbox page loads; the arguments of the calls past it are omitted, and marked so.
+pub const DEFAULT_INBOX_ARGUMENTS_BYTES: usize = 4 * 1024 * 1024;
+
+/// The limits in force.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkLimits {
+    pub max_calls_per_turn: usize,
+    pub max_arguments_bytes: usize,
+    pub inbox_arguments_bytes: usize,
+}
+
+impl Default for WorkLimits {
+    fn default() -> Self {
+        WorkLimits {
+            max_calls_per_turn: DEFAULT_MAX_CALLS_PER_TURN,
+            max_arguments_bytes: DEFAULT_MAX_ARGUMENTS_BYTES,
+            inbox_arguments_bytes: DEFAULT_INBOX_ARGUMENTS_BYTES,
+        }
+    }
+}
+
+/// A turn over a limit; the text is shown to the client as the problem's detail.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TurnOverLimit {
+    #[error("the turn has {count} tool calls; at most {max} are accepted (MAX_CALLS_PER_TURN)")]
+    TooManyCalls { count: usize, max: usize },
+    #[error(
+        "the arguments of tool call {position} (counting from 0) have {bytes} bytes; at most {max} are accepted (MAX_ARGUMENTS_BYTES)"
+    )]
+    ArgumentsTooLarge {
+        position: usize,
+        bytes: usize,
+        max: usize,
+    },
+}
+
+impl WorkLimits {
+    /// Checks the pending calls of a turn, as registered or appended.
+    pub fn check_turn(&self, calls: &[PendingCall]) -> Result<(), TurnOverLimit> {
+        if calls.len() > self.max_calls_per_turn {
+            return Err(TurnOverLimit::TooManyCalls {
+                count: calls.len(),
+                max: self.max_calls_per_turn,
+            });
+        }
+        match calls
+            .iter()
+            .position(|call| call.arguments.len() > self.max_arguments_bytes)
+        {
+            Some(position) => Err(TurnOverLimit::ArgumentsTooLarge {
+                position,
+                bytes: calls[position].arguments.len(),
+                max: self.max_arguments_bytes,
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn calls(count: usize, arguments: &str) -> Vec<PendingCall> {
+        (0..count)
+            .map(|i| PendingCall {
+                id: format!("c{i}"),
+                name: "x".into(),
+                arguments: arguments.into(),
+            })
+            .collect()
+    }
+
+    const SMALL: WorkLimits = WorkLimits {
+        max_calls_per_turn: 2,
+        max_arguments_bytes: 8,
+        inbox_arguments_bytes: 0,
+    };
+
+    #[test]
+    fn a_turn_within_the_limits_passes() {
+        assert_eq!(SMALL.check_turn(&calls(2, "{\"a\":1}")), Ok(()));
+    }
+
+    #[test]
+    fn a_turn_with_too_many_calls_is_refused_with_its_count() {
+        assert_eq!(
+            SMALL.check_turn(&calls(3, "{}")),
+            Err(TurnOverLimit::TooManyCalls { count: 3, max: 2 })
+        );
+    }
+
+    #[test]
+    fn arguments_over_the_limit_are_refused_naming_the_call_position() {
+        let mut turn = calls(2, "{}");
+        turn[1].arguments = "{\"a\":\"xx\"}".into();
+        let error = SMALL.check_turn(&turn).unwrap_err();
+        assert!(
+            matches!(error, TurnOverLimit::ArgumentsTooLarge { position: 1, .. }),
+            "{error:?}"
+        );
+        assert!(error.to_string().contains("tool call 1"), "{error}");
+    }
+}

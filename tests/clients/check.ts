@@ -1,0 +1,102 @@
+// Type-checked by tests/clients/run.sh with `tsc --strict --noEmit` against `api.d.ts`, which openapi-typescript
+// generates from openapi.yaml next to a copy of this file. It proves the generated types are precise enough for a
+// client to use: every model-input union narrows on its discriminator down to named variants, with nothing left
+// over (`never`), and the `@ts-expect-error` lines prove that a wrong value is a compile error, i.e. that no type
+// fell back to `any` or `unknown` (tsc fails on an expected error that does not happen).
+
+import type { components, operations } from "./api";
+
+type Schemas = components["schemas"];
+type ModelInput = Schemas["ModelInput"];
+type DecisionAnswer = operations["decide"]["responses"][200]["content"]["application/json"];
+
+function unreachable(value: never): never {
+    throw new Error(`unhandled variant ${JSON.stringify(value)}`);
+}
+
+/** Every block of every Anthropic message, by type. */
+function anthropicBlock(block: Schemas["AnthropicBlock"]): string {
+    switch (block.type) {
+        case "text":
+            return block.text;
+        case "image":
+            return imageSource(block.source);
+        case "tool_use":
+            return `${block.name}(${JSON.stringify(block.input)})`;
+        case "tool_result":
+            return `${block.tool_use_id}: ${block.content}${block.is_error === true ? " (error)" : ""}`;
+        default:
+            return unreachable(block);
+    }
+}
+
+function imageSource(source: Schemas["AnthropicImageSource"]): string {
+    switch (source.type) {
+        case "url":
+            return source.url;
+        case "base64":
+            return `${source.media_type}, ${source.data.length} base64 characters`;
+        default:
+            return unreachable(source);
+    }
+}
+
+/** Every OpenAI Responses input item, by type. */
+function responsesItem(item: Schemas["ResponsesItem"]): string {
+    switch (item.type) {
+        case "message":
+            return `${item.role}: ${messageContent(item.content)}`;
+        case "function_call":
+            return `${item.call_id} ${item.name}(${item.arguments})`;
+        case "function_call_output":
+            return `${item.call_id}: ${item.output}`;
+        default:
+            return unreachable(item);
+    }
+}
+
+function messageContent(content: Schemas["ResponsesMessageContent"]): string {
+    if (typeof content === "string") {
+        return content;
+    }
+    return content
+        .map((part) => {
+            switch (part.type) {
+                case "input_text":
+                    return part.text;
+                case "input_image":
+                    return part.image_url;
+                default:
+                    return unreachable(part);
+            }
+        })
+        .join(" ");
+}
+
+/** A model input in any of the three formats, by format. */
+export function describe(input: ModelInput): string[] {
+    switch (input.format) {
+        case "openai-chat":
+            return input.messages.map((message) => message.role);
+        case "anthropic":
+            return input.messages.flatMap((message) => message.content.map(anthropicBlock));
+        case "openai-responses":
+            return input.input.map(responsesItem);
+        default:
+            return unreachable(input);
+    }
+}
+
+/** The decision answer carries the model input, typed as the union above. */
+export function decided(answer: DecisionAnswer): string[] {
+    const outcomes = answer.results.map((result) => `${result.call_id}: ${result.outcome}`);
+    return [answer.status, ...outcomes, ...describe(answer.model_input)];
+}
+
+// A value the spec does not allow must not type-check.
+// @ts-expect-error: `gemini` is no model-input format
+export const unknownFormat: ModelInput["format"] = "gemini";
+// @ts-expect-error: an Anthropic text block has no `source`
+export const wrongBlock: Schemas["AnthropicBlock"] = { type: "text", source: { type: "url", url: "x" } };
+// @ts-expect-error: a decision's `approved` is a boolean
+export const wrongBody: Schemas["DecisionBody"] = { approved: "yes", decider_uid: 7, turn_digest: "d" };
