@@ -13,6 +13,7 @@ pub mod primary;
 pub mod retention;
 pub mod runs;
 pub mod sql;
+pub mod token_keys;
 pub mod users;
 
 use sqlx::migrate::Migrator;

@@ -3,6 +3,7 @@
 mod approvals;
 mod auth;
 mod concurrency;
+mod cors;
 #[path = "../common/database.rs"]
 mod database;
 mod decisions;
@@ -17,4 +18,5 @@ mod public_surface;
 mod registration;
 mod spec_shape;
 mod support;
+mod tokens;
 mod turns;
