@@ -12,30 +12,40 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
 use tokio::net::TcpListener;
 use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::cors::CorsLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
 use crate::http::error::{ApiError, REQUEST_ID};
 use crate::http::{
-    approvals, decisions, detach, events, events_feed, ops, runs, turns, users, webhooks,
+    approvals, body, cors, decisions, detach, events, events_feed, ops, runs, turns, ui, users,
+    webhooks,
 };
+use crate::listen::{self, ConnectionLimits};
 use crate::metrics;
 use crate::state::AppState;
 use crate::telemetry;
 
 /// Every route of DESIGN.md §8 and §9, with the layers each request passes through.
 pub fn router(state: AppState) -> Router {
-    layered(routes(), state)
+    layered(routes(cors::layer(state.pool.clone())), state)
 }
 
 /// The routes of `router`, and its answers for paths and methods it does not serve.
-fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/v1/users/{uid}", put(users::put_user))
-        .route("/v1/runs", post(runs::register_run))
+fn routes(cors: CorsLayer) -> Router<AppState> {
+    // The routes a decision token may use: the only ones a page calls from another origin, so the only ones that
+    // answer CORS preflights.
+    let token_routes = Router::new()
         .route("/v1/runs/{id}", get(runs::get_run))
         .route("/v1/runs/{id}/decision", post(decisions::decide))
         .route("/v1/runs/{id}/model-input", get(decisions::model_input))
+        // Set before the layer, so that CORS wraps it and answers a preflight (OPTIONS) before it would.
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(cors);
+    Router::new()
+        .merge(token_routes)
+        .route("/v1/users/{uid}", put(users::put_user))
+        .route("/v1/runs", post(runs::register_run))
         .route("/v1/runs/{id}/turns", post(turns::append_turn))
         .route("/v1/runs/{id}/events", get(events::list_events))
         .route("/v1/runs/{id}/cancel", post(runs::cancel_run))
@@ -47,15 +57,18 @@ fn routes() -> Router<AppState> {
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route("/openapi.yaml", get(ops::openapi))
+        .route("/ui/approval-card.js", get(ui::approval_card))
         .route("/metrics", get(ops::metrics))
         .fallback(|| async { ApiError::not_found("route") })
-        .method_not_allowed_fallback(|| async {
-            ApiError::new(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "method_not_allowed",
-                "this route does not take that method",
-            )
-        })
+        .method_not_allowed_fallback(method_not_allowed)
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this route does not take that method",
+    )
 }
 
 /// `routes` inside the layers every request passes through (outermost last). Public so that a test can send a
@@ -68,6 +81,11 @@ pub fn layered(routes: Router<AppState>, state: AppState) -> Router {
         .layer(middleware::from_fn(detach::run_to_completion))
         .layer(middleware::from_fn(move |request: Request, next: Next| {
             within_timeout(limits.request_timeout, request, next)
+        }))
+        // Outside the request timeout, which is longer (Config::validate): a slow body is the client's fault
+        // (408), not a slow service's (503).
+        .layer(middleware::from_fn(move |request: Request, next: Next| {
+            body::read_within_timeout(limits.body_read_timeout, request, next)
         }))
         // Inside `with_request_id`, so that the 500 of a panic carries the request id like every other problem,
         // and inside `count_request`, so that it is counted.
@@ -132,32 +150,14 @@ async fn within_timeout(timeout: Duration, request: Request, next: Next) -> Resp
     }
 }
 
-/// Serves until `shutdown` resolves, then lets in-flight requests finish for at most `grace`.
+/// Serves until `shutdown` resolves, then lets in-flight requests finish for at most `grace`; connections are
+/// bounded as `connections` says.
 pub async fn serve(
     listener: TcpListener,
     state: AppState,
+    connections: ConnectionLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
     grace: Duration,
 ) -> std::io::Result<()> {
-    let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = axum::serve(listener, router(state)).with_graceful_shutdown(async move {
-        shutdown.await;
-        let _ = stopping_tx.send(());
-    });
-    let server = tokio::spawn(async move { server.await });
-    let bounded = async {
-        // Only once shutdown has begun does the grace period start counting.
-        if stopping_rx.await.is_ok() {
-            tokio::time::sleep(grace).await;
-        } else {
-            std::future::pending::<()>().await;
-        }
-    };
-    tokio::select! {
-        finished = server => finished.map_err(std::io::Error::other)?,
-        () = bounded => {
-            tracing::warn!(grace_secs = grace.as_secs(), "requests still running after the grace period; stopping");
-            Ok(())
-        }
-    }
+    listen::serve(listener, router(state), connections, shutdown, grace).await
 }

@@ -4,10 +4,10 @@
 pub mod watch;
 pub mod webhooks;
 
-use crate::config::{ClientsCommand, Command, DatabaseConfig};
+use crate::config::{ClientsCommand, Command, DatabaseConfig, TokenKeyCommand};
 use crate::domain::scopes::Scope;
 use crate::keys;
-use crate::storage::{self, Database, StorageError, clients, events, retention};
+use crate::storage::{self, Database, StorageError, clients, events, retention, token_keys};
 
 /// What a subcommand can fail with; printed to the person at the terminal.
 #[derive(Debug, thiserror::Error)]
@@ -63,9 +63,26 @@ async fn clients(pool: &Database, command: ClientsCommand) -> Result<(), Command
             name,
             scopes,
             tenant,
+            allowed_origins,
             ..
-        } => add_client(pool, &name, &tenant, &scopes).await,
+        } => add_client(pool, &name, &tenant, &scopes, &allowed_origins).await,
+        ClientsCommand::SetOrigins {
+            name,
+            allowed_origins,
+            ..
+        } => {
+            let origins = checked_origins(&allowed_origins)?;
+            if clients::set_origins(pool, &name, &origins).await? {
+                println!("{name} allows: {}", origins.join(" "));
+                Ok(())
+            } else {
+                Err(CommandError::Usage(format!(
+                    "no live client is named {name:?}"
+                )))
+            }
+        }
         ClientsCommand::List { .. } => list_clients(pool).await,
+        ClientsCommand::TokenKey(command) => token_key(pool, command).await,
         ClientsCommand::Revoke { name, .. } => {
             if clients::revoke(pool, &name).await? {
                 println!("revoked {name}");
@@ -84,7 +101,9 @@ async fn add_client(
     name: &str,
     tenant: &str,
     scopes: &[Scope],
+    allowed_origins: &[String],
 ) -> Result<(), CommandError> {
+    let origins = checked_origins(allowed_origins)?;
     let valid = is_valid_name;
     if !valid(name) {
         return Err(CommandError::Usage(format!(
@@ -108,6 +127,9 @@ async fn add_client(
             "a client named {name:?} exists already"
         )));
     }
+    if !origins.is_empty() {
+        clients::set_origins(pool, name, &origins).await?;
+    }
     eprintln!(
         "created client {name} (tenant {tenant}, scopes {}); its key, shown only this once:",
         scope_names.join(" ")
@@ -118,8 +140,8 @@ async fn add_client(
 
 async fn list_clients(pool: &Database) -> Result<(), CommandError> {
     println!(
-        "{:<24} {:<16} {:<12} {:<10} scopes",
-        "name", "tenant", "key id", "state"
+        "{:<24} {:<16} {:<12} {:<10} {:<40} origins",
+        "name", "tenant", "key id", "state", "scopes"
     );
     for client in clients::list(pool).await? {
         let state = if client.revoked_at.is_some() {
@@ -128,12 +150,13 @@ async fn list_clients(pool: &Database) -> Result<(), CommandError> {
             "active"
         };
         println!(
-            "{:<24} {:<16} {:<12} {:<10} {}",
+            "{:<24} {:<16} {:<12} {:<10} {:<40} {}",
             client.name,
             client.tenant,
             client.key_prefix,
             state,
-            client.scopes.join(" ")
+            client.scopes.join(" "),
+            client.allowed_origins.join(" ")
         );
     }
     Ok(())
@@ -146,6 +169,116 @@ fn is_valid_name(text: &str) -> bool {
         && text
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+}
+
+async fn token_key(pool: &Database, command: TokenKeyCommand) -> Result<(), CommandError> {
+    match command {
+        TokenKeyCommand::Add {
+            name,
+            kid,
+            public_key,
+            ..
+        } => {
+            let pem = std::fs::read_to_string(&public_key).map_err(|error| {
+                CommandError::Usage(format!("{}: {error}", public_key.display()))
+            })?;
+            let key = public_key_of_pem(&pem).map_err(|message| {
+                CommandError::Usage(format!("{}: {message}", public_key.display()))
+            })?;
+            if kid.is_empty()
+                || kid.len() > 64
+                || !kid
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+            {
+                return Err(CommandError::Usage(format!(
+                    "kid {kid:?}: use 1 to 64 of A-Z a-z 0-9 _ . -"
+                )));
+            }
+            match token_keys::add(pool, &name, &kid, &key).await? {
+                token_keys::Added::Added => {
+                    println!("added token key {kid} to {name}");
+                    Ok(())
+                }
+                token_keys::Added::NoSuchClient => Err(CommandError::Usage(format!(
+                    "no live client is named {name:?}"
+                ))),
+                token_keys::Added::KidTaken => Err(CommandError::Usage(format!(
+                    "{name} has a key {kid:?} already; pick another kid"
+                ))),
+            }
+        }
+        TokenKeyCommand::Retire { name, kid, .. } => {
+            if token_keys::retire(pool, &name, &kid).await? {
+                println!("retired token key {kid} of {name}");
+                Ok(())
+            } else {
+                Err(CommandError::Usage(format!(
+                    "{name:?} has no live token key {kid:?}"
+                )))
+            }
+        }
+        TokenKeyCommand::List { .. } => {
+            println!("{:<24} {:<24} {:<10} created", "client", "kid", "state");
+            for key in token_keys::list(pool).await? {
+                let state = if key.retired_at.is_some() {
+                    "retired"
+                } else {
+                    "live"
+                };
+                println!(
+                    "{:<24} {:<24} {:<10} {}",
+                    key.client_name,
+                    key.kid,
+                    state,
+                    key.created_at.to_rfc3339()
+                );
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The raw Ed25519 public key of a PEM `PUBLIC KEY` (SubjectPublicKeyInfo) text, as `openssl pkey -pubout`
+/// writes it, or of the key's 32 bytes in base64, as libsodium's `sodium_crypto_sign_publickey` gives them.
+pub fn public_key_of_pem(text: &str) -> Result<[u8; 32], String> {
+    use base64::Engine;
+    use ed25519_dalek::pkcs8::DecodePublicKey;
+    let text = text.trim();
+    if text.starts_with("-----BEGIN") {
+        return ed25519_dalek::VerifyingKey::from_public_key_pem(text)
+            .map(|key| key.to_bytes())
+            .map_err(|error| format!("not an Ed25519 public key in PEM: {error}"));
+    }
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .map_err(|_| "neither a PEM public key nor base64".to_owned())?;
+    let raw: [u8; 32] = bytes
+        .try_into()
+        .map_err(|_| "an Ed25519 public key in base64 is 32 bytes".to_owned())?;
+    ed25519_dalek::VerifyingKey::from_bytes(&raw)
+        .map(|key| key.to_bytes())
+        .map_err(|error| format!("not an Ed25519 public key: {error}"))
+}
+
+/// The origins as a browser sends them in `Origin`: `http` or `https`, a host, an optional port, nothing else.
+/// Refuses any other form, which no browser would ever match.
+pub fn checked_origins(origins: &[String]) -> Result<Vec<String>, CommandError> {
+    let mut checked = Vec::new();
+    for origin in origins {
+        let url = reqwest::Url::parse(origin)
+            .map_err(|error| CommandError::Usage(format!("origin {origin:?}: {error}")))?;
+        let serialized = url.origin().ascii_serialization();
+        if !matches!(url.scheme(), "http" | "https") || &serialized != origin {
+            return Err(CommandError::Usage(format!(
+                "origin {origin:?}: write it as a browser sends it, e.g. {serialized:?} (scheme, host, port; no path)"
+            )));
+        }
+        checked.push(serialized);
+    }
+    checked.sort();
+    checked.dedup();
+    Ok(checked)
 }
 
 /// Migrates (over the direct migration URL) and connects: every subcommand works on an up-to-date schema.
@@ -206,5 +339,42 @@ async fn purge_once(pool: &Database, days: Option<u32>, event_max_age: std::time
         Ok(0) => {}
         Ok(deleted) => tracing::info!(events_deleted = deleted, "purged old events"),
         Err(error) => tracing::warn!(error = %error, "event purge failed; will retry"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PEM: &str = "-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEAGb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE=\n-----END PUBLIC KEY-----\n";
+
+    #[test]
+    fn a_public_key_is_read_from_pem_or_from_base64_alike() {
+        let from_pem = public_key_of_pem(PEM).unwrap();
+        let from_base64 =
+            public_key_of_pem("Gb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE=").unwrap();
+        assert_eq!(from_pem, from_base64);
+        assert!(public_key_of_pem("c2hvcnQ=").is_err());
+        assert!(
+            public_key_of_pem("-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----")
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn an_origin_is_taken_only_as_a_browser_sends_it() {
+        let ok = checked_origins(&[
+            "https://chat.example.com".into(),
+            "http://127.0.0.1:3000".into(),
+        ]);
+        assert_eq!(ok.unwrap().len(), 2);
+        for bad in [
+            "https://chat.example.com/",
+            "https://chat.example.com/app",
+            "ftp://x.example",
+            "chat.example.com",
+        ] {
+            assert!(checked_origins(&[bad.into()]).is_err(), "{bad}");
+        }
     }
 }

@@ -14,6 +14,7 @@ use crate::domain::scopes::Scope;
 use crate::domain::tokens::PrivacyLevel;
 use crate::events::webhooks::Settings as WebhookSettings;
 use crate::events::webhooks::deliver::Limits as DeliveryLimits;
+use crate::listen::ConnectionLimits;
 
 /// A value that must never be printed: `Debug` and `Display` show `[secret]`.
 #[derive(Clone, PartialEq, Eq)]
@@ -222,6 +223,18 @@ pub enum ClientsCommand {
         /// The tenant (host application installation) whose users and runs the client sees.
         #[arg(long, default_value = "default")]
         tenant: String,
+        /// A web origin (`https://chat.example.com`) whose pages may call the routes a decision token may use;
+        /// repeat the flag for several.
+        #[arg(long = "allow-origin", value_name = "ORIGIN")]
+        allowed_origins: Vec<String>,
+        #[command(flatten)]
+        common: DatabaseCommand,
+    },
+    /// Replace the web origins a client allows (none given: no origin).
+    SetOrigins {
+        name: String,
+        #[arg(long = "allow-origin", value_name = "ORIGIN")]
+        allowed_origins: Vec<String>,
         #[command(flatten)]
         common: DatabaseCommand,
     },
@@ -236,6 +249,42 @@ pub enum ClientsCommand {
         #[command(flatten)]
         common: DatabaseCommand,
     },
+    /// Manage the Ed25519 public keys a client's decision tokens are signed with.
+    #[command(subcommand, name = "token-key")]
+    TokenKey(TokenKeyCommand),
+}
+
+/// `clients token-key …`: several keys may be live at once, so a key is rotated by adding the next one, moving the
+/// host's signer to it, and retiring the old one once its last token has expired (15 minutes at most).
+#[derive(Debug, Subcommand)]
+pub enum TokenKeyCommand {
+    /// Register a public key for a client's decision tokens under a `kid`.
+    Add {
+        /// The client whose backend signs the tokens (their `iss`).
+        name: String,
+        /// The key id the tokens name in their header: letters, digits, `_`, `.`, `-`.
+        #[arg(long)]
+        kid: String,
+        /// A file with the Ed25519 public key: PEM (`-----BEGIN PUBLIC KEY-----`, as `openssl pkey -pubout`
+        /// writes it) or its 32 bytes in base64 (as libsodium gives them).
+        #[arg(long, value_name = "FILE")]
+        public_key: PathBuf,
+        #[command(flatten)]
+        common: DatabaseCommand,
+    },
+    /// Retire a key: tokens signed with it are refused from now on.
+    Retire {
+        name: String,
+        #[arg(long)]
+        kid: String,
+        #[command(flatten)]
+        common: DatabaseCommand,
+    },
+    /// List every client's token keys, retired ones included.
+    List {
+        #[command(flatten)]
+        common: DatabaseCommand,
+    },
 }
 
 impl ClientsCommand {
@@ -243,7 +292,13 @@ impl ClientsCommand {
         match self {
             ClientsCommand::Add { common, .. }
             | ClientsCommand::List { common }
-            | ClientsCommand::Revoke { common, .. } => common,
+            | ClientsCommand::Revoke { common, .. }
+            | ClientsCommand::SetOrigins { common, .. } => common,
+            ClientsCommand::TokenKey(
+                TokenKeyCommand::Add { common, .. }
+                | TokenKeyCommand::Retire { common, .. }
+                | TokenKeyCommand::List { common },
+            ) => common,
         }
     }
 }
@@ -434,6 +489,24 @@ pub struct Config {
     #[arg(long, env = "MAX_BODY_BYTES", value_name = "MAX_BODY_BYTES", default_value_t = 8 * 1024 * 1024,
           value_parser = clap::value_parser!(u64).range(1024..=1024 * 1024 * 1024))]
     pub max_body_bytes: u64,
+
+    /// Milliseconds a client may take to send a request's whole body; a slower one is answered 408 and its
+    /// connection closed.
+    #[arg(long, env = "BODY_READ_TIMEOUT_MS", value_name = "BODY_READ_TIMEOUT_MS", default_value_t = 15_000,
+          value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    pub body_read_timeout_ms: u64,
+
+    /// Milliseconds a connection may take to send a whole request header (an idle keep-alive connection: to start
+    /// one) before it is closed.
+    #[arg(long, env = "HEADER_READ_TIMEOUT_MS", value_name = "HEADER_READ_TIMEOUT_MS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    pub header_read_timeout_ms: u64,
+
+    /// Most connections open at once; at the bound, new ones wait in the listen backlog until one closes. Keep it
+    /// below the process's open-file limit (`ulimit -n`).
+    #[arg(long, env = "MAX_CONNECTIONS", value_name = "MAX_CONNECTIONS", default_value_t = 4_096,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_connections: u32,
 
     /// Seconds in-flight requests get to finish after SIGTERM or Ctrl-C.
     #[arg(long, env = "SHUTDOWN_GRACE_SECS", value_name = "SHUTDOWN_GRACE_SECS", default_value_t = 20,
@@ -627,6 +700,15 @@ impl Config {
                 ),
             });
         }
+        if self.body_read_timeout_ms >= self.request_timeout_ms {
+            return Err(ConfigError {
+                variable: "BODY_READ_TIMEOUT_MS",
+                message: format!(
+                    "{} must be below REQUEST_TIMEOUT_MS ({}), or a slow body would be answered 503 instead of 408",
+                    self.body_read_timeout_ms, self.request_timeout_ms
+                ),
+            });
+        }
         Ok(())
     }
 
@@ -638,6 +720,13 @@ impl Config {
     pub fn feed_max_wait(&self) -> Duration {
         let below_timeout = (self.request_timeout_ms / 1000).saturating_sub(1);
         Duration::from_secs(self.events.feed_max_wait_secs.min(below_timeout))
+    }
+
+    pub fn connection_limits(&self) -> ConnectionLimits {
+        ConnectionLimits {
+            header_read_timeout: Duration::from_millis(self.header_read_timeout_ms),
+            max_connections: usize::try_from(self.max_connections).unwrap_or(usize::MAX),
+        }
     }
 
     pub fn work_limits(&self) -> WorkLimits {
@@ -691,6 +780,19 @@ mod tests {
         .unwrap();
         let error = cli.into_command().validate().unwrap_err();
         assert_eq!(error.variable, "DATABASE_STATEMENT_TIMEOUT_MS");
+    }
+
+    #[test]
+    fn a_body_timeout_not_below_the_request_timeout_is_refused() {
+        let cli = parse(&[
+            "--body-read-timeout-ms",
+            "30000",
+            "--request-timeout-ms",
+            "30000",
+        ])
+        .unwrap();
+        let error = cli.into_command().validate().unwrap_err();
+        assert_eq!(error.variable, "BODY_READ_TIMEOUT_MS");
     }
 
     /// Every command and subcommand, by its path of names (`["clients", "add"]`), with its clap definition.
@@ -792,6 +894,9 @@ mod tests {
             "PRIVACY_LEVEL",
             "TOOLS_CONFIG",
             "REQUEST_TIMEOUT_MS",
+            "HEADER_READ_TIMEOUT_MS",
+            "BODY_READ_TIMEOUT_MS",
+            "MAX_CONNECTIONS",
         ];
         let mut checked = 0;
         // clap's own `help` subcommands take no settings.
@@ -807,7 +912,9 @@ mod tests {
                         assert!(names.iter().any(|n| n == name), "{path}: {name} missing");
                     }
                 }
-                "clients" | "webhooks" => assert!(names.is_empty(), "{path}: {names:?}"),
+                "clients" | "clients token-key" | "webhooks" => {
+                    assert!(names.is_empty(), "{path}: {names:?}")
+                }
                 // It follows the feed over HTTP: no database, no service settings.
                 "watch" => {
                     for name in database.iter().take(4).chain(&serve_only) {

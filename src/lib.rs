@@ -16,6 +16,8 @@ pub mod executor;
 pub mod http;
 /// API keys: generation and hashing.
 pub mod keys;
+/// Accepting connections, bounded in number and in how long a request header may take.
+pub mod listen;
 /// Prometheus metrics.
 pub mod metrics;
 /// Recording decisions and resuming runs.

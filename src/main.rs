@@ -96,6 +96,7 @@ async fn serve(config: Config) -> Result<(), String> {
         limits: Limits {
             max_body_bytes: usize::try_from(config.max_body_bytes).unwrap_or(usize::MAX),
             request_timeout: config.request_timeout(),
+            body_read_timeout: Duration::from_millis(config.body_read_timeout_ms),
             work: config.work_limits(),
         },
         events,
@@ -106,7 +107,14 @@ async fn serve(config: Config) -> Result<(), String> {
     let address = listener.local_addr().map_err(|error| error.to_string())?;
     tracing::info!(%address, privacy_level = config.privacy_level.as_str(), "listening");
     let grace = Duration::from_secs(config.shutdown_grace_secs);
-    let served = app::serve(listener, state, shutdown_signal(), grace).await;
+    let served = app::serve(
+        listener,
+        state,
+        config.connection_limits(),
+        shutdown_signal(),
+        grace,
+    )
+    .await;
     let _ = stop_tx.send(true);
     let _ = recovery.await;
     let _ = purge.await;

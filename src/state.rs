@@ -27,6 +27,8 @@ pub struct AppState {
 pub struct Limits {
     pub max_body_bytes: usize,
     pub request_timeout: Duration,
+    /// How long a request's whole body may take to arrive; past it, 408.
+    pub body_read_timeout: Duration,
     /// The work one request may cause: calls per turn, argument bytes per call and per inbox page.
     pub work: WorkLimits,
 }

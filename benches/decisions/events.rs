@@ -92,9 +92,7 @@ impl Consumers {
         tokio::spawn(async move {
             loop {
                 let request = client
-                    .get(format!(
-                        "{base_url}/v1/events?limit=1000&wait=5{after}"
-                    ))
+                    .get(format!("{base_url}/v1/events?limit=1000&wait=5{after}"))
                     .bearer_auth(&key)
                     .send();
                 let answer = tokio::select! {

@@ -7,24 +7,27 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::error::ApiError;
-use super::extract::{Authorized, Json, Query, RunId, scope};
+use super::extract::{Credential, Json, KeyOrToken, Query, RunId, scope};
 use super::integer;
 use super::views::DecisionView;
+use super::visible;
 use crate::domain::model_input::{self, ModelInputFormat};
 use crate::domain::results::ToolResult;
 use crate::domain::scopes::Scope;
 use crate::domain::tokens::{DenialReason, RunStatus};
 use crate::resume::{self, Actor, DecisionRequest, Resumed};
 use crate::state::AppState;
-use crate::storage::{decisions, runs};
+use crate::storage::decisions;
+use axum::http::StatusCode;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DecisionBody {
     approved: bool,
-    /// Required, and `null` on purpose: a decision by nobody must be said, not forgotten.
-    #[serde(deserialize_with = "integer::json_or_null")]
-    decider_uid: Option<i64>,
+    /// Required with an API key, and `null` on purpose: a decision by nobody must be said, not forgotten. With a
+    /// decision token it may be left out: the token's `sub` is the decider (`Some(None)` is an explicit `null`).
+    #[serde(default, deserialize_with = "present_json_or_null")]
+    decider_uid: Option<Option<i64>>,
     turn_digest: String,
     #[serde(default)]
     reason: Option<DenialReason>,
@@ -68,16 +71,54 @@ impl DecisionAnswer {
 
 pub async fn decide(
     State(state): State<AppState>,
-    Authorized(caller, _): Authorized<scope::Decisions>,
+    KeyOrToken(credential, _): KeyOrToken<scope::Decisions>,
     RunId(run_id): RunId,
     Query(query): Query<FormatQuery>,
     Json(body): Json<DecisionBody>,
 ) -> Result<impl IntoResponse, ApiError> {
-    match body.decider_uid {
-        Some(_) => caller.require(Scope::DecisionsWrite)?,
-        None => caller.require(Scope::DecisionsAnonymous)?,
-    }
-    if body.decider_uid.is_some_and(|uid| uid < 1) {
+    let (actor, decider_uid) = match &credential {
+        Credential::Key(caller) => {
+            let decider_uid = body.decider_uid.ok_or_else(|| {
+                ApiError::unprocessable(
+                    "decider_uid_required",
+                    "with an API key, name the decider: a uid, or null for a decision by nobody",
+                )
+            })?;
+            match decider_uid {
+                Some(_) => caller.require(Scope::DecisionsWrite)?,
+                None => caller.require(Scope::DecisionsAnonymous)?,
+            }
+            let actor = Actor {
+                tenant: caller.tenant.clone(),
+                client_name: caller.name.clone(),
+                may_decide_anonymously: caller.has(Scope::DecisionsAnonymous),
+                token_kid: None,
+            };
+            (actor, decider_uid)
+        }
+        Credential::Token(holder) => {
+            // The decider is the person the token was minted for; the body may only agree (DESIGN.md §13).
+            if body
+                .decider_uid
+                .is_some_and(|named| named != Some(holder.uid))
+            {
+                return Err(ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    "decider_mismatch",
+                    "decider_uid must be left out or equal to the token's sub",
+                ));
+            }
+            visible::run(&state, &credential, run_id).await?;
+            let actor = Actor {
+                tenant: holder.tenant.clone(),
+                client_name: holder.client_name.clone(),
+                may_decide_anonymously: false,
+                token_kid: Some(holder.kid.clone()),
+            };
+            (actor, Some(holder.uid))
+        }
+    };
+    if decider_uid.is_some_and(|uid| uid < 1) {
         return Err(ApiError::unprocessable(
             "invalid_uid",
             "decider_uid must be a uid of at least 1, or null",
@@ -89,15 +130,10 @@ pub async fn decide(
             "a reason is given only with a denial",
         ));
     }
-    let actor = Actor {
-        tenant: caller.tenant.clone(),
-        client_name: caller.name.clone(),
-        may_decide_anonymously: caller.has(Scope::DecisionsAnonymous),
-    };
     let request = DecisionRequest {
         run_id,
         approved: body.approved,
-        decider_uid: body.decider_uid,
+        decider_uid,
         turn_digest: body.turn_digest,
         reason: body.reason,
     };
@@ -109,13 +145,11 @@ pub async fn decide(
 
 pub async fn model_input(
     State(state): State<AppState>,
-    Authorized(caller, _): Authorized<scope::RunsRead>,
+    KeyOrToken(credential, _): KeyOrToken<scope::RunsRead>,
     RunId(run_id): RunId,
     Query(query): Query<FormatQuery>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let run = runs::find(&state.pool, &caller.tenant, run_id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("run"))?;
+    let run = visible::run(&state, &credential, run_id).await?;
     let Some(decision) = decisions::latest(&state.pool, run.id).await? else {
         return Err(ApiError::conflict(
             "not_resumed",
@@ -139,4 +173,12 @@ pub async fn model_input(
         &resumed.earlier_results,
     );
     Ok(axum::Json(model_input))
+}
+
+/// A member that may be absent (`None`), `null` (`Some(None)`) or a uid (`Some(Some(uid))`).
+fn present_json_or_null<'de, D>(deserializer: D) -> Result<Option<Option<i64>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    integer::json_or_null(deserializer).map(Some)
 }

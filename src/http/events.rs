@@ -28,6 +28,10 @@ struct ApprovalEventView {
     reason: Option<String>,
     turn_digest: String,
     client_name: String,
+    /// `api_key` or `token`: the credential the decision was posted with.
+    credential: &'static str,
+    /// The `kid` of the token's signing key, for a decision posted with a token.
+    token_kid: Option<String>,
     decided_at: DateTime<Utc>,
 }
 
@@ -50,6 +54,12 @@ pub async fn list_events(
             reason: row.reason,
             turn_digest: row.turn_digest,
             client_name: row.client_name,
+            credential: if row.token_kid.is_some() {
+                "token"
+            } else {
+                "api_key"
+            },
+            token_kid: row.token_kid,
             decided_at: row.decided_at,
         })
         .collect();

@@ -1,4 +1,5 @@
-//! Extractors that answer their own failures as problems: the caller's identity and scope, JSON bodies, run ids and
+//! Extractors that answer their own failures as problems: the caller's identity (an API key, or a decision token
+//! on the routes a token may use) and scope, JSON bodies, run ids and
 //! queries.
 
 use std::marker::PhantomData;
@@ -13,6 +14,7 @@ use serde_json::value::RawValue;
 use uuid::Uuid;
 
 use super::error::ApiError;
+use super::tokens::{self, TokenHolder};
 use crate::domain::scopes::Scope;
 use crate::keys;
 use crate::state::AppState;
@@ -50,30 +52,99 @@ where
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let state = AppState::from_ref(state);
-        let header = parts
-            .headers
-            .get(AUTHORIZATION)
-            .ok_or_else(|| ApiError::unauthorized("send Authorization: Bearer <key>"))?;
-        // The scheme name is case-insensitive (RFC 9110 §11.1).
-        let key = header
-            .to_str()
-            .ok()
-            .and_then(|value| value.split_once(' '))
-            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-            .map(|(_, key)| key.trim())
-            .filter(|key| !key.is_empty())
-            .ok_or_else(|| {
-                ApiError::unauthorized("the Authorization header must be: Bearer <key>")
-            })?;
-        let client = clients::find_active_by_key_hash(&state.pool, &keys::hash(key))
-            .await?
-            .ok_or_else(|| ApiError::unauthorized("the key is unknown or revoked"))?;
-        tracing::Span::current().record("client", client.name.as_str());
-        Ok(Caller {
-            name: client.name,
-            tenant: client.tenant,
-            scopes: client.scopes,
-        })
+        // A token is refused here whether or not it verifies: it has no business on this route either way, and
+        // refusing it unread spares the database.
+        let key = bearer(parts)?;
+        if tokens::looks_like_jwt(key) {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "token_not_allowed",
+                "a decision token may only read the runs its user may decide and post decisions on them",
+            ));
+        }
+        client_by_key(&state, key).await
+    }
+}
+
+/// Who is asking: a client with its API key, or a browser with a decision token.
+#[derive(Debug, Clone)]
+pub enum Credential {
+    Key(Caller),
+    Token(TokenHolder),
+}
+
+/// The bearer credential of the request, authenticated.
+async fn credential(parts: &Parts, state: &AppState) -> Result<Credential, ApiError> {
+    let key = bearer(parts)?;
+    if tokens::looks_like_jwt(key) {
+        let now = u64::try_from(chrono::Utc::now().timestamp()).unwrap_or_default();
+        let holder = tokens::verify(&state.pool, key, now).await?;
+        tracing::Span::current().record("client", holder.client_name.as_str());
+        return Ok(Credential::Token(holder));
+    }
+    client_by_key(state, key).await.map(Credential::Key)
+}
+
+/// The live client holding this API key.
+async fn client_by_key(state: &AppState, key: &str) -> Result<Caller, ApiError> {
+    let client = clients::find_active_by_key_hash(&state.pool, &keys::hash(key))
+        .await?
+        .ok_or_else(|| ApiError::unauthorized("the key is unknown or revoked"))?;
+    tracing::Span::current().record("client", client.name.as_str());
+    Ok(Caller {
+        name: client.name,
+        tenant: client.tenant,
+        scopes: client.scopes,
+    })
+}
+
+/// The credential of `Authorization: Bearer <credential>`.
+fn bearer(parts: &Parts) -> Result<&str, ApiError> {
+    let header = parts
+        .headers
+        .get(AUTHORIZATION)
+        .ok_or_else(|| ApiError::unauthorized("send Authorization: Bearer <key>"))?;
+    // The scheme name is case-insensitive (RFC 9110 §11.1).
+    header
+        .to_str()
+        .ok()
+        .and_then(|value| value.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, key)| key.trim())
+        .filter(|key| !key.is_empty())
+        .ok_or_else(|| ApiError::unauthorized("the Authorization header must be: Bearer <key>"))
+}
+
+/// On a route a decision token may use: the client holding the scope `R` names, or a verified token, whose
+/// powers are fixed (the handler checks the run is one its user may decide).
+pub struct KeyOrToken<R>(pub Credential, pub PhantomData<fn() -> R>);
+
+impl<S, R> FromRequestParts<S> for KeyOrToken<R>
+where
+    AppState: FromRef<S>,
+    S: Send + Sync,
+    R: RequiredScope,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let state = AppState::from_ref(state);
+        match credential(parts, &state).await? {
+            Credential::Key(caller) => {
+                require_any(&caller, R::ANY_OF)?;
+                Ok(KeyOrToken(Credential::Key(caller), PhantomData))
+            }
+            token => Ok(KeyOrToken(token, PhantomData)),
+        }
+    }
+}
+
+fn require_any(caller: &Caller, any_of: &[Scope]) -> Result<(), ApiError> {
+    if any_of.iter().any(|scope| caller.has(*scope)) {
+        Ok(())
+    } else {
+        let names: Vec<&str> = any_of.iter().map(|scope| scope.as_str()).collect();
+        Err(ApiError::missing_scope(&names.join(" or ")))
     }
 }
 
@@ -98,12 +169,8 @@ where
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let caller = Caller::from_request_parts(parts, state).await?;
-        if R::ANY_OF.iter().any(|scope| caller.has(*scope)) {
-            Ok(Authorized(caller, PhantomData))
-        } else {
-            let names: Vec<&str> = R::ANY_OF.iter().map(|scope| scope.as_str()).collect();
-            Err(ApiError::missing_scope(&names.join(" or ")))
-        }
+        require_any(&caller, R::ANY_OF)?;
+        Ok(Authorized(caller, PhantomData))
     }
 }
 

@@ -2,6 +2,8 @@
 //! outcome to a response. Only this layer knows status codes.
 
 pub mod approvals;
+pub mod body;
+pub mod cors;
 pub mod decisions;
 pub mod detach;
 pub mod error;
@@ -11,7 +13,10 @@ pub mod extract;
 pub mod integer;
 pub mod ops;
 pub mod runs;
+pub mod tokens;
 pub mod turns;
+pub mod ui;
 pub mod users;
 pub mod views;
+pub mod visible;
 pub mod webhooks;

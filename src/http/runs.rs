@@ -11,8 +11,9 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::error::ApiError;
-use super::extract::{Authorized, Caller, Json, RunId, scope};
+use super::extract::{Authorized, Caller, Json, KeyOrToken, RunId, scope};
 use super::views::RunView;
+use super::visible;
 use crate::domain::limits::TurnOverLimit;
 use crate::domain::tokens::{Effect, PrivacyLevel, RunStatus};
 use crate::domain::transcript::{self, PendingCall, is_valid_tool_name};
@@ -213,12 +214,10 @@ pub async fn run_view(state: &AppState, run: &RunRow) -> Result<RunView, ApiErro
 
 pub async fn get_run(
     State(state): State<AppState>,
-    Authorized(caller, _): Authorized<scope::RunsRead>,
+    KeyOrToken(credential, _): KeyOrToken<scope::RunsRead>,
     RunId(id): RunId,
 ) -> Result<impl IntoResponse, ApiError> {
-    let run = runs::find(&state.pool, &caller.tenant, id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("run"))?;
+    let run = visible::run(&state, &credential, id).await?;
     Ok(axum::Json(run_view(&state, &run).await?))
 }
 

@@ -53,6 +53,8 @@ pub struct Actor {
     pub tenant: String,
     pub client_name: String,
     pub may_decide_anonymously: bool,
+    /// The `kid` of the decision token the decision came with; `None` for an API key.
+    pub token_kid: Option<String>,
 }
 
 /// A decision as the client posted it.
@@ -153,6 +155,7 @@ pub async fn decide(
         reason: request.reason,
         turn_digest: &run.turn_digest,
         client_name: &actor.client_name,
+        token_kid: actor.token_kid.as_deref(),
     };
 
     if request.approved {

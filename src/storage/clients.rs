@@ -12,6 +12,7 @@ pub struct ClientRow {
     pub tenant: String,
     pub key_prefix: String,
     pub scopes: Vec<String>,
+    pub allowed_origins: Vec<String>,
     pub created_at: DateTime<Utc>,
     pub revoked_at: Option<DateTime<Utc>>,
 }
@@ -48,7 +49,7 @@ pub async fn find_active_by_key_hash(
     key_hash: &[u8],
 ) -> Result<Option<ClientRow>, StorageError> {
     let row = sql::query_as::<ClientRow>(
-        "select name, tenant, key_prefix, scopes, created_at, revoked_at
+        "select name, tenant, key_prefix, scopes, allowed_origins, created_at, revoked_at
          from api_clients where key_hash = $1 and revoked_at is null",
     )
     .bind(key_hash)
@@ -60,7 +61,8 @@ pub async fn find_active_by_key_hash(
 /// Every client, revoked ones included, oldest first.
 pub async fn list(db: impl PgExecutor<'_>) -> Result<Vec<ClientRow>, StorageError> {
     let rows = sql::query_as::<ClientRow>(
-        "select name, tenant, key_prefix, scopes, created_at, revoked_at from api_clients order by id",
+        "select name, tenant, key_prefix, scopes, allowed_origins, created_at, revoked_at
+         from api_clients order by id",
     )
     .fetch_all(db)
     .await?;
@@ -73,6 +75,33 @@ pub async fn revoke(db: impl PgExecutor<'_>, name: &str) -> Result<bool, Storage
         "update api_clients set revoked_at = now() where name = $1 and revoked_at is null",
     )
     .bind(name)
+    .execute(db)
+    .await?;
+    Ok(result.rows_affected() == 1)
+}
+
+/// Whether a live client allows pages of `origin` to call the token routes.
+pub async fn origin_allowed(db: impl PgExecutor<'_>, origin: &str) -> Result<bool, StorageError> {
+    let (allowed,): (bool,) = sql::query_as(
+        "select exists (select 1 from api_clients where revoked_at is null and $1 = any (allowed_origins))",
+    )
+    .bind(origin)
+    .fetch_one(db)
+    .await?;
+    Ok(allowed)
+}
+
+/// Replaces a live client's allowed origins; `Ok(false)` when no live client has that name.
+pub async fn set_origins(
+    db: impl PgExecutor<'_>,
+    name: &str,
+    origins: &[String],
+) -> Result<bool, StorageError> {
+    let result = sql::query(
+        "update api_clients set allowed_origins = $2 where name = $1 and revoked_at is null",
+    )
+    .bind(name)
+    .bind(origins)
     .execute(db)
     .await?;
     Ok(result.rows_affected() == 1)

@@ -45,7 +45,7 @@ pub async fn lock_run(
         "select r.*,
                 u.uid is not null as decider_found, u.is_admin, u.can_approve_others, u.disabled,
                 e.turn_index as decision_turn_index, e.approved, e.decider_uid, e.decided_by, e.reason,
-                e.turn_digest as decision_turn_digest, e.client_name, e.decided_at
+                e.turn_digest as decision_turn_digest, e.client_name, e.decided_at, e.token_kid
          from (select id, tenant, owner_uid, status, privacy_level, require_second_approver, registration_hash,
                       tools, turn_index, turn_digest, turn_request_hash, lease_owner, lease_until, created_at,
                       updated_at, case when $4 then messages end as messages
@@ -93,6 +93,7 @@ fn locked_run(row: &PgRow) -> Result<LockedRun, StorageError> {
             turn_digest: row.try_get("decision_turn_digest")?,
             client_name: row.try_get("client_name")?,
             decided_at: row.try_get("decided_at")?,
+            token_kid: row.try_get("token_kid")?,
         }),
         None => None,
     };
@@ -207,8 +208,8 @@ pub async fn record_denial(
         format!(
             "with decision as (
                  insert into approval_events (run_id, turn_index, approved, decider_uid, decided_by, reason,
-                                              turn_digest, client_name)
-                 values ($1, $2, $19, $20, $21, $22, $23, $24)
+                                              turn_digest, client_name, token_kid)
+                 values ($1, $2, $19, $20, $21, $22, $23, $24, $25)
                  returning {DECISION_COLUMNS}
              ), {CLOSE_TURN}
              select decision.* from decision cross join resumed cross join outboxed"

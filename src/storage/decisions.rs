@@ -19,6 +19,8 @@ pub struct DecisionRow {
     pub turn_digest: String,
     pub client_name: String,
     pub decided_at: DateTime<Utc>,
+    /// The `kid` of the decision token the decision was posted with; `None` when it came with an API key.
+    pub token_kid: Option<String>,
 }
 
 impl DecisionRow {
@@ -49,10 +51,11 @@ pub struct NewDecision<'a> {
     pub reason: Option<DenialReason>,
     pub turn_digest: &'a str,
     pub client_name: &'a str,
+    /// The `kid` of the decision token the decision came with, if it came with one.
+    pub token_kid: Option<&'a str>,
 }
 
-pub(super) const DECISION_COLUMNS: &str =
-    "turn_index, approved, decider_uid, decided_by, reason, turn_digest, client_name, decided_at";
+pub(super) const DECISION_COLUMNS: &str = "turn_index, approved, decider_uid, decided_by, reason, turn_digest, client_name, decided_at, token_kid";
 
 pub async fn find(
     db: impl PgExecutor<'_>,
@@ -104,8 +107,8 @@ pub async fn insert(
     decision: &NewDecision<'_>,
 ) -> Result<DecisionRow, StorageError> {
     let query = sql::query(sqlx::AssertSqlSafe(format!(
-        "insert into approval_events (run_id, turn_index, approved, decider_uid, decided_by, reason, turn_digest, client_name)
-         values ($1, $2, $3, $4, $5, $6, $7, $8)
+        "insert into approval_events (run_id, turn_index, approved, decider_uid, decided_by, reason, turn_digest, client_name, token_kid)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9)
          returning {DECISION_COLUMNS}"
     )));
     let row = bind_decision(
@@ -118,7 +121,7 @@ pub async fn insert(
 }
 
 /// Binds what a decision records besides its run and turn, in column order: approved, decider_uid, decided_by,
-/// reason, turn_digest, client_name.
+/// reason, turn_digest, client_name, token_kid.
 pub(super) fn bind_decision<'q>(query: Query<'q>, decision: &NewDecision<'q>) -> Query<'q> {
     query
         .bind(decision.approved)
@@ -127,6 +130,7 @@ pub(super) fn bind_decision<'q>(query: Query<'q>, decision: &NewDecision<'q>) ->
         .bind(decision.reason.map(DenialReason::as_str))
         .bind(decision.turn_digest)
         .bind(decision.client_name)
+        .bind(decision.token_kid)
 }
 
 /// Stores one call's result as soon as it is known; `false` when it already had one.

@@ -14,6 +14,7 @@ pub mod primary;
 pub mod retention;
 pub mod runs;
 pub mod sql;
+pub mod token_keys;
 pub mod users;
 pub mod webhooks;
 

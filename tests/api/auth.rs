@@ -444,7 +444,7 @@ async fn an_anonymous_decision_needs_the_anonymous_scope() {
 }
 
 #[tokio::test]
-async fn a_decision_that_omits_decider_uid_is_unprocessable() {
+async fn a_decision_with_an_api_key_that_omits_decider_uid_is_unprocessable() {
     let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let (id, digest) = waiting_run(&app).await;
@@ -457,7 +457,11 @@ async fn a_decision_that_omits_decider_uid_is_unprocessable() {
                 json!({"approved": approved, "turn_digest": digest}),
             )
             .await;
-        assert_problem(&answer, StatusCode::UNPROCESSABLE_ENTITY, "invalid_body");
+        assert_problem(
+            &answer,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "decider_uid_required",
+        );
     }
 
     assert_eq!(row_counts(&app.pool).await, before);

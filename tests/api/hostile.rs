@@ -4,6 +4,7 @@
 
 use axum::body::Body;
 use axum::http::{HeaderValue, Method, Request, StatusCode};
+use futures::StreamExt;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -601,6 +602,39 @@ async fn a_tool_call_id_is_measured_in_characters_not_bytes() {
         "invalid_transcript",
         "257 characters",
     );
+}
+
+#[tokio::test]
+async fn a_body_sent_a_byte_at_a_time_is_answered_408_within_the_body_timeout_and_writes_nothing() {
+    let (_database, pool) = TestDatabase::create().await;
+    let options = Options {
+        body_read_timeout: std::time::Duration::from_millis(400),
+        ..Options::default()
+    };
+    let app = support::app_with(pool, options).await;
+    let body = run_body(Uuid::new_v4(), 7).to_string().into_bytes();
+    // One byte every 100 ms: the whole body would take minutes.
+    let drip = futures::stream::iter(body).then(|byte| async move {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        Ok::<_, std::io::Error>(vec![byte])
+    });
+    let request = Request::builder()
+        .method(Method::POST)
+        .uri("/v1/runs")
+        .header("authorization", format!("Bearer {}", app.admin_key))
+        .header("content-type", "application/json")
+        .body(Body::from_stream(drip))
+        .unwrap();
+    let started = std::time::Instant::now();
+    let answer = app.send(request).await;
+    let waited = started.elapsed();
+    assert_problem(&answer, StatusCode::REQUEST_TIMEOUT, "body_timeout");
+    assert_eq!(answer.headers["connection"], "close");
+    assert!(
+        waited < std::time::Duration::from_secs(2),
+        "answered after {waited:?}"
+    );
+    assert_eq!(row_counts(&app.pool).await.runs, 0);
 }
 
 #[tokio::test]

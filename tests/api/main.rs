@@ -3,6 +3,7 @@
 mod approvals;
 mod auth;
 mod concurrency;
+mod cors;
 #[path = "../common/database.rs"]
 mod database;
 mod decisions;
@@ -18,5 +19,6 @@ mod registration;
 mod retention;
 mod spec_shape;
 mod support;
+mod tokens;
 mod turns;
 mod webhooks;

@@ -8,6 +8,7 @@ use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
 use approval_resume::http::ops::OPENAPI_YAML;
+use approval_resume::http::ui;
 use approval_resume::state::{AppState, Limits};
 use axum::body::{Body, Bytes};
 use axum::http::{Method, Request};
@@ -19,7 +20,11 @@ use sqlx::postgres::PgPoolOptions;
 use uuid::Uuid;
 
 use crate::database::TestDatabase;
-use crate::support::{Answer, TestApp, add_client, app, call, owned_run, run_body, transcript};
+use crate::support::{
+    Answer, Signer, TestApp, add_client, app, call, owned_run, run_body, transcript,
+};
+use approval_resume::storage::clients;
+use futures::StreamExt;
 
 // The spec.
 
@@ -281,11 +286,11 @@ impl<'a> Op<'a> {
         };
         let response = resolve(response);
 
+        // A response without content (304 Not Modified): no body, and nothing more to check of it.
         let Some(content) = response["content"].as_object() else {
-            // Only an answer without a body (204) documents no content.
             assert!(
                 answer.bytes.is_empty(),
-                "{name} {status}: a body the spec does not document"
+                "{name} {status}: a body where the spec documents none"
             );
             self.seen.lock().unwrap().insert((status, String::new()));
             return;
@@ -388,6 +393,36 @@ impl<'a> Op<'a> {
         let nothing = app.client("no-scopes", &[]).await;
         self.expect_on(app, Some(&nothing), path, body(), "403 missing_scope")
             .await;
+        let signer = Signer::register(&app.pool, "no-scopes", "k1").await;
+        let takes_tokens = self.operation["security"]
+            .as_array()
+            .is_some_and(|schemes| schemes.iter().any(|s| s.get("decisionToken").is_some()));
+        if !takes_tokens {
+            self.expect_on(
+                app,
+                Some(&signer.token(7)),
+                path,
+                body(),
+                "403 token_not_allowed",
+            )
+            .await;
+            return;
+        }
+        for (token, code) in signer.refused_tokens() {
+            self.expect_on(app, Some(&token), path, body(), &format!("401 {code}"))
+                .await;
+        }
+        app.client("revoked", &[]).await;
+        let revoked = Signer::register(&app.pool, "revoked", "k1").await;
+        assert!(clients::revoke(&app.pool, "revoked").await.unwrap());
+        self.expect_on(
+            app,
+            Some(&revoked.token(7)),
+            path,
+            body(),
+            "401 token_client_revoked",
+        )
+        .await;
     }
 
     /// 500 `internal`, 503 `database_unavailable` and 503 `timeout`, as the database can fail any keyed request.
@@ -434,6 +469,24 @@ impl<'a> Op<'a> {
         let large = Body::from(json!({"padding": "x".repeat(64)}).to_string());
         self.expect_raw(&small, path, json, large, "413 payload_too_large")
             .await;
+        let hasty = with_limits(
+            app,
+            Limits {
+                body_read_timeout: Duration::from_millis(100),
+                ..app.state.limits
+            },
+        );
+        // A body that never finishes arriving.
+        let stalled = futures::stream::once(async { Ok::<_, std::io::Error>(b"{".to_vec()) })
+            .chain(futures::stream::pending());
+        self.expect_raw(
+            &hasty,
+            path,
+            json,
+            Body::from_stream(stalled),
+            "408 body_timeout",
+        )
+        .await;
     }
 }
 
@@ -666,6 +719,8 @@ fn every_problem_code_in_the_source_is_listed_in_the_spec_and_back() {
         r#"new\(\s*StatusCode::[A-Z_]+\s*,\s*"([a-z_]+)""#,
         r#"unprocessable\(\s*"([a-z_]+)""#,
         r#"conflict\(\s*"([a-z_]+)""#,
+        // The refusals of a decision token (src/http/tokens.rs).
+        r#"refused\(\s*"([a-z_]+)""#,
         r#"Refusal::[A-Za-z]+\s*=>\s*"([a-z_]+)""#,
     ]
     .map(|pattern| Regex::new(pattern).unwrap());
@@ -999,13 +1054,23 @@ async fn deciding_a_turn_answers_as_documented() {
     let by_owner = decision(true, Some(7), &four_eyes_digest);
     op.expect(&four_eyes, by_owner, "403 second_approver_required")
         .await;
+    let signer = Signer::register(&app.pool, "admin", "k-admin").await;
+    let someone_else = Some(decision(false, Some(8), &digest));
+    op.expect_on(
+        &app,
+        Some(&signer.token(7)),
+        &path,
+        someone_else,
+        "403 decider_mismatch",
+    )
+    .await;
 
     // Bodies and queries that do not fit.
     let deny = decision(false, Some(7), &digest);
     op.expect(
         &path,
         without(deny.clone(), "decider_uid"),
-        "422 invalid_body",
+        "422 decider_uid_required",
     )
     .await;
     op.expect(
@@ -1308,6 +1373,22 @@ async fn the_ops_endpoints_answer_as_documented() {
         "the served document is the compiled-in spec"
     );
     openapi.assert_every_documented_answer_was_seen();
+
+    let card = Op::new(&app, Method::GET, "/ui/approval-card.js");
+    let served = card
+        .expect_on(&app, None, "/ui/approval-card.js", None, "200")
+        .await;
+    assert_eq!(served.bytes, ui::APPROVAL_CARD_JS.as_bytes());
+    let etag = served.headers["etag"].clone();
+    let request = Request::builder()
+        .uri("/ui/approval-card.js")
+        .header("if-none-match", etag)
+        .body(Body::empty())
+        .unwrap();
+    let revalidated = app.send(request).await;
+    card.check("/ui/approval-card.js", None, &revalidated);
+    assert_eq!(revalidated.status.as_u16(), 304);
+    card.assert_every_documented_answer_was_seen();
 
     let metrics = Op::new(&app, Method::GET, "/metrics");
     let scraper = app.client("scraper", &["metrics:read"]).await;

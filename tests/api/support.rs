@@ -46,6 +46,7 @@ pub struct Options {
     pub executors: Executors,
     pub max_body_bytes: usize,
     pub request_timeout: Duration,
+    pub body_read_timeout: Duration,
 }
 
 impl Default for Options {
@@ -55,6 +56,7 @@ impl Default for Options {
             executors: Executors::none(),
             max_body_bytes: 1024 * 1024,
             request_timeout: Duration::from_secs(30),
+            body_read_timeout: Duration::from_secs(15),
         }
     }
 }
@@ -86,6 +88,7 @@ pub async fn app_with(pool: PgPool, options: Options) -> TestApp {
         limits: Limits {
             max_body_bytes: options.max_body_bytes,
             request_timeout: options.request_timeout,
+            body_read_timeout: options.body_read_timeout,
             work: WorkLimits::default(),
         },
         events: events_hub(&pool),
@@ -495,4 +498,120 @@ pub async fn metrics(app: &TestApp) -> String {
     let answer = app.call(Method::GET, "/metrics", Some(&key), None).await;
     assert_eq!(answer.status, StatusCode::OK);
     String::from_utf8(answer.bytes).unwrap()
+}
+
+// Decision tokens.
+
+/// A host backend's signer of decision tokens: an Ed25519 key of client `client` under `kid`.
+pub struct Signer {
+    pub key: ed25519_dalek::SigningKey,
+    pub kid: String,
+    pub client: String,
+}
+
+impl Signer {
+    /// A fresh key, registered on the client as `clients token-key add` does.
+    pub async fn register(pool: &PgPool, client: &str, kid: &str) -> Signer {
+        let signer = Signer::unregistered(client, kid);
+        let public_key = signer.key.verifying_key().to_bytes();
+        let added = approval_resume::storage::token_keys::add(pool, client, kid, &public_key)
+            .await
+            .unwrap();
+        assert_eq!(added, approval_resume::storage::token_keys::Added::Added);
+        signer
+    }
+
+    /// A fresh key that nobody registered.
+    pub fn unregistered(client: &str, kid: &str) -> Signer {
+        Signer {
+            key: ed25519_dalek::SigningKey::from_bytes(&rand::random::<[u8; 32]>()),
+            kid: kid.to_owned(),
+            client: client.to_owned(),
+        }
+    }
+
+    /// The same key, naming another kid in its tokens.
+    pub fn with_kid(&self, kid: &str) -> Signer {
+        Signer {
+            key: self.key.clone(),
+            kid: kid.to_owned(),
+            client: self.client.clone(),
+        }
+    }
+
+    pub fn sign(&self, claims: Value) -> String {
+        use ed25519_dalek::pkcs8::EncodePrivateKey;
+        let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::EdDSA);
+        header.kid = Some(self.kid.clone());
+        let pem = self.key.to_pkcs8_pem(Default::default()).unwrap();
+        let key = jsonwebtoken::EncodingKey::from_ed_pem(pem.as_bytes()).unwrap();
+        jsonwebtoken::encode(&header, &claims, &key).unwrap()
+    }
+
+    /// A token of this client for `uid`, valid for five minutes from now.
+    pub fn token(&self, uid: i64) -> String {
+        self.sign(with(claims(uid), json!({"iss": self.client})))
+    }
+
+    /// One token for each way a token is refused with 401 (but a revoked client), with the code it gets.
+    pub fn refused_tokens(&self) -> Vec<(String, &'static str)> {
+        let claims = || with(claims(7), json!({"iss": self.client}));
+        vec![
+            (
+                self.sign(with(
+                    claims(),
+                    json!({"iat": now() - 1000, "exp": now() - 100}),
+                )),
+                "token_expired",
+            ),
+            (
+                self.sign(with(claims(), json!({"nbf": now() + 600}))),
+                "token_not_yet_valid",
+            ),
+            (
+                self.sign(with(
+                    claims(),
+                    json!({"iat": now() + 600, "exp": now() + 700}),
+                )),
+                "token_not_yet_valid",
+            ),
+            (
+                Signer::unregistered(&self.client, &self.kid).sign(claims()),
+                "token_bad_signature",
+            ),
+            (
+                self.with_kid("k-unknown").sign(claims()),
+                "token_unknown_kid",
+            ),
+            (
+                self.sign(with(claims(), json!({"aud": "another-service"}))),
+                "token_wrong_audience",
+            ),
+            (
+                self.sign(with(claims(), json!({"exp": now() + 16 * 60}))),
+                "token_lifetime_too_long",
+            ),
+            (
+                self.sign(with(claims(), json!({"sub": "seven"}))),
+                "token_invalid",
+            ),
+        ]
+    }
+}
+
+pub fn now() -> i64 {
+    chrono::Utc::now().timestamp()
+}
+
+/// The claims of a token of client `chat` for `uid`, valid for five minutes.
+pub fn claims(uid: i64) -> Value {
+    json!({"iss": "chat", "aud": "approval-resume", "sub": uid.to_string(), "iat": now(), "exp": now() + 300})
+}
+
+/// `claims` with some members replaced or added.
+pub fn with(mut claims: Value, changes: Value) -> Value {
+    for (name, value) in changes.as_object().unwrap() {
+        claims[name] = value.clone();
+    }
+    claims
 }

@@ -1,0 +1,47 @@
+//! The run a request names, as its credential may see it. A client sees every run of its tenant; a decision token
+//! sees only the runs its user may decide (DESIGN.md §4: owner, admin, or allowed to approve others), and only
+//! its one run when it names one. Any other run is answered 404, exactly like a missing one.
+
+use uuid::Uuid;
+
+use super::error::ApiError;
+use super::extract::Credential;
+use crate::state::AppState;
+use crate::storage::runs::{self, RunRow};
+use crate::storage::users;
+
+/// The run `id`, if the credential may see it.
+pub async fn run(state: &AppState, credential: &Credential, id: Uuid) -> Result<RunRow, ApiError> {
+    let not_found = || ApiError::not_found("run");
+    match credential {
+        Credential::Key(caller) => runs::find(&state.pool, &caller.tenant, id)
+            .await?
+            .ok_or_else(not_found),
+        Credential::Token(holder) => {
+            if holder.run.is_some_and(|bound| bound != id) {
+                return Err(not_found());
+            }
+            let run = runs::find(&state.pool, &holder.tenant, id)
+                .await?
+                .ok_or_else(not_found)?;
+            let user = users::find(&state.pool, &holder.tenant, holder.uid).await?;
+            let may_decide = user.is_some_and(|user| {
+                !user.disabled
+                    && (run.owner_uid == holder.uid || user.is_admin || user.can_approve_others)
+            });
+            if may_decide {
+                Ok(run)
+            } else {
+                Err(not_found())
+            }
+        }
+    }
+}
+
+/// The tenant a credential acts in.
+pub fn tenant(credential: &Credential) -> &str {
+    match credential {
+        Credential::Key(caller) => &caller.tenant,
+        Credential::Token(holder) => &holder.tenant,
+    }
+}

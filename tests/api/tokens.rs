@@ -1,0 +1,286 @@
+//! Decision tokens (DESIGN.md §13): every refusal with its own code, `sub` over the body, a run-bound token on
+//! another run, the routes a token may not use, key rotation, and the audit of a decision posted with a token.
+
+use approval_resume::storage::{clients, token_keys};
+use axum::http::{Method, StatusCode};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::database::TestDatabase;
+use crate::support::{
+    self, Signer, TestApp, assert_nothing_recorded, assert_problem, claims, owned_run, run_body,
+    with,
+};
+
+async fn setup(pool: sqlx::PgPool) -> (TestApp, Signer) {
+    let app = support::app(pool).await;
+    app.client("chat", &["runs:read"]).await;
+    let signer = Signer::register(&app.pool, "chat", "k1").await;
+    (app, signer)
+}
+
+fn deny(digest: &str) -> Value {
+    json!({"approved": false, "turn_digest": digest})
+}
+
+#[tokio::test]
+async fn a_token_reads_and_denies_its_users_run_as_that_user_and_the_audit_names_the_token() {
+    let (_database, pool) = TestDatabase::create().await;
+    let (app, signer) = setup(pool).await;
+    let (id, digest) = owned_run(&app).await;
+    let token = signer.token(7);
+
+    let run = app
+        .call(Method::GET, &format!("/v1/runs/{id}"), Some(&token), None)
+        .await;
+    assert_eq!(run.status, StatusCode::OK, "{:?}", run.body);
+    let decided = app
+        .call(
+            Method::POST,
+            &format!("/v1/runs/{id}/decision"),
+            Some(&token),
+            Some(deny(&digest)),
+        )
+        .await;
+    assert_eq!(decided.status, StatusCode::OK, "{:?}", decided.body);
+    assert_eq!(decided.body["decision"]["decided_by"], "run_owner");
+    assert_eq!(decided.body["decision"]["decider_uid"], 7);
+    let content = decided.body["results"][0]["content"].as_str().unwrap();
+    assert!(
+        content.starts_with("Error: approval_denied (decided_by: run_owner)."),
+        "{content}"
+    );
+
+    let input = app
+        .call(
+            Method::GET,
+            &format!("/v1/runs/{id}/model-input"),
+            Some(&token),
+            None,
+        )
+        .await;
+    assert_eq!(input.status, StatusCode::OK, "{:?}", input.body);
+    let events = app.get(&format!("/v1/runs/{id}/events")).await;
+    let event = &events.body["approval_events"][0];
+    assert_eq!(event["client_name"], "chat");
+    assert_eq!(event["credential"], "token");
+    assert_eq!(event["token_kid"], "k1");
+}
+
+#[tokio::test]
+async fn a_decision_posted_with_an_api_key_is_audited_as_such() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool).await;
+    let (id, digest) = owned_run(&app).await;
+    assert_eq!(
+        app.decide(id, false, Some(7), &digest).await.status,
+        StatusCode::OK
+    );
+    let events = app.get(&format!("/v1/runs/{id}/events")).await;
+    let event = &events.body["approval_events"][0];
+    assert_eq!(event["credential"], "api_key");
+    assert_eq!(event["token_kid"], Value::Null);
+}
+
+#[tokio::test]
+async fn every_refused_token_is_answered_401_with_a_code_saying_why_and_nothing_is_recorded() {
+    let (_database, pool) = TestDatabase::create().await;
+    let (app, signer) = setup(pool).await;
+    let (id, digest) = owned_run(&app).await;
+    let cases = signer.refused_tokens();
+    for (token, code) in cases {
+        let answer = app
+            .call(
+                Method::POST,
+                &format!("/v1/runs/{id}/decision"),
+                Some(&token),
+                Some(deny(&digest)),
+            )
+            .await;
+        assert_problem(&answer, StatusCode::UNAUTHORIZED, code);
+    }
+    assert_nothing_recorded(&app.pool, id).await;
+}
+
+#[tokio::test]
+async fn a_token_of_a_revoked_client_is_refused_401() {
+    let (_database, pool) = TestDatabase::create().await;
+    let (app, signer) = setup(pool).await;
+    let (id, _) = owned_run(&app).await;
+    let token = signer.token(7);
+    assert!(clients::revoke(&app.pool, "chat").await.unwrap());
+    let answer = app
+        .call(Method::GET, &format!("/v1/runs/{id}"), Some(&token), None)
+        .await;
+    assert_problem(&answer, StatusCode::UNAUTHORIZED, "token_client_revoked");
+}
+
+#[tokio::test]
+async fn the_decider_is_the_tokens_sub_and_a_body_naming_another_uid_is_refused_403() {
+    let (_database, pool) = TestDatabase::create().await;
+    let (app, signer) = setup(pool).await;
+    let (id, digest) = owned_run(&app).await;
+    app.user(8, true, false, false).await;
+    let token = signer.token(7);
+    let path = format!("/v1/runs/{id}/decision");
+    for named in [json!(8), Value::Null] {
+        let body = json!({"approved": false, "decider_uid": named, "turn_digest": digest});
+        let answer = app
+            .call(Method::POST, &path, Some(&token), Some(body))
+            .await;
+        assert_problem(&answer, StatusCode::FORBIDDEN, "decider_mismatch");
+    }
+    assert_nothing_recorded(&app.pool, id).await;
+    let body = json!({"approved": false, "decider_uid": 7, "turn_digest": digest});
+    let answer = app
+        .call(Method::POST, &path, Some(&token), Some(body))
+        .await;
+    assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.body);
+    assert_eq!(answer.body["decision"]["decided_by"], "run_owner");
+}
+
+#[tokio::test]
+async fn a_token_bound_to_one_run_finds_no_other_run() {
+    let (_database, pool) = TestDatabase::create().await;
+    let (app, signer) = setup(pool).await;
+    let (bound, _) = owned_run(&app).await;
+    let other = Uuid::new_v4();
+    let digest = app.register(run_body(other, 7)).await["turn"]["digest"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let token = signer.sign(with(claims(7), json!({"run": bound})));
+    let read = app
+        .call(
+            Method::GET,
+            &format!("/v1/runs/{other}"),
+            Some(&token),
+            None,
+        )
+        .await;
+    assert_problem(&read, StatusCode::NOT_FOUND, "not_found");
+    let decided = app
+        .call(
+            Method::POST,
+            &format!("/v1/runs/{other}/decision"),
+            Some(&token),
+            Some(deny(&digest)),
+        )
+        .await;
+    assert_problem(&decided, StatusCode::NOT_FOUND, "not_found");
+    assert_nothing_recorded(&app.pool, other).await;
+    let own = app
+        .call(
+            Method::GET,
+            &format!("/v1/runs/{bound}"),
+            Some(&token),
+            None,
+        )
+        .await;
+    assert_eq!(own.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_token_sees_only_the_runs_its_user_may_decide() {
+    let (_database, pool) = TestDatabase::create().await;
+    let (app, signer) = setup(pool).await;
+    let (id, digest) = owned_run(&app).await;
+    app.user(8, false, false, false).await;
+    app.user(9, false, true, false).await;
+    let plain = signer.token(8);
+    let read = app
+        .call(Method::GET, &format!("/v1/runs/{id}"), Some(&plain), None)
+        .await;
+    assert_problem(&read, StatusCode::NOT_FOUND, "not_found");
+    let approver = signer.token(9);
+    let decided = app
+        .call(
+            Method::POST,
+            &format!("/v1/runs/{id}/decision"),
+            Some(&approver),
+            Some(deny(&digest)),
+        )
+        .await;
+    assert_eq!(decided.status, StatusCode::OK, "{:?}", decided.body);
+    assert_eq!(decided.body["decision"]["decided_by"], "other_user");
+}
+
+#[tokio::test]
+async fn the_owner_of_a_four_eyes_run_may_not_approve_it_with_a_token() {
+    let (_database, pool) = TestDatabase::create().await;
+    let (app, signer) = setup(pool).await;
+    app.user(7, false, false, false).await;
+    let id = Uuid::new_v4();
+    let mut body = run_body(id, 7);
+    body["require_second_approver"] = json!(true);
+    let digest = app.register(body).await["turn"]["digest"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let answer = app
+        .call(
+            Method::POST,
+            &format!("/v1/runs/{id}/decision"),
+            Some(&signer.token(7)),
+            Some(json!({"approved": true, "turn_digest": digest})),
+        )
+        .await;
+    assert_problem(&answer, StatusCode::FORBIDDEN, "second_approver_required");
+    assert_nothing_recorded(&app.pool, id).await;
+}
+
+#[tokio::test]
+async fn a_token_on_a_route_it_may_not_use_is_refused_403() {
+    let (_database, pool) = TestDatabase::create().await;
+    let (app, signer) = setup(pool).await;
+    let (id, _) = owned_run(&app).await;
+    let token = signer.token(7);
+    let user =
+        json!({"username": "x", "is_admin": true, "can_approve_others": true, "disabled": false});
+    let routes = [
+        (Method::GET, "/v1/approvals".to_owned(), None),
+        (Method::GET, format!("/v1/runs/{id}/events"), None),
+        (Method::POST, format!("/v1/runs/{id}/cancel"), None),
+        (
+            Method::POST,
+            "/v1/runs".to_owned(),
+            Some(run_body(Uuid::new_v4(), 7)),
+        ),
+        (Method::PUT, "/v1/users/7".to_owned(), Some(user)),
+    ];
+    for (method, path, body) in routes {
+        let answer = app.call(method, &path, Some(&token), body).await;
+        assert_problem(&answer, StatusCode::FORBIDDEN, "token_not_allowed");
+    }
+    assert_nothing_recorded(&app.pool, id).await;
+}
+
+#[tokio::test]
+async fn a_rotated_key_verifies_until_it_is_retired() {
+    let (_database, pool) = TestDatabase::create().await;
+    let (app, old) = setup(pool).await;
+    let (id, _) = owned_run(&app).await;
+    let new = Signer::register(&app.pool, "chat", "k2").await;
+    let path = format!("/v1/runs/{id}");
+    for signer in [&old, &new] {
+        let answer = app
+            .call(Method::GET, &path, Some(&signer.token(7)), None)
+            .await;
+        assert_eq!(
+            answer.status,
+            StatusCode::OK,
+            "{}: {:?}",
+            signer.kid,
+            answer.body
+        );
+    }
+    assert!(token_keys::retire(&app.pool, "chat", "k1").await.unwrap());
+    let answer = app
+        .call(Method::GET, &path, Some(&old.token(7)), None)
+        .await;
+    assert_problem(&answer, StatusCode::UNAUTHORIZED, "token_unknown_kid");
+    let answer = app
+        .call(Method::GET, &path, Some(&new.token(7)), None)
+        .await;
+    assert_eq!(answer.status, StatusCode::OK);
+}
