@@ -835,12 +835,12 @@ mod tests {
                 Command::Serve(config) => config,
                 other => panic!("parsed as {other:?}"),
             };
-        let short = config(&["--request-timeout-ms", "6000"]);
+        let short = config(&["--request-timeout-ms", "20000"]);
         assert!(
             short.validate().is_ok(),
             "a short request timeout needs no shorter FEED_MAX_WAIT_SECS"
         );
-        assert_eq!(short.feed_max_wait(), Duration::from_secs(5));
+        assert_eq!(short.feed_max_wait(), Duration::from_secs(19));
         assert_eq!(config(&[]).feed_max_wait(), Duration::from_secs(25));
         assert_eq!(
             config(&["--request-timeout-ms", "500"]).feed_max_wait(),

@@ -5,7 +5,7 @@
 //! Ids from a sequence are taken in one order and committed in another: a transaction may take id 5, then commit
 //! after the one that took id 6 was read. A reader that had moved its cursor past 6 would never see 5. So each event
 //! also stores the id of its writing transaction (`xid8`), readers order by `(xid, id)`, and a read returns only the
-//! events of transactions below `events_readable_below()` (migrations/0003_events.sql): the oldest transaction
+//! events of transactions below `events_readable_below()` (migrations/0005_events.sql): the oldest transaction
 //! that the read's snapshot sees running and that may write to this database, or the snapshot's `xmax` if none is.
 //!
 //! - Every transaction below that bound that could have written here has ended, so the read sees all of its rows
