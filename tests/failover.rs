@@ -34,10 +34,12 @@ const REQUEST_TIMEOUT_MS: u64 = 3000;
 const SLACK: Duration = Duration::from_secs(2);
 const WORKERS: usize = 8;
 
-const SETTINGS: [(&str, &str); 6] = [
+const SETTINGS: [(&str, &str); 7] = [
     ("DATABASE_ACQUIRE_TIMEOUT_MS", "1000"),
     ("DATABASE_STATEMENT_TIMEOUT_MS", "2000"),
     ("REQUEST_TIMEOUT_MS", "3000"),
+    // Below REQUEST_TIMEOUT_MS, as the configuration requires.
+    ("BODY_READ_TIMEOUT_MS", "2000"),
     ("DATABASE_PRIMARY_CHECK_MS", "250"),
     ("RESUME_LEASE_MARGIN_MS", "500"),
     ("RECOVERY_INTERVAL_SECS", "1"),

@@ -32,10 +32,12 @@ const REQUEST_TIMEOUT_MS: u64 = 3000;
 /// Short timeouts, so a fault is answered quickly; a short lease, so an approval cut short is finished soon.
 /// The statement timeout also sets `idle_in_transaction_session_timeout` (twice it, 4 s), which would end a
 /// connection left in a transaction: the check for those runs well before it could hide one.
-const SETTINGS: [(&str, &str); 5] = [
+const SETTINGS: [(&str, &str); 6] = [
     ("DATABASE_ACQUIRE_TIMEOUT_MS", "500"),
     ("DATABASE_STATEMENT_TIMEOUT_MS", "2000"),
     ("REQUEST_TIMEOUT_MS", "3000"),
+    // Below REQUEST_TIMEOUT_MS, as the configuration requires.
+    ("BODY_READ_TIMEOUT_MS", "2000"),
     ("RESUME_LEASE_MARGIN_MS", "500"),
     ("RECOVERY_INTERVAL_SECS", "1"),
 ];
