@@ -463,7 +463,16 @@ async fn failed_deliveries_are_retried_with_growing_waits_and_a_receiver_that_co
     for run in &runs {
         assert_eq!(by_run[&run.to_string()], ["run.waiting", "run.resumed"]);
     }
-    let list = listed(&app).await;
+    // The receiver has the sixth request before the deliverer records it (its cursor is written at most every
+    // 100 ms), so wait for the record, boundedly.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let list = loop {
+        let list = listed(&app).await;
+        if list[0]["delivered_total"] == 6 || Instant::now() > deadline {
+            break list;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     assert_eq!(list[0]["state"], "active");
     assert_eq!(list[0]["attempts"], 0);
     assert_eq!(list[0]["last_error"], Value::Null);
