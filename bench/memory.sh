@@ -17,9 +17,7 @@ out=bench/results/profile
 work=target/profile/$label
 mkdir -p "$out" "$work"
 report=$out/memory-$label.md
-row() {
-    python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print(f"| {r[\"clients\"]} | {r[\"messages\"]} | {r[\"decisions\"]} | {r[\"decisions_per_s\"]} | {r[\"answer_kib\"]} | {r[\"rss_before_mib\"]} | **{r[\"peak_rss_mib\"]}** | {r[\"service_cpu_ms_per_deny\"]:.3f} | {r[\"loadavg\"]} |")' "$1"
-}
+row() { python3 bench/profile_row.py memory "$1"; }
 {
     echo "# Peak RSS of the service deciding: $label"
     echo

@@ -65,12 +65,14 @@ PY
         echo
         # The 30 costliest functions of each, self and inclusive, for what the tables group.
         for n in 10 1000; do
+            # awk reads to the end: `head` would close the pipe early and, with pipefail, stop the script.
             callgrind_annotate --auto=no --threshold=100 "$work/callgrind.$n.1" | sed -n '/file:function/,$p' \
-                | head -42 | cut -c1-220 > "$work/top-self.$n.txt"
+                | awk 'NR <= 42' | cut -c1-220 > "$out/$label.top-self.$n.txt"
             callgrind_annotate --auto=no --inclusive=yes --threshold=100 "$work/callgrind.$n.1" \
-                | sed -n '/file:function/,$p' | grep -v "'[0-9]" | head -82 | cut -c1-220 > "$work/top-inclusive.$n.txt"
+                | sed -n '/file:function/,$p' | grep -v "'[0-9]" | awk 'NR <= 82' | cut -c1-220 \
+                > "$out/$label.top-inclusive.$n.txt"
         done
-        echo "Costliest functions (self and inclusive) are kept beside this report in \`$work/top-*.txt\` (not committed)."
+        echo "The costliest functions, self and inclusive, are kept beside this report in \`$label.top-*.txt\`."
         echo
     fi
     [ "${PROFILE_CPU:-1}" = 1 ] || exit 0
@@ -81,7 +83,7 @@ PY
     for shape in "10 $cpu_denies" "1000 $((cpu_denies / 10))"; do
         set -- $shape
         json=$(load --mode cpu --messages "$1" --decisions "$2" --warmup 200 --out "$work/service.$1.log")
-        python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print(f"| {r[\"messages\"]} | {r[\"decisions\"]} | {r[\"decisions_per_s\"]} | {r[\"service_cpu_ms_per_deny\"]:.3f} | {r[\"user_ms_per_deny\"]:.3f} | {r[\"system_ms_per_deny\"]:.3f} | {r[\"answer_kib\"]} | {r[\"loadavg\"]} |")' "$json"
+        python3 bench/profile_row.py cpu "$json"
     done
 } 2> "$work/stderr.txt" | tee "$report"
 echo "kept in $report"
