@@ -108,10 +108,14 @@ fn privacy_filter(c: &mut Criterion) {
 
 fn render(c: &mut Criterion) {
     let mut group = c.benchmark_group("model_input_render");
-    for messages in [10, 1_000] {
+    for messages in [10, 1_000, 10_000] {
         let transcript = synthetic::transcript(messages, 1, "r");
         let results = denied(&pending_calls(&transcript));
         group.throughput(Throughput::Elements(messages as u64));
+        if messages >= 10_000 {
+            // Milliseconds per render: ten samples are enough, and keep the run within its measurement time.
+            group.sample_size(10);
+        }
         for format in [
             ModelInputFormat::OpenAiChat,
             ModelInputFormat::Anthropic,
@@ -129,5 +133,40 @@ fn render(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(core, denial_text, turn_digest, privacy_filter, render);
+/// What a deny's answer costs beyond rendering: the rendered model input written as JSON bytes, as the handler
+/// sends it, for the large transcript.
+fn render_and_serialize(c: &mut Criterion) {
+    let mut group = c.benchmark_group("model_input_render_to_json");
+    group.sample_size(10);
+    let messages = 10_000;
+    let transcript = synthetic::transcript(messages, 1, "r");
+    let results = denied(&pending_calls(&transcript));
+    group.throughput(Throughput::Elements(messages as u64));
+    for format in [
+        ModelInputFormat::OpenAiChat,
+        ModelInputFormat::Anthropic,
+        ModelInputFormat::OpenAiResponses,
+    ] {
+        group.bench_with_input(
+            BenchmarkId::new(format.as_str(), messages),
+            &(&transcript, &results),
+            |b, (transcript, results)| {
+                b.iter(|| {
+                    let rendered = model_input::render(format, black_box(transcript), results, &[]);
+                    serde_json::to_vec(&rendered).expect("a Value always serializes")
+                })
+            },
+        );
+    }
+    group.finish();
+}
+
+criterion_group!(
+    core,
+    denial_text,
+    turn_digest,
+    privacy_filter,
+    render,
+    render_and_serialize
+);
 criterion_main!(core);

@@ -15,6 +15,12 @@ use approval_resume::resume::{self, Resumer};
 use approval_resume::state::{AppState, Limits};
 use approval_resume::{commands, telemetry};
 
+/// mimalloc instead of glibc's malloc: a decision allocates and frees thousands of small blocks (the transcript's
+/// JSON tree, the answer), and glibc spent about 30 % of a deny's instructions on them (BENCHMARKS.md, "Profile of
+/// a deny"), and kept the memory of large answers afterwards.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let command = Cli::parse().into_command();

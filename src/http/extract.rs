@@ -43,29 +43,6 @@ impl Caller {
     }
 }
 
-impl<S> FromRequestParts<S> for Caller
-where
-    AppState: FromRef<S>,
-    S: Send + Sync,
-{
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let state = AppState::from_ref(state);
-        // A token is refused here whether or not it verifies: it has no business on this route either way, and
-        // refusing it unread spares the database.
-        let key = bearer(parts)?;
-        if tokens::looks_like_jwt(key) {
-            return Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                "token_not_allowed",
-                "a decision token may only read the runs its user may decide and post decisions on them",
-            ));
-        }
-        client_by_key(&state, key).await
-    }
-}
-
 /// Who is asking: a client with its API key, or a browser with a decision token.
 #[derive(Debug, Clone)]
 pub enum Credential {
@@ -73,29 +50,54 @@ pub enum Credential {
     Token(TokenHolder),
 }
 
-/// The bearer credential of the request, authenticated.
-async fn credential(parts: &Parts, state: &AppState) -> Result<Credential, ApiError> {
-    let key = bearer(parts)?;
-    if tokens::looks_like_jwt(key) {
+/// The bearer credential of a route a decision token may use, authenticated: a key whose client holds at least one
+/// of `any_of`, or a verified decision token (its powers are fixed; the handler checks the run).
+async fn key_or_token(
+    parts: &Parts,
+    state: &AppState,
+    any_of: &[Scope],
+) -> Result<Credential, ApiError> {
+    let credential = bearer(parts)?;
+    if tokens::looks_like_jwt(credential) {
         let now = u64::try_from(chrono::Utc::now().timestamp()).unwrap_or_default();
-        let holder = tokens::verify(&state.pool, key, now).await?;
+        let holder = tokens::verify(&state.pool, credential, now).await?;
         tracing::Span::current().record("client", holder.client_name.as_str());
         return Ok(Credential::Token(holder));
     }
-    client_by_key(state, key).await.map(Credential::Key)
+    client_by_key(state, credential, any_of)
+        .await
+        .map(Credential::Key)
 }
 
-/// The live client holding this API key.
-async fn client_by_key(state: &AppState, key: &str) -> Result<Caller, ApiError> {
+/// The bearer key of a route only a key may use, its client holding at least one of `any_of`.
+async fn key_only(parts: &Parts, state: &AppState, any_of: &[Scope]) -> Result<Caller, ApiError> {
+    let key = bearer(parts)?;
+    // A token is refused here whether or not it verifies: it has no business on this route either way, and
+    // refusing it unread spares the database.
+    if tokens::looks_like_jwt(key) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "token_not_allowed",
+            "a decision token may only read the runs its user may decide and post decisions on them",
+        ));
+    }
+    client_by_key(state, key, any_of).await
+}
+
+/// The live client holding this API key, if it holds at least one of `any_of`: the one key and scope check of both
+/// extractors.
+async fn client_by_key(state: &AppState, key: &str, any_of: &[Scope]) -> Result<Caller, ApiError> {
     let client = clients::find_active_by_key_hash(&state.pool, &keys::hash(key))
         .await?
         .ok_or_else(|| ApiError::unauthorized("the key is unknown or revoked"))?;
     tracing::Span::current().record("client", client.name.as_str());
-    Ok(Caller {
+    let caller = Caller {
         name: client.name,
         tenant: client.tenant,
         scopes: client.scopes,
-    })
+    };
+    require_any(&caller, any_of)?;
+    Ok(caller)
 }
 
 /// The credential of `Authorization: Bearer <credential>`.
@@ -129,13 +131,8 @@ where
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let state = AppState::from_ref(state);
-        match credential(parts, &state).await? {
-            Credential::Key(caller) => {
-                require_any(&caller, R::ANY_OF)?;
-                Ok(KeyOrToken(Credential::Key(caller), PhantomData))
-            }
-            token => Ok(KeyOrToken(token, PhantomData)),
-        }
+        let credential = key_or_token(parts, &state, R::ANY_OF).await?;
+        Ok(KeyOrToken(credential, PhantomData))
     }
 }
 
@@ -168,8 +165,8 @@ where
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let caller = Caller::from_request_parts(parts, state).await?;
-        require_any(&caller, R::ANY_OF)?;
+        let state = AppState::from_ref(state);
+        let caller = key_only(parts, &state, R::ANY_OF).await?;
         Ok(Authorized(caller, PhantomData))
     }
 }

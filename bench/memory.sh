@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Peak memory of the service deciding (BENCHMARKS.md, "Memory"): VmHWM from /proc/<pid>/status, reset through
+# /proc/<pid>/clear_refs at the start of the measured denies, so it is the peak of those denies alone.
+#
+#   bash bench/memory.sh [label]     report in bench/results/profile/memory-<label>.md
+#
+# Two loads, each on a freshly started release binary (bench/profile_load.py, loopback, keep-alive clients):
+#   8 clients deciding runs of 10,000 messages (about 2.5 MB of transcript each, MEMORY_LARGE_DENIES of them), and
+#   64 clients deciding runs of 10 messages (MEMORY_SMALL_DENIES of them).
+# Settings: PROFILE_BINARY [target/release/approval-resume], MEMORY_LARGE_DENIES [64], MEMORY_SMALL_DENIES [5000].
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+binary=${PROFILE_BINARY:-target/release/approval-resume}
+label=${1:-$(git describe --always --dirty)}
+out=bench/results/profile
+work=target/profile/$label
+mkdir -p "$out" "$work"
+report=$out/memory-$label.md
+row() { python3 bench/profile_row.py memory "$1"; }
+{
+    echo "# Peak RSS of the service deciding: $label"
+    echo
+    echo "Made by \`bash bench/memory.sh $label\` (PROFILE_BINARY=$binary, $(date -u +%FT%TZ))."
+    echo "Binary: $(sha256sum "$binary" | cut -c1-12), $(git describe --always --dirty) of this checkout; $(nproc) CPUs."
+    echo
+    echo "| clients | messages | denies | decisions/s | answer KiB | RSS before MiB | peak RSS MiB | service CPU ms/deny | load avg |"
+    echo "|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+    row "$(python3 bench/profile_load.py --binary "$binary" --mode memory --clients 8 --messages 10000 \
+        --decisions "${MEMORY_LARGE_DENIES:-64}" --warmup 8 --out "$work/memory.large.log")"
+    row "$(python3 bench/profile_load.py --binary "$binary" --mode memory --clients 64 --messages 10 \
+        --decisions "${MEMORY_SMALL_DENIES:-5000}" --warmup 200 --out "$work/memory.small.log")"
+} 2> "$work/memory.stderr.txt" | tee "$report"
+echo "kept in $report"
