@@ -1,7 +1,7 @@
 //! The wake-up of everything on this instance that waits for new events: long-polling feed readers and the webhook
 //! dispatcher.
 //!
-//! One task per instance polls the position of the newest readable event (`storage::events::high_water`), every
+//! One task per instance polls the position of the newest readable event (`storage::events::readable`), every
 //! poll interval while anyone waits, and at once when a request of this instance commits an event. Waiters watch
 //! that position and read again when it moves. So N waiting requests cost one small query per interval, not N, and
 //! an event committed by another instance is seen within one interval. The nudge after a local commit is a hint

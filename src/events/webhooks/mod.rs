@@ -219,7 +219,7 @@ impl Delivery {
                     Err(error) => Err(error),
                 };
                 if let Err(error) = outcome {
-                    // Events delivered before this one count as the first success since the last failure.
+                    // After deliveries in this round, this failure is the first since a success.
                     let attempts = if unwritten > 0 { 1 } else { attempts + 1 };
                     if !self.flush(cursor, &mut unwritten).await? {
                         return Ok(());
