@@ -240,6 +240,7 @@ async fn start(
         base_url: service.base_url.as_str().into(),
         key: key.as_str().into(),
         kind,
+        answered: Default::default(),
     };
     let bench = Bench {
         driver_deny: driver(Kind::Deny),
@@ -338,11 +339,20 @@ async fn benchmark(settings: &Settings) -> Result<(), Error> {
         let (phase, consumers) = open_loop(&bench, rate, settings.seconds, consumer_key).await?;
         if let Some(consumers) = consumers {
             let (feed, webhook) = consumers.stop(Duration::from_secs(3)).await;
+            let answered = bench
+                .driver_deny
+                .answered
+                .lock()
+                .expect("never poisoned")
+                .clone();
             println!(
                 "## Commit to consumer at half the saturating load ({rate:.0} denials/s)\n\n\
-                 From each `run.resumed` event's `timestamp` (its transaction's start) to its arrival: an upper \
-                 bound of commit to feed reader and commit to webhook receiver.\n\n{}",
-                events::report(phase.outcome.ok as usize, &feed, &webhook)
+                 The commit of each `run.resumed` event lies between its `timestamp` (`created_at`, `now()` in \
+                 Postgres: its transaction's start) and the arrival of its decision's answer at the driver. So \
+                 each arrival at a consumer is measured from both: from the transaction's start (an upper bound \
+                 of commit to consumer) and from the answer (a lower bound; 0 when the consumer had it first), \
+                 all on this machine's clock.\n\n{}",
+                events::report(phase.outcome.ok as usize, &feed, &webhook, &answered)
             );
         }
         eprintln!(
