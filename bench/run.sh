@@ -16,6 +16,8 @@
 #   BENCH_SECONDS         measured seconds per phase         [8]
 #   BENCH_WARMUP_SECONDS  warm-up seconds per phase          [1]
 #   BENCH_PHASES          any of deny,floor,previous,latency,events,approve,scaling   [all]
+#                         (floor: pgbench with bench/deny_floor_naive.sql, the target, and bench/deny_floor.sql,
+#                         the service's own SQL; previous: bench/deny_floor_previous.sql, before issue 12)
 #                         (events: feed and webhook latency during the latency phase; leave it out when
 #                         BENCH_BINARY is a build from before events, e.g. main before issue 12)
 #   BENCH_BINARY          the service binary measured          [target/release/approval-resume]
@@ -35,8 +37,8 @@ fi
 
 mkdir -p target/bench
 # The service under test is the shipped binary, built in release; the harness is a bench target (release too).
-cargo build --release --bin approval-resume
-cargo bench --bench decisions --no-run
+# One cargo invocation for both, so that dependencies are built once, with one set of features.
+cargo build --release --bin approval-resume --bench decisions
 
 started=$(date +%s)
 cargo bench --bench decisions -- "$@" | tee target/bench/report.md

@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 
-use crate::floor::{Floor, Length};
+use crate::floor::{Floor, Length, Tables};
 use crate::load::{Driver, Kind, Stop};
 use crate::report::{FloorPhase, Phase, ScalePoint};
 use crate::seed::{Api, Shape};
@@ -240,6 +240,7 @@ async fn start(
         base_url: service.base_url.as_str().into(),
         key: key.as_str().into(),
         kind,
+        answered: Default::default(),
     };
     let bench = Bench {
         driver_deny: driver(Kind::Deny),
@@ -282,11 +283,12 @@ async fn benchmark(settings: &Settings) -> Result<(), Error> {
     } else {
         None
     };
-    let scripts: Vec<&'static str> = if settings.wants("previous") {
-        vec!["current", "previous"]
-    } else {
-        vec!["current"]
-    };
+    // The naive floor is the target (issue 12); `current` (the service's own SQL) and `previous` (before issue 12)
+    // say where the difference goes.
+    let mut scripts: Vec<&'static str> = vec!["naive", "current"];
+    if settings.wants("previous") {
+        scripts.push("previous");
+    }
     for &clients in &settings.concurrency {
         if settings.wants("deny") {
             let phase = bench
@@ -322,6 +324,9 @@ async fn benchmark(settings: &Settings) -> Result<(), Error> {
         "## Deny decisions against the floor\n\n{}",
         report::deny_vs_floor(&deny, &floors, pool)
     );
+    if let Some(headline) = report::headline(&deny, &floors, HEADLINE_CLIENTS) {
+        println!("{headline}\n");
+    }
     println!(
         "## Where the CPU went\n\n{}",
         report::resources(&deny, &floors, bench.cores)
@@ -330,19 +335,24 @@ async fn benchmark(settings: &Settings) -> Result<(), Error> {
     let saturating = deny.iter().map(|p| p.outcome.rate()).fold(0.0, f64::max);
     if settings.wants("latency") && saturating > 0.0 {
         let rate = saturating / 2.0;
-        let consumers = if settings.wants("events") {
-            Some(events::Consumers::start(&bench.service.base_url, &key).await?)
-        } else {
-            None
-        };
-        let phase = open_loop(&bench, rate, settings.seconds).await?;
+        let consumer_key = settings.wants("events").then_some(key.as_str());
+        let (phase, consumers) = open_loop(&bench, rate, settings.seconds, consumer_key).await?;
         if let Some(consumers) = consumers {
             let (feed, webhook) = consumers.stop(Duration::from_secs(3)).await;
+            let answered = bench
+                .driver_deny
+                .answered
+                .lock()
+                .expect("never poisoned")
+                .clone();
             println!(
                 "## Commit to consumer at half the saturating load ({rate:.0} denials/s)\n\n\
-                 From each `run.resumed` event's `timestamp` (its transaction's start) to its arrival: an upper \
-                 bound of commit to feed reader and commit to webhook receiver.\n\n{}",
-                events::report(phase.outcome.ok as usize, &feed, &webhook)
+                 The commit of each `run.resumed` event lies between its `timestamp` (`created_at`, `now()` in \
+                 Postgres: its transaction's start) and the arrival of its decision's answer at the driver. So \
+                 each arrival at a consumer is measured from both: from the transaction's start (an upper bound \
+                 of commit to consumer) and from the answer (a lower bound; 0 when the consumer had it first), \
+                 all on this machine's clock.\n\n{}",
+                events::report(phase.outcome.ok as usize, &feed, &webhook, &answered)
             );
         }
         eprintln!(
@@ -426,12 +436,16 @@ async fn benchmark(settings: &Settings) -> Result<(), Error> {
     Ok(())
 }
 
+/// The client count of issue 12's target: deny decisions at least as fast as the naive floor at 32 clients.
+const HEADLINE_CLIENTS: usize = 32;
+
 fn measure_length(settings: &Settings) -> Length {
     Length::Seconds(settings.seconds)
 }
 
-/// pgbench at `clients` connections with bench/deny_floor.sql (`current`) or bench/deny_floor_previous.sql
-/// (`previous`): a short warm-up that also sizes the seeding, then the measured run.
+/// pgbench at `clients` connections with bench/deny_floor_naive.sql (`naive`, on a fresh copy of the service's
+/// tables), bench/deny_floor.sql (`current`) or bench/deny_floor_previous.sql (`previous`): a short warm-up that
+/// also sizes the seeding, then the measured run.
 async fn floor_phase(
     bench: &Bench,
     floor: &mut Floor,
@@ -439,15 +453,19 @@ async fn floor_phase(
     clients: usize,
     length: Length,
 ) -> Result<FloorPhase, Error> {
-    let file = match script {
-        "previous" => "bench/deny_floor_previous.sql",
-        _ => "bench/deny_floor.sql",
+    let (file, tables) = match script {
+        "naive" => ("bench/deny_floor_naive.sql", Tables::Naive),
+        "previous" => ("bench/deny_floor_previous.sql", Tables::Service),
+        _ => ("bench/deny_floor.sql", Tables::Service),
     };
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+    if tables == Tables::Naive {
+        Floor::copy_naive(&bench.pool).await?;
+    }
     bench.settle().await?;
     let per_client = (400 / clients).max(30);
     let warm_count = (per_client * clients) as i64;
-    let warm_base = floor.seed(&bench.pool, warm_count).await?;
+    let warm_base = floor.seed(&bench.pool, warm_count, tables).await?;
     let warm = floor.run(
         "warmup",
         &path,
@@ -465,7 +483,7 @@ async fn floor_phase(
         Length::PerClient(count) => (count * clients) as f64,
     };
     let count = (needed * 2.0) as i64 + 50 * clients as i64;
-    let base = floor.seed(&bench.pool, count).await?;
+    let base = floor.seed(&bench.pool, count, tables).await?;
     eprintln!("measuring pgbench {file}, {clients} connections, {length:?}, {count} runs seeded");
     let before = Cpu::read(None, bench.ticks);
     let measured_from = Instant::now();
@@ -478,8 +496,8 @@ async fn floor_phase(
     )?;
     let seconds = measured_from.elapsed().as_secs_f64();
     let cpu = Cpu::read(None, bench.ticks).since(&before);
-    Floor::clean(&bench.pool, warm_base, warm_count).await?;
-    Floor::clean(&bench.pool, base, count).await?;
+    Floor::clean(&bench.pool, warm_base, warm_count, tables).await?;
+    Floor::clean(&bench.pool, base, count, tables).await?;
     eprintln!(
         "floor {script} c={clients:<3} {:>7.0}/s  {}",
         outcome.tps,
@@ -494,7 +512,14 @@ async fn floor_phase(
     })
 }
 
-async fn open_loop(bench: &Bench, rate: f64, duration: Duration) -> Result<Phase, Error> {
+/// The open-loop deny phase; with `consumer_key`, a feed reader and a webhook receiver follow its events (started
+/// after the warm-up, so that they count the measured decisions' events only).
+async fn open_loop(
+    bench: &Bench,
+    rate: f64,
+    duration: Duration,
+    consumer_key: Option<&str>,
+) -> Result<(Phase, Option<events::Consumers>), Error> {
     let clients = 64;
     bench.settle().await?;
     let connections = load::clients(clients);
@@ -510,6 +535,10 @@ async fn open_loop(bench: &Bench, rate: f64, duration: Duration) -> Result<Phase
         .await;
     let count = (rate * duration.as_secs_f64()) as usize + 1;
     let targets = Arc::new(bench.api.register_runs(count, Shape::TYPICAL, 16).await?);
+    let consumers = match consumer_key {
+        Some(key) => Some(events::Consumers::start(&bench.service.base_url, key).await?),
+        None => None,
+    };
     bench.service.reset_peak_rss();
     let before = Cpu::read(Some(bench.service.pid), bench.ticks);
     let outcome = bench
@@ -518,12 +547,13 @@ async fn open_loop(bench: &Bench, rate: f64, duration: Duration) -> Result<Phase
         .await;
     let cpu = Cpu::read(Some(bench.service.pid), bench.ticks).since(&before);
     let (peak_rss_kib, _) = bench.service.memory();
-    Ok(Phase {
+    let phase = Phase {
         clients,
         outcome,
         cpu,
         peak_rss_kib,
-    })
+    };
+    Ok((phase, consumers))
 }
 
 /// Deny throughput at the two highest concurrencies for each pool size, each on a freshly started service.

@@ -1,23 +1,38 @@
 //! Commit-to-consumer latency: while the open-loop deny phase runs, a feed reader long-polls `GET /v1/events` and
 //! a webhook receiver on loopback takes every event. Each arrival is measured against the event's `timestamp`
-//! (when its transaction began, on the same machine's clock), so the figure is an upper bound of commit to
-//! consumer: it also holds the transaction itself, a few milliseconds.
+//! (when its transaction began, on the same machine's clock: an upper bound of commit to consumer, as it also
+//! holds the transaction itself) and against the arrival of the decision's answer at the driver (a lower bound).
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use uuid::Uuid;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
-type Lags = Arc<Mutex<Vec<Duration>>>;
+type Lags = Arc<Mutex<Vec<Arrival>>>;
 
-/// How long after its transaction began an event arrived.
-fn lag_of(event: &Value) -> Option<Duration> {
+/// One `run.resumed` event as a consumer got it.
+#[derive(Debug, Clone, Copy)]
+pub struct Arrival {
+    run_id: Uuid,
+    at: Instant,
+    /// How long after its transaction began it arrived.
+    since_start: Duration,
+}
+
+fn arrival_of(event: &Value) -> Option<Arrival> {
     let timestamp = event["timestamp"].as_str()?;
     let began = chrono::DateTime::parse_from_rfc3339(timestamp).ok()?;
-    (chrono::Utc::now() - began.with_timezone(&chrono::Utc))
+    let since_start = (chrono::Utc::now() - began.with_timezone(&chrono::Utc))
         .to_std()
-        .ok()
+        .ok()?;
+    Some(Arrival {
+        run_id: event["data"]["run_id"].as_str()?.parse().ok()?,
+        at: Instant::now(),
+        since_start,
+    })
 }
 
 /// A feed reader and a webhook receiver, collecting the lag of each `run.resumed` event.
@@ -41,9 +56,9 @@ impl Consumers {
             async move {
                 if let Ok(event) = serde_json::from_slice::<Value>(&body)
                     && event["type"] == "run.resumed"
-                    && let Some(lag) = lag_of(&event)
+                    && let Some(arrival) = arrival_of(&event)
                 {
-                    received.lock().unwrap().push(lag);
+                    received.lock().unwrap().push(arrival);
                 }
                 axum::http::StatusCode::NO_CONTENT
             }
@@ -108,9 +123,9 @@ impl Consumers {
                 };
                 for event in page["events"].as_array().into_iter().flatten() {
                     if event["type"] == "run.resumed"
-                        && let Some(lag) = lag_of(event)
+                        && let Some(arrival) = arrival_of(event)
                     {
-                        read.lock().unwrap().push(lag);
+                        read.lock().unwrap().push(arrival);
                     }
                 }
                 if let Some(next) = page["next_cursor"].as_str() {
@@ -126,38 +141,48 @@ impl Consumers {
     }
 
     /// Waits `grace` for the last events to arrive, then stops both consumers.
-    pub async fn stop(self, grace: Duration) -> (Vec<Duration>, Vec<Duration>) {
+    pub async fn stop(self, grace: Duration) -> (Vec<Arrival>, Vec<Arrival>) {
         tokio::time::sleep(grace).await;
         let _ = self.stop.send(true);
-        let take = |lags: &Lags| {
-            let mut lags = lags.lock().unwrap().clone();
-            lags.sort();
-            lags
-        };
+        let take = |lags: &Lags| lags.lock().unwrap().clone();
         (take(&self.feed), take(&self.webhook))
     }
 }
 
-/// The markdown table of both consumers' lags.
-pub fn report(decided: usize, feed: &[Duration], webhook: &[Duration]) -> String {
-    let quantile = |lags: &[Duration], q: f64| -> String {
+/// The markdown table of both consumers' lags, from the transaction's start and from the decision's answer.
+pub fn report(
+    decided: usize,
+    feed: &[Arrival],
+    webhook: &[Arrival],
+    answered: &HashMap<Uuid, Instant>,
+) -> String {
+    let quantiles = |mut lags: Vec<Duration>| -> String {
         if lags.is_empty() {
-            return "-".into();
+            return "- | - | -".into();
         }
-        let index = ((lags.len() as f64 * q).ceil() as usize).clamp(1, lags.len()) - 1;
-        format!("{:.1}", lags[index].as_secs_f64() * 1000.0)
+        lags.sort();
+        let at = |q: f64| {
+            let index = ((lags.len() as f64 * q).ceil() as usize).clamp(1, lags.len()) - 1;
+            format!("{:.1}", lags[index].as_secs_f64() * 1000.0)
+        };
+        format!("{} | {} | {}", at(0.5), at(0.99), at(1.0))
     };
-    let row = |name: &str, lags: &[Duration]| {
+    let row = |name: &str, arrivals: &[Arrival]| {
+        let from_start = arrivals.iter().map(|a| a.since_start).collect();
+        let from_answer: Vec<Duration> = arrivals
+            .iter()
+            .filter_map(|a| Some(a.at.saturating_duration_since(*answered.get(&a.run_id)?)))
+            .collect();
         format!(
-            "| {name} | {} of {decided} | {} | {} | {} |\n",
-            lags.len(),
-            quantile(lags, 0.5),
-            quantile(lags, 0.99),
-            quantile(lags, 1.0)
+            "| {name} | {} of {decided} | {} | {} |\n",
+            arrivals.len(),
+            quantiles(from_start),
+            quantiles(from_answer)
         )
     };
     format!(
-        "| consumer | events received | p50 ms | p99 ms | max ms |\n|---|---|---|---|---|\n{}{}",
+        "| consumer | events received | from the transaction's start: p50 ms | p99 ms | max ms | from the answer: p50 ms | p99 ms | max ms |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|\n{}{}",
         row("feed (long poll, wait=5)", feed),
         row("webhook (loopback receiver)", webhook)
     )

@@ -1,5 +1,8 @@
-//! The floor: `pgbench` running bench/deny_floor.sql (the SQL of one deny decision, and nothing else) at the same
-//! concurrency as the service phases, against runs cloned from one the service registered.
+//! The floors: `pgbench` at the same concurrency as the service phases, against runs cloned from one the service
+//! registered, running either
+//! - bench/deny_floor_naive.sql, the writes a straightforward implementation makes for one deny (issue 12's
+//!   target), on tables of the same shape in the schema `naive`, filled with a copy of the service's rows; or
+//! - bench/deny_floor.sql, the service's own SQL of one deny (bench/deny_floor_previous.sql: before issue 12).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -36,11 +39,68 @@ pub struct FloorOutcome {
     pub failed: Option<String>,
 }
 
+/// Which tables a floor script writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tables {
+    /// The service's own (`public`).
+    Service,
+    /// The naive floor's copies (`naive`).
+    Naive,
+}
+
 impl Floor {
-    /// Clones the template run `count` times as waiting runs; returns the first `n` of the new range.
-    pub async fn seed(&mut self, pool: &PgPool, count: i64) -> Result<i64, Error> {
+    /// Makes the naive floor's tables the same as the service's at this moment: the same shape (`like … including
+    /// all`, plus the foreign keys, which `like` leaves out) and the same rows (runs with their transcripts, and
+    /// the audit rows), so that the naive floor writes into tables as big as the service phase just did.
+    pub async fn copy_naive(pool: &PgPool) -> Result<(), Error> {
+        let mut tx = pool.begin().await?;
+        for statement in [
+            "create schema if not exists naive",
+            "create table if not exists naive.runs (like public.runs including all)",
+            "create table if not exists naive.approval_events (like public.approval_events including all)",
+            "create table if not exists naive.tool_events (like public.tool_events including all)",
+            "alter table naive.approval_events drop constraint if exists approval_events_run_id_fkey",
+            "alter table naive.tool_events drop constraint if exists tool_events_run_id_fkey",
+            "truncate naive.runs, naive.approval_events, naive.tool_events",
+            "insert into naive.runs select * from public.runs",
+            "insert into naive.approval_events select * from public.approval_events",
+            "insert into naive.tool_events select * from public.tool_events",
+            "alter table naive.approval_events add constraint approval_events_run_id_fkey
+                 foreign key (run_id) references naive.runs (id) on delete cascade",
+            "alter table naive.tool_events add constraint tool_events_run_id_fkey
+                 foreign key (run_id) references naive.runs (id) on delete cascade",
+        ] {
+            sqlx::query(statement).execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        sqlx::query("analyze naive.runs, naive.approval_events, naive.tool_events")
+            .execute(pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Clones the template run `count` times as waiting runs into `tables`; returns the first `n` of the new
+    /// range.
+    pub async fn seed(&mut self, pool: &PgPool, count: i64, tables: Tables) -> Result<i64, Error> {
         let (from, to) = (self.next_n, self.next_n + count - 1);
         self.next_n = to + 1;
+        if tables == Tables::Naive {
+            // The naive design keeps the calls in the transcript: there is no table of calls to seed.
+            sqlx::query(
+                "insert into naive.runs (id, tenant, owner_uid, status, privacy_level, require_second_approver,
+                                         registration_hash, tools, messages, turn_index, turn_digest)
+                 select md5('floor' || n)::uuid, t.tenant, n % $4 + 1, 'waiting_for_approval', t.privacy_level,
+                        false, t.registration_hash, t.tools, t.messages, 0, t.turn_digest
+                 from public.runs t cross join generate_series($2::bigint, $3::bigint) as n where t.id = $1",
+            )
+            .bind(self.template)
+            .bind(from)
+            .bind(to)
+            .bind(OWNERS)
+            .execute(pool)
+            .await?;
+            return Ok(from);
+        }
         let mut tx = pool.begin().await?;
         sqlx::query(
             "insert into runs (id, tenant, owner_uid, status, privacy_level, require_second_approver,
@@ -71,12 +131,16 @@ impl Floor {
     }
 
     /// Removes the seeded runs of a range that no transaction decided, so later phases see the same tables.
-    pub async fn clean(pool: &PgPool, from: i64, count: i64) -> Result<(), Error> {
-        sqlx::query(
-            "delete from runs where id in (select md5('floor' || n)::uuid
-                                           from generate_series($1::bigint, $2::bigint) as n)
-               and status = 'waiting_for_approval'",
-        )
+    pub async fn clean(pool: &PgPool, from: i64, count: i64, tables: Tables) -> Result<(), Error> {
+        let runs = match tables {
+            Tables::Service => "public.runs",
+            Tables::Naive => "naive.runs",
+        };
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "delete from {runs} where id in (select md5('floor' || n)::uuid
+                                             from generate_series($1::bigint, $2::bigint) as n)
+               and status = 'waiting_for_approval'"
+        )))
         .bind(from)
         .bind(from + count - 1)
         .execute(pool)
@@ -126,6 +190,11 @@ impl Floor {
             ("resbytes", content.len().to_string()),
             ("channel", "approval_resume_run_resumed".into()),
             ("payload", payload),
+            (
+                "toolmessage",
+                serde_json::json!({"role": "tool", "tool_call_id": "call_r_0", "content": content})
+                    .to_string(),
+            ),
         ];
         let mut command = Command::new(&self.pgbench);
         command

@@ -97,7 +97,13 @@ pub struct Driver {
     pub base_url: Arc<str>,
     pub key: Arc<str>,
     pub kind: Kind,
+    /// When each run's decision was answered (200): the latest point its commit can have happened, against which
+    /// the events phase also measures its consumers.
+    pub answered: Answered,
 }
+
+/// When each decided run's answer arrived.
+pub type Answered = Arc<std::sync::Mutex<std::collections::HashMap<uuid::Uuid, Instant>>>;
 
 impl Driver {
     /// Closed loop: every client sends its next decision as soon as the previous one is answered.
@@ -228,6 +234,10 @@ impl Driver {
         let status = response.status();
         match response.bytes().await {
             Ok(bytes) if status.is_success() => {
+                self.answered
+                    .lock()
+                    .expect("never poisoned")
+                    .insert(target.id, Instant::now());
                 let micros = since.elapsed().as_micros().max(1) as u64;
                 outcome.latency.saturating_record(micros);
                 outcome.ok += 1;

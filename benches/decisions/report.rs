@@ -64,32 +64,29 @@ fn busy(cpu: &Cpu, seconds: f64, cores: f64) -> String {
     format!("{:.0}%", used / (seconds * 1000.0 * cores) * 100.0)
 }
 
-/// The headline: deny decisions of the service against the floor at each concurrency. The floor is pgbench at
-/// the same number of connections as clients, and (where that differs) at the service's own connection count.
+/// The headline: deny decisions of the service against the floors at each concurrency, each pgbench at the same
+/// number of connections as clients: the naive floor (the target), the service's own SQL, and (where that differs)
+/// the service's own SQL at its own connection count.
 pub fn deny_vs_floor(service: &[Phase], floor: &[FloorPhase], pool: usize) -> String {
     let mut out = String::from(
-        "| clients | service decisions/s | p50 ms | p99 ms | p99.9 ms | errors | floor tx/s, as many connections | floor p50 ms | floor p99 ms | ratio | floor tx/s, min(clients, pool) connections | ratio | floor of the previous SQL (14 round trips) tx/s, min(clients, pool) |\n\
-         |---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| clients | service decisions/s | p50 ms | p99 ms | p99.9 ms | errors | naive floor tx/s | naive p50 ms | naive p99 ms | **ratio to naive** | own-SQL floor tx/s | ratio | own-SQL floor tx/s, min(clients, pool) connections | ratio | previous SQL (14 round trips) tx/s, min(clients, pool) |\n\
+         |---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
-    let find = |clients: usize, script: &str| {
-        floor
-            .iter()
-            .find(|f| f.clients == clients && f.script == script && f.outcome.failed.is_none())
-    };
     for phase in service {
         let rate = phase.outcome.rate();
         let ratio = |f: Option<&FloorPhase>| {
-            f.map(|f| format!("**{:.0}%**", rate / f.outcome.tps * 100.0))
+            f.map(|f| format!("**{:.2}**", rate / f.outcome.tps))
                 .unwrap_or_else(|| "–".into())
         };
         let tps = |f: Option<&FloorPhase>| {
             f.map(|f| format!("{:.0}", f.outcome.tps))
                 .unwrap_or_else(|| "–".into())
         };
-        let same = find(phase.clients, "current");
-        let pooled = find(phase.clients.min(pool), "current");
-        let previous = find(phase.clients.min(pool), "previous");
-        let (floor_p50, floor_p99) = same
+        let naive = find(floor, phase.clients, "naive");
+        let same = find(floor, phase.clients, "current");
+        let pooled = find(floor, phase.clients.min(pool), "current");
+        let previous = find(floor, phase.clients.min(pool), "previous");
+        let (naive_p50, naive_p99) = naive
             .map(|f| (ms(&f.outcome.latency, 0.5), ms(&f.outcome.latency, 0.99)))
             .unwrap_or_else(|| ("–".into(), "–".into()));
         let exhausted = if phase.outcome.exhausted {
@@ -98,12 +95,14 @@ pub fn deny_vs_floor(service: &[Phase], floor: &[FloorPhase], pool: usize) -> St
             ""
         };
         out.push_str(&format!(
-            "| {} | {rate:.0}{exhausted} | {} | {} | {} | {} | {} | {floor_p50} | {floor_p99} | {} | {} | {} | {} |\n",
+            "| {} | {rate:.0}{exhausted} | {} | {} | {} | {} | {} | {naive_p50} | {naive_p99} | {} | {} | {} | {} | {} | {} |\n",
             phase.clients,
             ms(&phase.outcome.latency, 0.5),
             ms(&phase.outcome.latency, 0.99),
             ms(&phase.outcome.latency, 0.999),
             errors(&phase.outcome),
+            tps(naive),
+            ratio(naive),
             tps(same),
             ratio(same),
             tps(pooled),
@@ -122,6 +121,26 @@ pub fn deny_vs_floor(service: &[Phase], floor: &[FloorPhase], pool: usize) -> St
         .collect();
     out.push_str(&failed.concat());
     out
+}
+
+/// The floor run of `script` at `clients` connections that completed, if any.
+fn find<'a>(floor: &'a [FloorPhase], clients: usize, script: &str) -> Option<&'a FloorPhase> {
+    floor
+        .iter()
+        .find(|f| f.clients == clients && f.script == script && f.outcome.failed.is_none())
+}
+
+/// Issue 12's target in one line: deny throughput at `clients` and its ratio to the naive floor.
+pub fn headline(service: &[Phase], floor: &[FloorPhase], clients: usize) -> Option<String> {
+    let phase = service.iter().find(|p| p.clients == clients)?;
+    let naive = find(floor, clients, "naive")?;
+    let rate = phase.outcome.rate();
+    Some(format!(
+        "**Deny at {clients} clients: {rate:.0} decisions/s; naive floor (pgbench -M prepared, {clients} \
+         connections) {:.0} tx/s; ratio {:.2} (target >= 1.0).**",
+        naive.outcome.tps,
+        rate / naive.outcome.tps
+    ))
 }
 
 /// Where the CPU went, per decision (service phases) or per transaction (floor), and the service's memory.

@@ -67,22 +67,12 @@ pub async fn feed(
     // A longer wait than the service allows is cut to it: the reader asks again, as it would after any answer.
     let wait = Duration::from_secs(wait as u64).min(state.events.max_wait());
 
-    let deadline = tokio::time::Instant::now() + wait;
-    let mut waiter = state.events.waiter();
-    let page = loop {
-        // Seen before reading: an event that becomes readable during the read wakes the wait below at once.
-        waiter.mark_seen();
-        let page = events::page(&state.pool, &caller.tenant, after, limit).await?;
-        if !page.is_empty() || tokio::time::Instant::now() >= deadline {
-            break page;
-        }
-        if tokio::time::timeout_at(deadline, waiter.changed())
-            .await
-            .is_err()
-        {
-            break Vec::new();
-        }
-    };
+    let page = state
+        .events
+        .read_or_wait(wait, |floor| {
+            events::page(&state.pool, &caller.tenant, after, floor, limit)
+        })
+        .await?;
     let next = page.last().map_or(after, |event| event.position);
     Ok(axum::Json(FeedPage {
         events: page.iter().map(Envelope::of).collect(),

@@ -16,6 +16,17 @@
 //!   lock is granted (checked: a transaction waiting for a row lock has no xid until it gets the lock). So the xid
 //!   of a later change of a run is above the xid of every earlier one.
 //!
+//! # Why a read takes a floor
+//!
+//! `events_readable_below()` is exact for its own statement but not monotonic across statements: it reads
+//! `pg_stat_activity`, which is not part of the snapshot, so a transaction of another database that ends between
+//! the snapshot and that read cannot be placed and counts as running (safe, but lower). Two reads a moment apart
+//! may then disagree, the later one seeing less. A bound once found stays true, though: every transaction below it
+//! had ended, and every later xid is above it. So the hub (`crate::events::hub`) keeps the highest bound it found,
+//! and a reader woken by the hub reads below the greater of that bound and its own (`floor` in [`page`]): it sees at
+//! least what woke it. Without the floor, a reader woken because an event became readable could read nothing, then
+//! wait for the next change of the newest readable event, which may not come for the whole long poll.
+//!
 //! The price: an event is readable only once every older write transaction of this database has ended. The
 //! service's own transactions are short and bounded by `statement_timeout` and `idle_in_transaction_session_timeout`;
 //! a long one delays the feed, never breaks it. Transactions of other databases on the cluster are left out by
@@ -132,47 +143,76 @@ pub async fn record_status(conn: &mut PgConnection, run: &RunRow) -> Result<(), 
     insert(conn, &run.tenant, run.id, kind, &data).await
 }
 
-/// Up to `limit` of the tenant's events after `after`, in order, of transactions that have all ended.
+/// Up to `limit` of the tenant's events after `after`, in order, of transactions that have all ended: below the
+/// greater of `floor` (a bound found earlier on this server, 0 for none) and the read's own bound.
 pub async fn page(
     db: impl PgExecutor<'_>,
     tenant: &str,
     after: Position,
+    floor: u64,
     limit: i64,
 ) -> Result<Vec<StoredEvent>, StorageError> {
     let rows = sql::query_as::<EventRow>(sqlx::AssertSqlSafe(format!(
         "select {EVENT_COLUMNS} from events
-         where tenant = $1 and (xid, id) > ($2::text::xid8, $3)
-           and xid < events_readable_below()
-         order by xid, id limit $4"
+         where tenant = $1 and {}
+         order by xid, id limit $5",
+        readable_past("", "$2::text::xid8", "$3", "$4")
     )))
     .bind(tenant)
     .bind(after.xid.to_string())
     .bind(after.id)
+    .bind(floor.to_string())
     .bind(limit)
     .fetch_all(db)
     .await?;
     rows_to_events(rows)
 }
 
+/// The predicate shared by every reader of events (the feed, a subscription's claim and its deliveries): the event
+/// (columns prefixed by `event`, e.g. `"e."`) is past the cursor (`cursor_xid`, `cursor_id`: SQL expressions of
+/// types xid8 and bigint) and its transaction is below the readable bound, taken no lower than `floor` (an SQL
+/// expression of a decimal xid as text; see the module's notes).
+pub(crate) fn readable_past(event: &str, cursor_xid: &str, cursor_id: &str, floor: &str) -> String {
+    format!(
+        "({event}xid, {event}id) > ({cursor_xid}, {cursor_id}) \
+         and {event}xid < greatest({floor}::text::xid8, events_readable_below())"
+    )
+}
+
 pub(crate) fn rows_to_events(rows: Vec<EventRow>) -> Result<Vec<StoredEvent>, StorageError> {
     rows.into_iter().map(StoredEvent::try_from).collect()
 }
 
-/// The position of the newest readable event of any tenant: when it moves, readers have something new.
-pub async fn high_water(db: impl PgExecutor<'_>) -> Result<Position, StorageError> {
-    let row = sql::query_as::<(String, i64)>(
-        "select xid::text, id from events where xid < events_readable_below()
-         order by xid desc, id desc limit 1",
+/// What a poll of the hub finds: the readable bound (a transaction id below which every transaction has ended) and
+/// the newest event of any tenant below it. When `newest` moves, readers have something new.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Readable {
+    pub below: u64,
+    pub newest: Position,
+}
+
+/// The readable bound, no lower than `floor`, and the newest event below it.
+pub async fn readable(db: impl PgExecutor<'_>, floor: u64) -> Result<Readable, StorageError> {
+    let (below, xid, id) = sql::query_as::<(String, Option<String>, Option<i64>)>(
+        "select b.below::text, e.xid::text, e.id
+         from (select greatest($1::text::xid8, events_readable_below()) as below) b
+         left join lateral (select xid, id from events where xid < b.below
+                            order by xid desc, id desc limit 1) e on true",
     )
-    .fetch_optional(db)
+    .bind(floor.to_string())
+    .fetch_one(db)
     .await?;
-    match row {
-        Some((xid, id)) => Ok(Position {
+    let newest = match (xid, id) {
+        (Some(xid), Some(id)) => Position {
             xid: parse_xid(&xid)?,
             id,
-        }),
-        None => Ok(Position::START),
-    }
+        },
+        _ => Position::START,
+    };
+    Ok(Readable {
+        below: parse_xid(&below)?,
+        newest,
+    })
 }
 
 /// Deletes events older than `max_age`, in batches; returns how many. Events are a delivery buffer, not the audit

@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use sqlx::PgExecutor;
 use uuid::Uuid;
 
-use super::events::{EVENT_COLUMNS, EventRow, Position, StoredEvent};
+use super::events::{EVENT_COLUMNS, EventRow, Position, StoredEvent, readable_past};
 use super::{StorageError, sql};
 
 /// A subscription as listed: never its secret.
@@ -134,30 +134,33 @@ struct ClaimedRow {
 }
 
 /// Takes up to `limit` subscriptions that are due and have readable events past their cursor, and nobody holds.
+/// Events count as readable below `floor` at least (`super::events::page` says why).
 pub async fn claim(
     db: impl PgExecutor<'_>,
     owner: Uuid,
     lease: Duration,
+    floor: u64,
     limit: i64,
 ) -> Result<Vec<Claimed>, StorageError> {
-    let rows = sql::query_as::<ClaimedRow>(
+    let rows = sql::query_as::<ClaimedRow>(sqlx::AssertSqlSafe(format!(
         "update webhook_subscriptions s set lease_owner = $1, lease_until = now() + make_interval(secs => $2)
          where s.id in (
              select w.id from webhook_subscriptions w
              where (w.lease_until is null or w.lease_until < now()) and w.next_attempt_at <= now()
                and exists (select 1 from events e
-                           where e.tenant = w.tenant and (e.xid, e.id) > (w.cursor_xid, w.cursor_id)
-                             and e.xid < events_readable_below()
+                           where e.tenant = w.tenant and {}
                              and e.type = any(w.event_types))
              order by w.next_attempt_at
              limit $3
              for update skip locked)
          returning s.id, s.tenant, s.url, s.event_types, s.secret, s.cursor_xid::text as cursor_xid, s.cursor_id,
                    s.attempts",
-    )
+        readable_past("e.", "w.cursor_xid", "w.cursor_id", "$4")
+    )))
     .bind(owner)
     .bind(lease.as_secs_f64())
     .bind(limit)
+    .bind(floor.to_string())
     .fetch_all(db)
     .await?;
     rows.into_iter()
@@ -180,22 +183,24 @@ pub async fn claim(
         .collect()
 }
 
-/// The next readable events of the subscription's types past `after`, in order.
+/// The next readable events (below `floor` at least) of the subscription's types past `after`, in order.
 pub async fn pending_events(
     db: impl PgExecutor<'_>,
     subscription: &Claimed,
     after: Position,
+    floor: u64,
     limit: i64,
 ) -> Result<Vec<StoredEvent>, StorageError> {
     let rows = sql::query_as::<EventRow>(sqlx::AssertSqlSafe(format!(
         "select {EVENT_COLUMNS} from events
-         where tenant = $1 and (xid, id) > ($2::text::xid8, $3) and type = any($4)
-           and xid < events_readable_below()
-         order by xid, id limit $5"
+         where tenant = $1 and {} and type = any($5)
+         order by xid, id limit $6",
+        readable_past("", "$2::text::xid8", "$3", "$4")
     )))
     .bind(&subscription.tenant)
     .bind(after.xid.to_string())
     .bind(after.id)
+    .bind(floor.to_string())
     .bind(&subscription.event_types)
     .bind(limit)
     .fetch_all(db)

@@ -8,7 +8,7 @@ use approval_resume::domain::events::EventType;
 use approval_resume::storage::{events, runs};
 use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};
-use sqlx::PgPool;
+use sqlx::{Connection, PgPool};
 use uuid::Uuid;
 
 use crate::database::TestDatabase;
@@ -520,6 +520,84 @@ async fn a_long_poll_is_answered_with_an_event_committed_on_another_instance() {
     println!(
         "long-poll latency after a commit on another instance: p50 {p50:?}, p99 {p99:?} (n = 40, {empty_polls} polls ended empty)"
     );
+}
+
+/// The stall seen once in CI: a long poll that ended empty although the event had committed. The hub found the
+/// event readable and woke the reader; the reader's own read, a moment later on another connection, found a lower
+/// readable bound (`events_readable_below()` reads `pg_stat_activity` apart from its snapshot, so a transaction of
+/// another database that it cannot place counts as running), read nothing, and waited for the next change of the
+/// newest event, which never came. Under load the window is that of a transaction elsewhere on the cluster ending
+/// between a read's snapshot and its look at `pg_stat_activity`; here it is made to last: the reader's
+/// connection looks at `pg_stat_activity` in a transaction (which keeps what it saw until the transaction ends)
+/// before a transaction of another database takes its id. The waits are bounded; nothing is timed.
+#[tokio::test]
+async fn a_reader_woken_by_the_hub_reads_the_event_even_when_its_own_read_places_less() {
+    let (database, pool) = TestDatabase::create().await;
+    let app = support::app(pool.clone()).await;
+    app.user(7, false, false, false).await;
+
+    // The reader's connection sees `pg_stat_activity` as it is now, until its transaction ends.
+    let reader = std::sync::Arc::new(tokio::sync::Mutex::new(pool.begin().await.unwrap()));
+    sqlx::query("select count(*) from pg_stat_activity")
+        .execute(&mut **reader.lock().await)
+        .await
+        .unwrap();
+    // Then a transaction of another database takes its id and stays open.
+    let mut elsewhere =
+        sqlx::PgConnection::connect(&crate::database::with_database(&database.url, "postgres"))
+            .await
+            .unwrap();
+    sqlx::query("begin").execute(&mut elsewhere).await.unwrap();
+    sqlx::query("select pg_current_xact_id()")
+        .execute(&mut elsewhere)
+        .await
+        .unwrap();
+    // And an event commits here, with a later transaction id.
+    let run_id = Uuid::new_v4();
+    app.register(support::run_body(run_id, 7)).await;
+
+    // The reader's own bound is below the event (the setup makes the divergence; without it this test proves
+    // nothing), while a fresh read, like the hub's, places the other database's transaction and finds the event.
+    let own = events::page(
+        &mut **reader.lock().await,
+        "default",
+        events::Position::START,
+        0,
+        10,
+    )
+    .await
+    .unwrap();
+    assert!(
+        own.is_empty(),
+        "the reader's own read must place less: {own:?}"
+    );
+    let fresh = events::readable(&pool, 0).await.unwrap();
+    assert_ne!(
+        fresh.newest,
+        events::Position::START,
+        "the hub's read finds the event"
+    );
+
+    // A long poll through the hub, reading on the reader's connection: answered with the event, not the
+    // emptiness of the whole wait.
+    let hub = support::events_hub(&pool);
+    let page = hub
+        .read_or_wait(Duration::from_secs(10), |floor| {
+            let reader = std::sync::Arc::clone(&reader);
+            async move {
+                let mut reader = reader.lock().await;
+                events::page(&mut **reader, "default", events::Position::START, floor, 10).await
+            }
+        })
+        .await
+        .unwrap();
+    assert_eq!(page.len(), 1, "the long poll ended empty");
+    assert_eq!(page[0].run_id, run_id);
+
+    sqlx::query("rollback")
+        .execute(&mut elsewhere)
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
