@@ -23,11 +23,11 @@ use crate::support::{self, Options, TestApp, call};
 /// One request an executor received.
 #[derive(Debug, Clone)]
 pub struct Received {
-    behaviour: String,
-    idempotency_key: String,
+    pub behaviour: String,
+    pub idempotency_key: String,
     authorization: Option<String>,
     tenant: Option<String>,
-    body: Value,
+    pub body: Value,
 }
 
 type Log = Arc<Mutex<Vec<Received>>>;
