@@ -3,8 +3,8 @@
 //! exactly once: by the decision (one approval event, its results, `run.resumed`) or by the expiry (the expired
 //! result on every call, `run.expired`, no approval event), never both, and an expiry is never recorded as a denial.
 //!
-//! The turns expire a few milliseconds apart around the moment the decisions are sent, so some are decided and some
-//! expire; which ones is up to the scheduler, and nothing here asserts on timing.
+//! The decisions on each turn are sent from a little before its expiry to a little after it, so some turns are
+//! decided and some expire; which ones is up to the scheduler, and nothing here asserts on timing.
 
 mod common;
 
@@ -46,8 +46,8 @@ async fn across_three_processes_each_turn_is_decided_or_expires_never_both() {
     .await;
     assert_eq!(status, 200);
 
-    // Every turn expires in the half second after `start`, a few milliseconds after the one before.
-    let start = Utc::now() + chrono::Duration::milliseconds(1500);
+    // Every turn expires in the half second after `start`, 20 ms after the one before.
+    let start = Utc::now() + chrono::Duration::milliseconds(2000);
     let mut runs = Vec::new();
     for turn in 0..TURNS {
         let run_id = Uuid::new_v4();
@@ -76,14 +76,15 @@ async fn across_three_processes_each_turn_is_decided_or_expires_never_both() {
         runs.push((run_id, run["turn"]["digest"].as_str().unwrap().to_owned()));
     }
 
-    let wait = (start - Utc::now()).to_std().unwrap_or_default();
-    tokio::time::sleep(wait.saturating_sub(Duration::from_millis(100))).await;
     let races = runs
         .iter()
         .enumerate()
         .flat_map(|(turn, (run_id, digest))| {
             let (client, key) = (client.clone(), key.clone());
             let instances = &instances;
+            // Each turn's decisions start somewhere from 120 ms before its expiry to 90 ms after it, 10 ms apart.
+            let expires_at = start + chrono::Duration::milliseconds(20 * turn as i64);
+            let first = expires_at + chrono::Duration::milliseconds(30 * (turn as i64 % 8 - 4));
             (0..DECISIONS_PER_TURN).map(move |i| {
                 // One decision per turn, per call: deny the write with a reason, approve the read.
                 let body = json!({"decider_uid": 7, "turn_digest": digest, "calls": [
@@ -93,9 +94,9 @@ async fn across_three_processes_each_turn_is_decided_or_expires_never_both() {
                 let url =
                     instances[(turn + i) % INSTANCES].url(&format!("/v1/runs/{run_id}/decision"));
                 let (client, key) = (client.clone(), key.clone());
+                let at = first + chrono::Duration::milliseconds(10 * i as i64);
                 async move {
-                    // Spread over the expiry window: some before, some after.
-                    tokio::time::sleep(Duration::from_millis(25 * i as u64)).await;
+                    tokio::time::sleep((at - Utc::now()).to_std().unwrap_or_default()).await;
                     let answer = client
                         .post(url)
                         .bearer_auth(key)
