@@ -15,7 +15,7 @@
 #   BENCH_CONCURRENCY     virtual clients per phase          [1,8,32,64]
 #   BENCH_SECONDS         measured seconds per phase         [8]
 #   BENCH_WARMUP_SECONDS  warm-up seconds per phase          [1]
-#   BENCH_PHASES          any of deny,floor,previous,latency,events,approve,scaling   [all]
+#   BENCH_PHASES          any of deny,floor,previous,latency,events,approve,mixed,scaling   [all]
 #                         (events: feed and webhook latency during the latency phase; leave it out when
 #                         BENCH_BINARY is a build from before events, e.g. main before issue 12)
 #   BENCH_BINARY          the service binary measured          [target/release/approval-resume]
