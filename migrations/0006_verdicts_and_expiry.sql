@@ -10,6 +10,8 @@ update approval_events e set calls = coalesce(
      from turn_calls c where c.run_id = e.run_id and c.turn_index = e.turn_index),
     '[]'::jsonb);
 alter table approval_events alter column calls set not null;
+-- Writers that predate verdicts (the benchmark's pgbench floor script) still insert whole-turn rows without it.
+alter table approval_events alter column calls set default '[]'::jsonb;
 
 -- The arguments a decider approved a call with, when they differ from the model's: what the executor received.
 -- Payload like `arguments`: filtered in tool events, purged with the run, never logged.
