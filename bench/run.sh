@@ -15,7 +15,7 @@
 #   BENCH_CONCURRENCY     virtual clients per phase          [1,8,32,64]
 #   BENCH_SECONDS         measured seconds per phase         [8]
 #   BENCH_WARMUP_SECONDS  warm-up seconds per phase          [1]
-#   BENCH_PHASES          any of deny,floor,previous,latency,events,approve,scaling   [all]
+#   BENCH_PHASES          any of deny,floor,previous,latency,events,approve,mixed,scaling   [all]
 #                         (floor: pgbench with bench/deny_floor_naive.sql, the target, and bench/deny_floor.sql,
 #                         the service's own SQL; previous: bench/deny_floor_previous.sql, before issue 12)
 #                         (events: feed and webhook latency during the latency phase; leave it out when

@@ -5,7 +5,9 @@
 //! 1. deny decisions at each concurrency, each followed by pgbench at the same concurrency (the floor);
 //! 2. deny decisions at a fixed arrival rate of half the saturating throughput (open loop, for p99);
 //! 3. approve decisions through a local no-op executor at each concurrency;
-//! 4. deny decisions on transcripts of 10 to 10,000 messages and turns of 1 to 16 calls.
+//! 4. (`mixed`) on three-call turns, per-call verdicts (approve, approve with an edit, deny) beside whole-turn
+//!    approvals of the same turns;
+//! 5. deny decisions on transcripts of 10 to 10,000 messages and turns of 1 to 16 calls.
 //!
 //! Settings are environment variables (bench/run.sh lists them); `pool-sweep` as an argument runs only the deny
 //! phases at several DATABASE_POOL_SIZE values instead.
@@ -77,7 +79,7 @@ impl Settings {
             ),
             phases: var(
                 "BENCH_PHASES",
-                "deny,floor,previous,latency,events,approve,scaling",
+                "deny,floor,previous,latency,events,approve,mixed,scaling",
             )
             .split(',')
             .map(|p| p.trim().to_owned())
@@ -126,6 +128,7 @@ struct Bench {
     api: Api,
     driver_deny: Driver,
     driver_approve: Driver,
+    driver_mixed: Driver,
     pool: PgPool,
     ticks: f64,
     cores: f64,
@@ -144,6 +147,7 @@ impl Bench {
         let driver = match kind {
             Kind::Deny => &self.driver_deny,
             Kind::Approve => &self.driver_approve,
+            Kind::Mixed => &self.driver_mixed,
         };
         self.settle().await?;
         let connections = load::clients(clients);
@@ -245,6 +249,7 @@ async fn start(
     let bench = Bench {
         driver_deny: driver(Kind::Deny),
         driver_approve: driver(Kind::Approve),
+        driver_mixed: driver(Kind::Mixed),
         api,
         service,
         pool,
@@ -388,6 +393,34 @@ async fn benchmark(settings: &Settings) -> Result<(), Error> {
         println!(
             "## Approve decisions (one call, local no-op executor)\n\n{}",
             report::plain("clients", &approve)
+        );
+    }
+
+    if settings.wants("mixed") {
+        // The same three-call turns, decided whole (approve all) and per call (approve, approve edited, deny).
+        let three = Shape {
+            messages: 10,
+            calls: 3,
+        };
+        let (mut whole, mut mixed) = (Vec::new(), Vec::new());
+        for &clients in &settings.concurrency {
+            for (kind, into) in [(Kind::Approve, &mut whole), (Kind::Mixed, &mut mixed)] {
+                let phase = bench.phase(kind, three, clients, warmup, measure).await?;
+                eprintln!(
+                    "{kind:?} (3 calls) c={clients:<3} {:>7.0}/s  errors {}",
+                    phase.outcome.rate(),
+                    phase.outcome.error_count()
+                );
+                into.push(phase);
+            }
+        }
+        println!(
+            "## Three-call turns: whole-turn approval\n\n{}",
+            report::plain("clients", &whole)
+        );
+        println!(
+            "## Three-call turns: per-call verdicts (approve, approve with edited arguments, deny)\n\n{}",
+            report::plain("clients", &mixed)
         );
     }
 

@@ -518,6 +518,17 @@ pub struct Config {
           default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub recovery_interval_secs: u64,
 
+    /// Seconds a new turn waits for a decision when its registration or POST /turns names no `expires_at` or
+    /// `approval_ttl_secs`; past it, the turn expires (every call gets the expired result). Unset: never.
+    #[arg(long, env = "APPROVAL_TTL_SECS", value_name = "APPROVAL_TTL_SECS",
+          value_parser = clap::value_parser!(u64).range(1..=10 * 365 * 24 * 3600))]
+    pub approval_ttl_secs: Option<u64>,
+
+    /// Milliseconds between sweeps for turns whose `expires_at` has passed.
+    #[arg(long, env = "EXPIRY_SWEEP_INTERVAL_MS", value_name = "EXPIRY_SWEEP_INTERVAL_MS",
+          default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
+    pub expiry_sweep_interval_ms: u64,
+
     /// Milliseconds an approved turn's lease outlasts its longest executor timeout. If the instance running the
     /// turn dies, another instance takes the turn over once the lease has run out.
     #[arg(long, env = "RESUME_LEASE_MARGIN_MS", value_name = "RESUME_LEASE_MARGIN_MS",
@@ -735,6 +746,7 @@ impl Config {
             max_calls_per_turn: size(self.max_calls_per_turn),
             max_arguments_bytes: size(self.max_arguments_bytes),
             inbox_arguments_bytes: size(self.inbox_arguments_bytes),
+            default_approval_ttl_secs: self.approval_ttl_secs,
         }
     }
 }

@@ -74,6 +74,11 @@ async fn serve(config: Config) -> Result<(), String> {
         Duration::from_secs(config.recovery_interval_secs),
         stop_rx,
     );
+    let sweeper = resume::spawn_sweeper(
+        Arc::clone(&resumer),
+        Duration::from_millis(config.expiry_sweep_interval_ms),
+        stop_tx.subscribe(),
+    );
     let purge = commands::spawn_periodic_purge(
         pool.clone(),
         config.retention_days,
@@ -123,6 +128,7 @@ async fn serve(config: Config) -> Result<(), String> {
     .await;
     let _ = stop_tx.send(true);
     let _ = recovery.await;
+    let _ = sweeper.await;
     let _ = purge.await;
     if let Some(deliveries) = deliveries {
         let _ = deliveries.await;

@@ -39,7 +39,7 @@ struct Family {
     help: &'static str,
 }
 
-const FAMILIES: [Family; 9] = [
+const FAMILIES: [Family; 10] = [
     Family {
         name: "http_requests_total",
         kind: "counter",
@@ -54,6 +54,11 @@ const FAMILIES: [Family; 9] = [
         name: "decisions_total",
         kind: "counter",
         help: "Decisions recorded, by approved and decided_by.",
+    },
+    Family {
+        name: "approval_expiries_total",
+        kind: "counter",
+        help: "Turns that expired without a decision.",
     },
     Family {
         name: "executor_calls_total",
@@ -155,6 +160,16 @@ pub fn decision(approved: bool, decided_by: &str) {
             ("decided_by", decided_by.to_owned()),
         ],
     );
+}
+
+/// Turns expired without a decision (by the sweeper, or by a decision that came too late).
+pub fn expired(turns: usize) {
+    with_registry(|registry| {
+        *registry
+            .counters
+            .entry(("approval_expiries_total", Vec::new()))
+            .or_default() += turns as u64;
+    });
 }
 
 /// One executor call finished, whatever its outcome.

@@ -20,6 +20,9 @@ pub enum Kind {
     Deny,
     /// Approved by the run's owner; the tools run through the harness's no-op executor.
     Approve,
+    /// Per-call verdicts by the run's owner on a three-call turn: the first call approved as proposed, the second
+    /// approved with edited arguments, the third denied with a reason.
+    Mixed,
 }
 
 /// When a driver stops (besides running out of seeded runs).
@@ -212,11 +215,21 @@ impl Driver {
         since: Instant,
         outcome: &mut Outcome,
     ) {
-        let approved = self.kind == Kind::Approve;
-        let body = format!(
-            "{{\"approved\":{approved},\"decider_uid\":{},\"turn_digest\":\"{}\"}}",
-            target.owner, target.digest
-        );
+        let body = match self.kind {
+            Kind::Mixed => format!(
+                "{{\"decider_uid\":{},\"turn_digest\":\"{}\",\"calls\":[\
+                 {{\"call_id\":\"call_r_0\",\"approved\":true}},\
+                 {{\"call_id\":\"call_r_1\",\"approved\":true,\"arguments\":\"{{\\\"path\\\":\\\"/about\\\"}}\"}},\
+                 {{\"call_id\":\"call_r_2\",\"approved\":false,\"reason\":\"variant\"}}]}}",
+                target.owner, target.digest
+            ),
+            kind => format!(
+                "{{\"approved\":{},\"decider_uid\":{},\"turn_digest\":\"{}\"}}",
+                kind == Kind::Approve,
+                target.owner,
+                target.digest
+            ),
+        };
         let sent = client
             .post(format!("{}/v1/runs/{}/decision", self.base_url, target.id))
             .bearer_auth(&*self.key)

@@ -21,7 +21,7 @@ pub enum EventType {
     /// A decided turn has its results: the run may go on.
     #[serde(rename = "run.resumed")]
     Resumed,
-    /// A turn nobody decided in time ended. Part of the contract; nothing writes it until turns can expire.
+    /// A turn nobody decided in time ended: every call has the expired result, and the run may go on.
     #[serde(rename = "run.expired")]
     Expired,
     #[serde(rename = "run.cancelled")]
@@ -82,7 +82,8 @@ pub struct RunFacts<'a> {
 pub struct Verdict {
     pub decided_by: DecidedBy,
     pub decider_uid: Option<i64>,
-    pub approved: bool,
+    /// `None` for a decision that approved some calls and denied others.
+    pub approved: Option<bool>,
     pub outcomes: Vec<Outcome>,
 }
 
@@ -141,7 +142,7 @@ mod tests {
         let verdict = Verdict {
             decided_by: DecidedBy::RunOwner,
             decider_uid: Some(7),
-            approved: false,
+            approved: Some(false),
             outcomes: vec![Outcome::Denied, Outcome::Denied],
         };
         let data = data(&facts(RunStatus::Resumed), Some(&verdict));

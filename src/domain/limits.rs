@@ -19,6 +19,9 @@ pub struct WorkLimits {
     pub max_calls_per_turn: usize,
     pub max_arguments_bytes: usize,
     pub inbox_arguments_bytes: usize,
+    /// Seconds a new turn waits for a decision when its request names no expiry (APPROVAL_TTL_SECS); `None`:
+    /// such turns never expire. Kept with the limits because, like them, it bounds what one request leaves waiting.
+    pub default_approval_ttl_secs: Option<u64>,
 }
 
 impl Default for WorkLimits {
@@ -27,6 +30,7 @@ impl Default for WorkLimits {
             max_calls_per_turn: DEFAULT_MAX_CALLS_PER_TURN,
             max_arguments_bytes: DEFAULT_MAX_ARGUMENTS_BYTES,
             inbox_arguments_bytes: DEFAULT_INBOX_ARGUMENTS_BYTES,
+            default_approval_ttl_secs: None,
         }
     }
 }
@@ -87,6 +91,7 @@ mod tests {
         max_calls_per_turn: 2,
         max_arguments_bytes: 8,
         inbox_arguments_bytes: 0,
+        default_approval_ttl_secs: None,
     };
 
     #[test]

@@ -10,3 +10,4 @@ pub mod results;
 pub mod scopes;
 pub mod tokens;
 pub mod transcript;
+pub mod verdicts;

@@ -454,6 +454,7 @@ mod tests {
             outcome: crate::domain::tokens::Outcome::Denied,
             is_error: true,
             content: "Title: Home".into(),
+            edited: false,
         }];
         let output = render(Anthropic, &transcript(), &results(), &earlier);
         assert_eq!(output["messages"][2]["content"][0]["is_error"], json!(true));

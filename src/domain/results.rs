@@ -1,11 +1,15 @@
-//! The tool results the model reads after a decision: the denial text of ADR-200 and the other fixed results.
+//! The tool results the model reads after a decision: the denial text of ADR-200, the edit note, the expired text
+//! and the other fixed results.
 //!
 //! Every text here is built from fixed words and a tool name only. Tool names are restricted to
-//! `^[A-Za-z0-9_-]{1,64}$` at registration, so they need no escaping and cannot carry a person's words.
+//! `^[A-Za-z0-9_-]{1,64}$` at registration, so they need no escaping and cannot carry a person's words. The one
+//! exception is the edit note, which quotes the arguments a decider typed: its fixed words say who typed them.
 
 use serde::Serialize;
 
-use super::tokens::{APPROVAL_DENIED, DecidedBy, DenialReason, Effect, Outcome};
+use super::tokens::{
+    APPROVAL_DENIED, APPROVAL_EDITED, APPROVAL_EXPIRED, DecidedBy, DenialReason, Effect, Outcome,
+};
 
 /// One tool result per pending call, in the turn's order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -15,6 +19,8 @@ pub struct ToolResult {
     pub outcome: Outcome,
     pub is_error: bool,
     pub content: String,
+    /// Whether the call ran with arguments a decider edited (its content then starts with the edit note).
+    pub edited: bool,
 }
 
 /// The result of a denied call (DESIGN.md §3).
@@ -34,6 +40,7 @@ pub fn denied(
         outcome: Outcome::Denied,
         is_error: true,
         content: denial_text(tool, effect, decided_by, reason),
+        edited: false,
     }
 }
 
@@ -99,6 +106,37 @@ fn advice(decided_by: DecidedBy, reason: Option<DenialReason>) -> &'static str {
     }
 }
 
+/// The note that leads the result of a call approved with edited arguments (DESIGN.md §3): `arguments` is the
+/// text exactly as the decider sent it.
+pub fn edit_note(decided_by: DecidedBy, arguments: &str) -> String {
+    format!(
+        "Note: {APPROVAL_EDITED} (decided_by: {token}). The arguments of this call were changed before it was approved, {who}; it ran with these arguments instead of the ones you proposed: {arguments}",
+        token = decided_by.as_str(),
+        who = who_declined(decided_by),
+    )
+}
+
+/// The result of an approved call that ran with edited arguments: the edit note, a blank line, then the result.
+pub fn with_edit_note(result: ToolResult, decided_by: DecidedBy, arguments: &str) -> ToolResult {
+    ToolResult {
+        content: format!("{}\n\n{}", edit_note(decided_by, arguments), result.content),
+        edited: true,
+        ..result
+    }
+}
+
+/// The text of a call of a turn nobody decided before it expired (DESIGN.md §3): not a denial, no `decided_by`.
+pub fn expired_text(tool: &str) -> String {
+    format!(
+        "Error: {APPROVAL_EXPIRED}. No one decided on the approval for tool \"{tool}\" before it expired. Nothing was executed. Tell the user that the approval request expired without a decision, not that anyone declined it, and ask whether the change should be proposed again."
+    )
+}
+
+/// The result of a call of an expired turn.
+pub fn expired(call_id: &str, tool: &str) -> ToolResult {
+    fixed_error(call_id, tool, Outcome::Expired, expired_text(tool))
+}
+
 /// An approved call whose tool has no enabled executor.
 pub fn not_permitted(call_id: &str, tool: &str) -> ToolResult {
     fixed_error(
@@ -141,6 +179,7 @@ pub fn executed(call_id: &str, tool: &str, content: String, is_error: bool) -> T
         },
         is_error,
         content,
+        edited: false,
     }
 }
 
@@ -151,6 +190,7 @@ fn fixed_error(call_id: &str, tool: &str, outcome: Outcome, content: String) -> 
         outcome,
         is_error: true,
         content,
+        edited: false,
     }
 }
 
@@ -217,6 +257,66 @@ mod tests {
                 "{decided_by:?} {reason:?}"
             );
         }
+    }
+
+    /// The edit note of DESIGN.md §3 for the three tokens, written out in full.
+    #[test]
+    fn every_edit_note_reads_exactly_as_the_design_says() {
+        let arguments = r#"{"title": "Q3 plan", "tags": ["a"]}"#;
+        let table: [(DecidedBy, &str); 3] = [
+            (
+                DecidedBy::RunOwner,
+                "Note: approval_edited (decided_by: run_owner). The arguments of this call were changed before it was approved, by the user who started this run, the person you are talking to; it ran with these arguments instead of the ones you proposed: {\"title\": \"Q3 plan\", \"tags\": [\"a\"]}",
+            ),
+            (
+                DecidedBy::OtherUser,
+                "Note: approval_edited (decided_by: other_user). The arguments of this call were changed before it was approved, by another backend user, not the person you are talking to; it ran with these arguments instead of the ones you proposed: {\"title\": \"Q3 plan\", \"tags\": [\"a\"]}",
+            ),
+            (
+                DecidedBy::Unknown,
+                "Note: approval_edited (decided_by: unknown). The arguments of this call were changed before it was approved, by the human reviewer; it ran with these arguments instead of the ones you proposed: {\"title\": \"Q3 plan\", \"tags\": [\"a\"]}",
+            ),
+        ];
+        for (decided_by, expected) in table {
+            assert_eq!(edit_note(decided_by, arguments), expected, "{decided_by:?}");
+        }
+    }
+
+    #[test]
+    fn an_edited_result_is_the_note_a_blank_line_and_the_result_as_it_was() {
+        let ran = executed("c", TOOL, "saved".into(), false);
+        let edited = with_edit_note(ran.clone(), DecidedBy::OtherUser, "{}");
+        assert_eq!(
+            edited.content,
+            format!("{}\n\nsaved", edit_note(DecidedBy::OtherUser, "{}"))
+        );
+        assert!(edited.edited);
+        assert_eq!(
+            (edited.outcome, edited.is_error),
+            (ran.outcome, ran.is_error)
+        );
+        let failed = with_edit_note(failed("c", TOOL), DecidedBy::RunOwner, "{}");
+        assert!(
+            failed
+                .content
+                .ends_with("\n\nError: tool \"update_page_metadata\" failed.")
+        );
+        assert_eq!((failed.outcome, failed.is_error), (Outcome::Failed, true));
+    }
+
+    #[test]
+    fn the_expired_text_reads_exactly_as_the_design_says() {
+        let result = expired("call_1", TOOL);
+        assert_eq!(
+            result.content,
+            "Error: approval_expired. No one decided on the approval for tool \"update_page_metadata\" before it expired. Nothing was executed. Tell the user that the approval request expired without a decision, not that anyone declined it, and ask whether the change should be proposed again."
+        );
+        assert_eq!(
+            (result.outcome, result.is_error, result.edited),
+            (Outcome::Expired, true, false)
+        );
+        assert!(!result.content.contains("decided_by"));
+        assert!(!result.content.contains(APPROVAL_DENIED));
     }
 
     #[test]

@@ -13,6 +13,10 @@ pub const RUN_OWNER: &str = "run_owner";
 pub const OTHER_USER: &str = "other_user";
 /// `decided_by` when no decider uid was given.
 pub const UNKNOWN: &str = "unknown";
+/// Leads the note on the result of a call approved with edited arguments: `Note: approval_edited (…)`.
+pub const APPROVAL_EDITED: &str = "approval_edited";
+/// Leads the result of every call of a turn nobody decided before it expired: `Error: approval_expired. …`.
+pub const APPROVAL_EXPIRED: &str = "approval_expired";
 /// Denial reason: the person wants a different version of the change.
 pub const VARIANT: &str = "variant";
 /// Denial reason: the person does not want the change at all.
@@ -89,6 +93,8 @@ pub enum Outcome {
     Denied,
     NotPermitted,
     Interrupted,
+    /// Nobody decided before the turn expired; not a denial.
+    Expired,
 }
 
 impl Outcome {
@@ -99,6 +105,7 @@ impl Outcome {
             Outcome::Denied => "denied",
             Outcome::NotPermitted => "not_permitted",
             Outcome::Interrupted => "interrupted",
+            Outcome::Expired => "expired",
         }
     }
 
@@ -109,6 +116,7 @@ impl Outcome {
             Outcome::Denied,
             Outcome::NotPermitted,
             Outcome::Interrupted,
+            Outcome::Expired,
         ]
         .into_iter()
         .find(|outcome| outcome.as_str() == token)
@@ -287,6 +295,7 @@ mod tests {
             Outcome::Denied,
             Outcome::NotPermitted,
             Outcome::Interrupted,
+            Outcome::Expired,
         ] {
             assert_eq!(Outcome::parse(outcome.as_str()), Some(outcome));
             assert_eq!(serde_json::to_value(outcome).unwrap(), outcome.as_str());

@@ -51,6 +51,8 @@ struct InboxItem {
     owner_uid: i64,
     privacy_level: PrivacyLevel,
     require_second_approver: bool,
+    /// When the turn expires if nobody decides it; `null`: never. Expired turns are not listed.
+    expires_at: Option<DateTime<Utc>>,
     created_at: DateTime<Utc>,
     turn: InboxTurn,
 }
@@ -186,6 +188,7 @@ fn item(
         owner_uid: run.owner_uid,
         privacy_level: level,
         require_second_approver: run.require_second_approver,
+        expires_at: run.expires_at,
         created_at: run.created_at,
         turn: InboxTurn {
             index: run.turn_index,

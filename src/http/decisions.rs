@@ -15,15 +15,18 @@ use crate::domain::model_input::{self, ModelInputFormat};
 use crate::domain::results::ToolResult;
 use crate::domain::scopes::Scope;
 use crate::domain::tokens::{DenialReason, RunStatus};
+use crate::domain::verdicts::{CallVerdict, DecisionForm};
 use crate::resume::{self, Actor, DecisionRequest, Resumed};
 use crate::state::AppState;
 use crate::storage::decisions;
 use axum::http::StatusCode;
 
+/// The whole-turn form `{approved, reason?, …}` or the per-call form `{calls, …}` (DESIGN.md §8); exactly one.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DecisionBody {
-    approved: bool,
+    #[serde(default)]
+    approved: Option<bool>,
     /// Required with an API key, and `null` on purpose: a decision by nobody must be said, not forgotten. With a
     /// decision token it may be left out: the token's `sub` is the decider (`Some(None)` is an explicit `null`).
     #[serde(default, deserialize_with = "present_json_or_null")]
@@ -31,6 +34,74 @@ pub struct DecisionBody {
     turn_digest: String,
     #[serde(default)]
     reason: Option<DenialReason>,
+    #[serde(default)]
+    calls: Option<Vec<CallVerdictBody>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallVerdictBody {
+    call_id: String,
+    approved: bool,
+    #[serde(default)]
+    reason: Option<DenialReason>,
+    /// Edited arguments: the text of a JSON object, like the model's own arguments.
+    #[serde(default)]
+    arguments: Option<String>,
+}
+
+impl DecisionBody {
+    /// The form the body is in, checked by the rules that need no turn; 422 with a stable code otherwise.
+    fn form(&mut self, max_arguments_bytes: usize) -> Result<DecisionForm, ApiError> {
+        let form = match (self.approved, self.calls.take()) {
+            (Some(_), Some(_)) => {
+                return Err(ApiError::unprocessable(
+                    "approved_and_calls",
+                    "give either approved (the whole turn) or calls (a verdict per call), not both",
+                ));
+            }
+            (None, None) => {
+                return Err(ApiError::unprocessable(
+                    "verdict_required",
+                    "give approved (the whole turn) or calls (a verdict per call)",
+                ));
+            }
+            (Some(approved), None) => {
+                if approved && self.reason.is_some() {
+                    return Err(ApiError::unprocessable(
+                        "reason_requires_denial",
+                        "a reason is given only with a denial",
+                    ));
+                }
+                DecisionForm::WholeTurn {
+                    approved,
+                    reason: self.reason,
+                }
+            }
+            (None, Some(calls)) => {
+                if self.reason.is_some() {
+                    return Err(ApiError::unprocessable(
+                        "reason_with_calls",
+                        "with calls, each denial carries its own reason",
+                    ));
+                }
+                DecisionForm::PerCall(
+                    calls
+                        .into_iter()
+                        .map(|call| CallVerdict {
+                            call_id: call.call_id,
+                            approved: call.approved,
+                            reason: call.reason,
+                            arguments: call.arguments,
+                        })
+                        .collect(),
+                )
+            }
+        };
+        form.check(max_arguments_bytes)
+            .map_err(|error| ApiError::unprocessable(error.code(), error.to_string()))?;
+        Ok(form)
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -74,7 +145,7 @@ pub async fn decide(
     KeyOrToken(credential, _): KeyOrToken<scope::Decisions>,
     RunId(run_id): RunId,
     Query(query): Query<FormatQuery>,
-    Json(body): Json<DecisionBody>,
+    Json(mut body): Json<DecisionBody>,
 ) -> Result<impl IntoResponse, ApiError> {
     let (actor, decider_uid) = match &credential {
         Credential::Key(caller) => {
@@ -124,18 +195,12 @@ pub async fn decide(
             "decider_uid must be a uid of at least 1, or null",
         ));
     }
-    if body.approved && body.reason.is_some() {
-        return Err(ApiError::unprocessable(
-            "reason_requires_denial",
-            "a reason is given only with a denial",
-        ));
-    }
+    let form = body.form(state.limits.work.max_arguments_bytes)?;
     let request = DecisionRequest {
         run_id,
-        approved: body.approved,
         decider_uid,
         turn_digest: body.turn_digest,
-        reason: body.reason,
+        form,
     };
     let resumed = resume::decide(&state.resumer, &actor, &request).await?;
     // A replay committed nothing; the nudge is only a hint, so a needless one costs a poll.
@@ -150,13 +215,18 @@ pub async fn model_input(
     Query(query): Query<FormatQuery>,
 ) -> Result<impl IntoResponse, ApiError> {
     let run = visible::run(&state, &credential, run_id).await?;
-    let Some(decision) = decisions::latest(&state.pool, run.id).await? else {
+    // The latest turn that ended, by a decision or by expiry.
+    let decided = decisions::latest(&state.pool, run.id)
+        .await?
+        .map(|decision| decision.turn_index);
+    let expired = decisions::latest_expired_turn(&state.pool, run.id).await?;
+    let Some(turn_index) = decided.max(expired) else {
         return Err(ApiError::conflict(
             "not_resumed",
             "the run has not been resumed yet",
         ));
     };
-    if decision.turn_index == run.turn_index && run.status() == RunStatus::Resuming {
+    if turn_index == run.turn_index && run.status() == RunStatus::Resuming {
         return Err(ApiError::conflict(
             "resume_in_progress",
             "the approved turn's tools are still running",
@@ -164,7 +234,7 @@ pub async fn model_input(
     }
     // Its reads in one transaction: behind PgBouncer a connection is only kept between statements inside one.
     let mut tx = state.pool.begin().await?;
-    let resumed = resume::load_resumed(&mut tx, run.id, decision).await?;
+    let resumed = resume::load_turn(&mut tx, run.id, turn_index).await?;
     tx.commit().await?;
     let model_input = model_input::render(
         query.format,

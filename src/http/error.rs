@@ -145,6 +145,13 @@ impl From<ResumeError> for ApiError {
                 "resume_in_progress",
                 "the approved turn's tools are still running; ask again shortly",
             ),
+            ResumeError::Expired => ApiError::conflict(
+                "expired",
+                "the turn expired before it was decided; every call has the expired result",
+            ),
+            ResumeError::Verdicts(error) => {
+                ApiError::unprocessable(error.code(), error.to_string())
+            }
             ResumeError::Redaction(cause) => ApiError::internal(cause),
             ResumeError::Storage(storage) => storage.into(),
         }

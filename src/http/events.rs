@@ -8,8 +8,9 @@ use uuid::Uuid;
 
 use super::error::ApiError;
 use super::extract::{Authorized, RunId, scope};
+use crate::domain::verdicts::RecordedVerdict;
 use crate::state::AppState;
-use crate::storage::decisions::{self, StoredToolEvent};
+use crate::storage::decisions::{self, StoredExpiry, StoredToolEvent};
 use crate::storage::runs;
 
 #[derive(Debug, Serialize)]
@@ -17,12 +18,15 @@ struct EventsView {
     run_id: Uuid,
     approval_events: Vec<ApprovalEventView>,
     tool_events: Vec<StoredToolEvent>,
+    /// Turns that expired without a decision: not decisions, so not approval events.
+    expiries: Vec<StoredExpiry>,
 }
 
 #[derive(Debug, Serialize)]
 struct ApprovalEventView {
     turn_index: i32,
-    approved: bool,
+    /// `null` for a decision that approved some calls and denied others.
+    approved: Option<bool>,
     decider_uid: Option<i64>,
     decided_by: String,
     reason: Option<String>,
@@ -33,6 +37,8 @@ struct ApprovalEventView {
     /// The `kid` of the token's signing key, for a decision posted with a token.
     token_kid: Option<String>,
     decided_at: DateTime<Utc>,
+    /// Per call: verdict, reason, whether edited and the SHA-256 of the edited arguments; never the arguments.
+    calls: Vec<RecordedVerdict>,
 }
 
 pub async fn list_events(
@@ -61,12 +67,15 @@ pub async fn list_events(
             },
             token_kid: row.token_kid,
             decided_at: row.decided_at,
+            calls: row.calls.0,
         })
         .collect();
     let tool_events = decisions::tool_events_of_run(&state.pool, run.id).await?;
+    let expiries = decisions::expiries_of_run(&state.pool, run.id).await?;
     Ok(axum::Json(EventsView {
         run_id: run.id,
         approval_events,
         tool_events,
+        expiries,
     }))
 }

@@ -18,8 +18,9 @@ use crate::domain::limits::TurnOverLimit;
 use crate::domain::tokens::{Effect, PrivacyLevel, RunStatus};
 use crate::domain::transcript::{self, PendingCall, is_valid_tool_name};
 use crate::state::AppState;
-use crate::storage::runs::{self, DeclaredTool, NewRun, RunRow};
+use crate::storage::runs::{self, DeclaredTool, Expiry, NewRun, RunRow};
 use crate::storage::{decisions, events, users};
+use chrono::{DateTime, Utc};
 
 #[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -35,6 +36,53 @@ pub struct RegisterRun {
     privacy_level: Option<PrivacyLevel>,
     #[serde(default)]
     require_second_approver: bool,
+    /// When the turn expires: RFC 3339, or `approval_ttl_secs` from now; at most one ([`ExpiryBody`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    expires_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    approval_ttl_secs: Option<i64>,
+}
+
+/// When a new turn expires (DESIGN.md §5, §8): `expires_at` (RFC 3339) or `approval_ttl_secs`, at most one.
+/// The bodies carry the two members themselves (left out of their hashes when absent, so bodies from before expiry
+/// existed hash as they did): `serde(flatten)` would not work with `deny_unknown_fields`.
+#[derive(Debug, Default)]
+pub struct ExpiryBody {
+    pub expires_at: Option<String>,
+    pub approval_ttl_secs: Option<i64>,
+}
+
+impl ExpiryBody {
+    /// The expiry of the new turn; without one in the body, the service's default TTL, if any.
+    pub fn resolve(&self, default_ttl_secs: Option<u64>) -> Result<Expiry, ApiError> {
+        match (&self.expires_at, self.approval_ttl_secs) {
+            (Some(_), Some(_)) => Err(ApiError::unprocessable(
+                "expiry_ambiguous",
+                "give expires_at or approval_ttl_secs, not both",
+            )),
+            (Some(text), None) => {
+                let at = DateTime::parse_from_rfc3339(text)
+                    .map_err(|_| {
+                        ApiError::unprocessable(
+                            "invalid_expires_at",
+                            "expires_at must be an RFC 3339 date-time with an offset",
+                        )
+                    })?
+                    .with_timezone(&Utc);
+                if at <= Utc::now() {
+                    return Err(ApiError::unprocessable(
+                        "expires_at_in_past",
+                        "expires_at has already passed",
+                    ));
+                }
+                Ok(Expiry::At(at))
+            }
+            (None, Some(secs)) => u64::try_from(secs).map(Expiry::AfterSecs).map_err(|_| {
+                ApiError::unprocessable("invalid_ttl", "approval_ttl_secs must not be negative")
+            }),
+            (None, None) => Ok(default_ttl_secs.map_or(Expiry::Never, Expiry::AfterSecs)),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -60,6 +108,11 @@ pub async fn register_run(
             "owner_uid must be 0 (a service run) or a uid of at least 1",
         ));
     }
+    let expiry = ExpiryBody {
+        expires_at: body.expires_at.clone(),
+        approval_ttl_secs: body.approval_ttl_secs,
+    }
+    .resolve(state.limits.work.default_approval_ttl_secs)?;
     let declared = declared_tools(&body.tools)?;
     let pending = transcript::validate(&body.messages, &HashSet::new())
         .map_err(|error| ApiError::unprocessable("invalid_transcript", error.to_string()))?;
@@ -96,6 +149,7 @@ pub async fn register_run(
         tools: &declared_list(&body.tools),
         messages: &body.messages,
         turn_digest: &digest,
+        expiry,
     };
     let Some(run) = runs::insert(&mut tx, &new_run).await? else {
         tx.rollback().await?;

@@ -10,19 +10,24 @@ use sha2::{Digest, Sha256};
 
 use super::error::ApiError;
 use super::extract::{Authorized, Json, RunId, scope};
-use super::runs::{run_view, with_effects, within_limits};
+use super::runs::{ExpiryBody, run_view, with_effects, within_limits};
 use crate::domain::model_input::tool_messages;
 use crate::domain::tokens::{Effect, RunStatus};
 use crate::domain::transcript;
-use crate::resume::load_resumed;
+use crate::resume::load_turn;
 use crate::state::AppState;
-use crate::storage::{decisions, events, runs};
+use crate::storage::{events, runs};
 
 #[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct AppendTurn {
     /// What followed the resumed model input, ending with the next assistant turn.
     messages: Vec<Value>,
+    /// When the turn expires: RFC 3339, or `approval_ttl_secs` from now; at most one ([`ExpiryBody`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    expires_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    approval_ttl_secs: Option<i64>,
 }
 
 pub async fn append_turn(
@@ -31,6 +36,11 @@ pub async fn append_turn(
     RunId(id): RunId,
     Json(body): Json<AppendTurn>,
 ) -> Result<impl IntoResponse, ApiError> {
+    let expiry = ExpiryBody {
+        expires_at: body.expires_at.clone(),
+        approval_ttl_secs: body.approval_ttl_secs,
+    }
+    .resolve(state.limits.work.default_approval_ttl_secs)?;
     let request_hash: [u8; 32] =
         Sha256::digest(serde_json::to_vec(&body).map_err(ApiError::internal)?).into();
 
@@ -54,10 +64,8 @@ pub async fn append_turn(
             ),
         ));
     }
-    let decision = decisions::find(&mut *tx, run.id, run.turn_index)
-        .await?
-        .ok_or_else(|| ApiError::internal("a resumed run has no decision on its turn"))?;
-    let resumed = load_resumed(&mut tx, run.id, decision).await?;
+    // The turn ended by a decision or by expiry; either way every call has its stored result.
+    let resumed = load_turn(&mut tx, run.id, run.turn_index).await?;
     let earlier_ids = transcript::call_ids(&resumed.transcript);
     let pending = transcript::validate(&body.messages, &earlier_ids)
         .map_err(|error| ApiError::unprocessable("invalid_transcript", error.to_string()))?;
@@ -86,6 +94,7 @@ pub async fn append_turn(
         turn_index,
         &digest,
         &request_hash,
+        expiry,
     )
     .await?;
     runs::insert_calls(&mut tx, run.id, turn_index, &calls).await?;

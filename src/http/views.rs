@@ -5,6 +5,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use crate::domain::tokens::{DecidedBy, DenialReason, Effect, PrivacyLevel, RunStatus};
+use crate::domain::verdicts::RecordedVerdict;
 use crate::executor::Executors;
 use crate::storage::StorageError;
 use crate::storage::decisions::DecisionRow;
@@ -18,6 +19,8 @@ pub struct RunView {
     /// The level that applies: the stricter of the service's and the run's own.
     pub privacy_level: PrivacyLevel,
     pub require_second_approver: bool,
+    /// When the current turn expires if nobody decides it; `null`: never.
+    pub expires_at: Option<DateTime<Utc>>,
     pub turn: TurnView,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decision: Option<DecisionView>,
@@ -42,12 +45,34 @@ pub struct PendingCallView {
 
 #[derive(Debug, Serialize)]
 pub struct DecisionView {
-    pub approved: bool,
+    /// `true`: every call approved; `false`: every call denied; `null`: mixed.
+    pub approved: Option<bool>,
     pub decided_by: DecidedBy,
     pub decider_uid: Option<i64>,
     pub reason: Option<DenialReason>,
     pub turn_digest: String,
     pub decided_at: DateTime<Utc>,
+    pub calls: Vec<CallVerdictView>,
+}
+
+/// The verdict on one call, as a decision's answer shows it (the edited arguments are not repeated).
+#[derive(Debug, Serialize)]
+pub struct CallVerdictView {
+    pub call_id: String,
+    pub approved: bool,
+    pub reason: Option<DenialReason>,
+    pub edited: bool,
+}
+
+impl CallVerdictView {
+    fn of(verdict: &RecordedVerdict) -> Self {
+        CallVerdictView {
+            call_id: verdict.call_id.clone(),
+            approved: verdict.approved,
+            reason: verdict.reason,
+            edited: verdict.edited,
+        }
+    }
 }
 
 impl DecisionView {
@@ -59,6 +84,7 @@ impl DecisionView {
             reason: row.reason()?,
             turn_digest: row.turn_digest.clone(),
             decided_at: row.decided_at,
+            calls: row.calls.0.iter().map(CallVerdictView::of).collect(),
         })
     }
 }
@@ -77,6 +103,7 @@ impl RunView {
             status: run.status(),
             privacy_level: privacy_floor.stricter(run.privacy_level()),
             require_second_approver: run.require_second_approver,
+            expires_at: run.expires_at,
             turn: TurnView {
                 index: run.turn_index,
                 digest: run.turn_digest.clone(),

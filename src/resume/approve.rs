@@ -29,8 +29,24 @@ pub async fn finish_turn(
         .await?
         .ok_or(ResumeError::RunNotFound)?;
     let calls = runs::calls(&resumer.pool, run.id, run.turn_index).await?;
+    // The edit note names who decided; read only when a call still to run was edited.
+    let edited_by = if calls
+        .iter()
+        .any(|call| call.outcome.is_none() && call.edited_arguments.is_some())
+    {
+        decisions::find(&resumer.pool, run.id, run.turn_index)
+            .await?
+            .ok_or(ResumeError::NotAwaitingApproval)?
+            .decided_by()
+            .map(Some)?
+    } else {
+        None
+    };
     for call in calls.iter().filter(|call| call.outcome.is_none()) {
-        let result = run_call(resumer, &run, call).await?;
+        let mut result = run_call(resumer, &run, call).await?;
+        if let (Some(arguments), Some(decided_by)) = (&call.edited_arguments, edited_by) {
+            result = results::with_edit_note(result, decided_by, arguments);
+        }
         decisions::store_result(
             &resumer.pool,
             run.id,
@@ -66,7 +82,7 @@ pub async fn finish_turn(
         events::Verdict {
             decided_by,
             decider_uid: decision.decider_uid,
-            approved: true,
+            approved: decision.approved,
             outcomes: results.iter().map(|result| result.outcome).collect(),
         },
     );
@@ -118,7 +134,8 @@ async fn run_call(
                 tenant: &run.tenant,
                 call_id: &call.call_id,
                 tool: &call.tool,
-                arguments: &call.arguments,
+                // The edited arguments, if a decider edited them; the same Idempotency-Key either way.
+                arguments: call.effective_arguments(),
                 owner_uid: run.owner_uid,
             },
         )

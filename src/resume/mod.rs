@@ -6,6 +6,7 @@
 //! stops the wait for the answer.
 
 pub mod approve;
+pub mod sweeper;
 
 use std::time::Duration;
 
@@ -15,12 +16,14 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 pub use approve::{finish_turn, spawn_recovery};
+pub use sweeper::spawn_sweeper;
 
 use crate::domain::authorize::{self, DecisionAsk, Refusal};
 use crate::domain::events;
 use crate::domain::privacy;
 use crate::domain::results::{self, ToolResult};
-use crate::domain::tokens::{DecidedBy, DenialReason, PrivacyLevel, RunStatus};
+use crate::domain::tokens::{DecidedBy, PrivacyLevel, RunStatus};
+use crate::domain::verdicts::{DecisionForm, TurnCall, VerdictError, Verdicts};
 use crate::executor::Executors;
 use crate::metrics;
 use crate::storage::StorageError;
@@ -57,14 +60,13 @@ pub struct Actor {
     pub token_kid: Option<String>,
 }
 
-/// A decision as the client posted it.
+/// A decision as the client posted it, its form already checked ([`DecisionForm::check`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DecisionRequest {
     pub run_id: Uuid,
-    pub approved: bool,
     pub decider_uid: Option<i64>,
     pub turn_digest: String,
-    pub reason: Option<DenialReason>,
+    pub form: DecisionForm,
 }
 
 /// A resumed turn: everything the answer and the model input are rendered from, all of it as stored.
@@ -93,6 +95,10 @@ pub enum ResumeError {
     NotAwaitingApproval,
     #[error("the approved turn's tools are still running")]
     ResumeInProgress,
+    #[error("the turn expired before it was decided")]
+    Expired,
+    #[error("{0}")]
+    Verdicts(#[from] VerdictError),
     #[error("the redaction of the tool events failed: {0}")]
     Redaction(String),
     #[error(transparent)]
@@ -111,6 +117,7 @@ pub async fn decide(
     actor: &Actor,
     request: &DecisionRequest,
 ) -> Result<Resumed, ResumeError> {
+    let approves = request.form.approves_any();
     let mut tx = resumer.pool.begin().await?;
     // A deny answers the transcript from this same read; an approval reads it after its tools ran.
     let locked = deciding::lock_run(
@@ -118,68 +125,96 @@ pub async fn decide(
         &actor.tenant,
         request.run_id,
         request.decider_uid,
-        !request.approved,
+        !approves,
     )
     .await?
     .ok_or(ResumeError::RunNotFound)?;
     let run = &locked.run;
+    let current_turn = request.turn_digest == run.turn_digest;
+    // The verdicts are resolved against the calls of the turn the digest names; for another turn, the answer is
+    // a conflict whatever the verdicts say.
+    let (calls, earlier_calls, verdicts) = if current_turn {
+        let (calls, earlier_calls) =
+            deciding::calls_through(&mut tx, run.id, run.turn_index).await?;
+        let verdicts = Verdicts::resolve(&request.form, &turn_calls(resumer, &calls))?;
+        (calls, earlier_calls, Some(verdicts))
+    } else {
+        (Vec::new(), Vec::new(), None)
+    };
     // The same decision again is answered from what was recorded, before today's rules about the decider: it was
     // authorized when it won (DESIGN.md §5), and a 403 would say nothing was recorded (§4), which is untrue once the
     // decider has been disabled or lost the grant since.
-    if let Some(existing) = &locked.decision
-        && is_same_decision(existing, request)?
+    if let (Some(existing), Some(verdicts)) = (&locked.decision, &verdicts)
+        && is_same_decision(existing, request, verdicts, &calls)?
     {
         let existing = existing.clone();
         tx.rollback().await?;
-        return replay(resumer, &locked.run, existing, request).await;
+        return replay(resumer, &locked.run, existing, true).await;
     }
-    let decided_by = authorize_decider(actor, &locked, request)?;
+    let decided_by = authorize_decider(actor, &locked, request.decider_uid, approves)?;
 
-    if request.turn_digest != run.turn_digest {
+    let Some(verdicts) = verdicts else {
         return Err(ResumeError::StaleTurn);
-    }
+    };
     if let Some(existing) = locked.decision {
         tx.rollback().await?;
-        return replay(resumer, &locked.run, existing, request).await;
+        return replay(resumer, &locked.run, existing, false).await;
+    }
+    if locked.expired {
+        return Err(ResumeError::Expired);
     }
     if run.status() != RunStatus::WaitingForApproval {
         return Err(ResumeError::NotAwaitingApproval);
     }
+    if locked.past_expiry {
+        // Too late, and the sweeper has not come by yet: this transaction writes the expiry exactly as it would,
+        // commits it, and only then answers 409 (DESIGN.md §5).
+        sweeper::expire_turn(&mut tx, run, &calls).await?;
+        tx.commit().await?;
+        metrics::expired(1);
+        tracing::info!(run_id = %run.id, turn = run.turn_index, "turn expired before a late decision");
+        return Err(ResumeError::Expired);
+    }
+    // `verdicts.approved()` is, from here on, the calls this decision releases, with tool and effect; nothing has
+    // been recorded yet.
 
+    let recorded = verdicts.recorded();
     let new_decision = NewDecision {
         run_id: run.id,
         turn_index: run.turn_index,
-        approved: request.approved,
+        approved: verdicts.summary(),
         decider_uid: request.decider_uid,
         decided_by,
-        reason: request.reason,
+        reason: whole_turn_reason(&request.form),
         turn_digest: &run.turn_digest,
         client_name: &actor.client_name,
         token_kid: actor.token_kid.as_deref(),
+        calls: &recorded,
     };
+    let results = denial_results(&verdicts, decided_by);
 
-    if request.approved {
+    if approves {
         decisions::insert(&mut tx, &new_decision).await?;
+        let positioned: Vec<(i32, &ToolResult)> = results
+            .iter()
+            .map(|(position, result)| (*position, result))
+            .collect();
+        let edits: Vec<(i32, &str)> = verdicts
+            .approved()
+            .filter_map(|v| v.edited_arguments.as_deref().map(|a| (v.position, a)))
+            .collect();
+        if !positioned.is_empty() || !edits.is_empty() {
+            decisions::store_verdicts(&mut tx, run.id, run.turn_index, &positioned, &edits).await?;
+        }
         runs::start_resuming(&mut tx, run.id, resumer.instance_id, resumer.lease()).await?;
         tx.commit().await?;
         metrics::decision(true, decided_by.as_str());
-        tracing::info!(run_id = %run.id, turn = run.turn_index, decided_by = decided_by.as_str(), "turn approved");
+        tracing::info!(run_id = %run.id, turn = run.turn_index, decided_by = decided_by.as_str(),
+            denied = positioned.len(), edited = edits.len(), "turn approved");
         return finish_turn(resumer, &actor.tenant, run.id).await;
     }
 
-    let (calls, earlier_calls) = deciding::calls_through(&mut tx, run.id, run.turn_index).await?;
-    let results: Vec<ToolResult> = calls
-        .iter()
-        .map(|call| {
-            results::denied(
-                &call.call_id,
-                &call.tool,
-                resumer.executors.effect(&call.tool, Some(call.effect())),
-                decided_by,
-                request.reason,
-            )
-        })
-        .collect();
+    let results: Vec<ToolResult> = results.into_iter().map(|(_, result)| result).collect();
     let positioned: Vec<(i32, &ToolResult)> = calls
         .iter()
         .map(|c| c.position)
@@ -191,7 +226,7 @@ pub async fn decide(
         events::Verdict {
             decided_by,
             decider_uid: request.decider_uid,
-            approved: false,
+            approved: Some(false),
             outcomes: results.iter().map(|result| result.outcome).collect(),
         },
     );
@@ -206,6 +241,41 @@ pub async fn decide(
     metrics::decision(false, decided_by.as_str());
     tracing::info!(run_id = %run.id, turn = run.turn_index, decided_by = decided_by.as_str(), "turn denied");
     Resumed::from_reads(run.id, decision, results, locked.transcript, &earlier_calls)
+}
+
+/// The pending calls as the verdicts are resolved against them, each with the effect that applies.
+fn turn_calls<'a>(resumer: &Resumer, calls: &'a [CallRow]) -> Vec<TurnCall<'a>> {
+    calls
+        .iter()
+        .map(|call| TurnCall {
+            position: call.position,
+            call_id: &call.call_id,
+            tool: &call.tool,
+            arguments: &call.arguments,
+            effect: resumer.executors.effect(&call.tool, Some(call.effect())),
+        })
+        .collect()
+}
+
+/// The denial result of every denied call, with its position, in the turn's order.
+fn denial_results(verdicts: &Verdicts, decided_by: DecidedBy) -> Vec<(i32, ToolResult)> {
+    verdicts
+        .denied()
+        .map(|v| {
+            (
+                v.position,
+                results::denied(&v.call_id, &v.tool, v.effect, decided_by, v.reason),
+            )
+        })
+        .collect()
+}
+
+/// The approval event's own `reason`: the whole-turn form's; per-call reasons are in its `calls`.
+fn whole_turn_reason(form: &DecisionForm) -> Option<crate::domain::tokens::DenialReason> {
+    match form {
+        DecisionForm::WholeTurn { reason, .. } => *reason,
+        DecisionForm::PerCall(_) => None,
+    }
 }
 
 impl Resumed {
@@ -232,17 +302,19 @@ impl Resumed {
 }
 
 /// Applies §4 with the decider's row, read with the run under its lock.
+/// A decision that approves one call is an approval for these rules (DESIGN.md §4).
 fn authorize_decider(
     actor: &Actor,
     locked: &LockedRun,
-    request: &DecisionRequest,
+    decider_uid: Option<i64>,
+    approves: bool,
 ) -> Result<DecidedBy, ResumeError> {
     let decided_by = authorize::authorize(&DecisionAsk {
-        decider_uid: request.decider_uid,
+        decider_uid,
         decider: locked.decider,
         owner_uid: locked.run.owner_uid,
         require_second_approver: locked.run.require_second_approver,
-        approved: request.approved,
+        approved: approves,
         client_may_decide_anonymously: actor.may_decide_anonymously,
     })?;
     Ok(decided_by)
@@ -253,9 +325,8 @@ async fn replay(
     resumer: &Resumer,
     run: &RunRow,
     existing: DecisionRow,
-    request: &DecisionRequest,
+    same: bool,
 ) -> Result<Resumed, ResumeError> {
-    let same = is_same_decision(&existing, request)?;
     if run.status() == RunStatus::Resuming {
         return Err(ResumeError::ResumeInProgress);
     }
@@ -269,15 +340,23 @@ async fn replay(
     Ok(resumed)
 }
 
-/// Whether a request is the recorded decision again: same approved, decider, digest and reason.
+/// Whether a request is the recorded decision again: same decider and digest, and per call the same verdict,
+/// reason and edited arguments (as JSON values), whatever the order of `calls` or the form it was posted in.
 fn is_same_decision(
     existing: &DecisionRow,
     request: &DecisionRequest,
+    verdicts: &Verdicts,
+    calls: &[CallRow],
 ) -> Result<bool, ResumeError> {
-    Ok(existing.approved == request.approved
-        && existing.decider_uid == request.decider_uid
+    existing.reason()?;
+    Ok(existing.decider_uid == request.decider_uid
         && existing.turn_digest == request.turn_digest
-        && existing.reason()? == request.reason)
+        && verdicts.same_as(&existing.calls.0, |call_id| {
+            calls
+                .iter()
+                .find(|call| call.call_id == call_id)
+                .and_then(|call| call.edited_arguments.as_deref())
+        }))
 }
 
 /// Rebuilds a resumed turn from what is stored, byte for byte what its first answer was built from.
@@ -289,15 +368,38 @@ pub async fn load_resumed(
     run_id: Uuid,
     decision: DecisionRow,
 ) -> Result<Resumed, ResumeError> {
-    let calls = runs::calls(&mut *conn, run_id, decision.turn_index).await?;
+    let turn = load_turn(conn, run_id, decision.turn_index).await?;
+    Ok(Resumed {
+        run_id,
+        decision,
+        results: turn.results,
+        transcript: turn.transcript,
+        earlier_results: turn.earlier_results,
+    })
+}
+
+/// A turn with every result stored (decided or expired), as the model input is rendered from it.
+#[derive(Debug, Clone)]
+pub struct ClosedTurn {
+    pub results: Vec<ToolResult>,
+    /// The transcript through the turn's assistant message.
+    pub transcript: Vec<Value>,
+    pub earlier_results: Vec<ToolResult>,
+}
+
+/// Reads a closed turn through the caller's connection (see [`load_resumed`]).
+pub async fn load_turn(
+    conn: &mut PgConnection,
+    run_id: Uuid,
+    turn_index: i32,
+) -> Result<ClosedTurn, ResumeError> {
+    let calls = runs::calls(&mut *conn, run_id, turn_index).await?;
     let results = stored_results(&calls)?;
     let mut transcript = runs::messages(&mut *conn, run_id).await?;
     truncate_to_turn(&mut transcript, &calls);
     let earlier_results =
-        stored_results(&runs::calls_before(&mut *conn, run_id, decision.turn_index).await?)?;
-    Ok(Resumed {
-        run_id,
-        decision,
+        stored_results(&runs::calls_before(&mut *conn, run_id, turn_index).await?)?;
+    Ok(ClosedTurn {
         results,
         transcript,
         earlier_results,
@@ -336,6 +438,7 @@ fn stored_result(call: &CallRow) -> Result<ToolResult, StorageError> {
         outcome: call.outcome()?.ok_or_else(missing)?,
         is_error: call.is_error.ok_or_else(missing)?,
         content: call.content.clone().ok_or_else(missing)?,
+        edited: call.edited_arguments.is_some(),
     })
 }
 
@@ -382,7 +485,8 @@ fn filtered_events(
         .iter()
         .zip(results)
         .filter_map(|(call, result)| {
-            privacy::tool_event(level, &call.arguments, result, decided_by)
+            // What ran: the edited arguments, if a decider edited them (payload, filtered like the proposed ones).
+            privacy::tool_event(level, call.effective_arguments(), result, decided_by)
                 .map(|event| (call.position, event))
         })
         .collect()

@@ -18,6 +18,7 @@ pub struct WaitingRun {
     pub require_second_approver: bool,
     pub turn_index: i32,
     pub turn_digest: String,
+    pub expires_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
 }
 
@@ -41,9 +42,11 @@ pub async fn waiting_runs(
 ) -> Result<Vec<WaitingRun>, StorageError> {
     let (after_at, after_id) = query.after.unzip();
     let rows = sql::query_as::<WaitingRun>(
-        "select r.id, r.owner_uid, r.privacy_level, r.require_second_approver, r.turn_index, r.turn_digest, r.created_at
+        "select r.id, r.owner_uid, r.privacy_level, r.require_second_approver, r.turn_index, r.turn_digest,
+                r.expires_at, r.created_at
          from runs r
          where r.tenant = $1 and r.status = 'waiting_for_approval'
+           and (r.expires_at is null or r.expires_at > now())
            and ($2::bigint is null or r.owner_uid = $2)
            and ($3::bigint is null or r.owner_uid = $3)
            and ($4::text is null or exists (select 1 from turn_calls c

@@ -29,6 +29,10 @@ pub struct LockedRun {
     pub decision: Option<DecisionRow>,
     /// The working transcript, when it was asked for.
     pub transcript: Option<Vec<Value>>,
+    /// The current turn's `expires_at` has passed, by the database's clock once the lock was granted.
+    pub past_expiry: bool,
+    /// The current turn expired (its expiry is recorded).
+    pub expired: bool,
 }
 
 /// Locks the run (the same row lock every writer takes first) and reads, in the same statement, the decider's
@@ -45,13 +49,16 @@ pub async fn lock_run(
         "select r.*,
                 u.uid is not null as decider_found, u.is_admin, u.can_approve_others, u.disabled,
                 e.turn_index as decision_turn_index, e.approved, e.decider_uid, e.decided_by, e.reason,
-                e.turn_digest as decision_turn_digest, e.client_name, e.decided_at, e.token_kid
+                e.turn_digest as decision_turn_digest, e.client_name, e.decided_at, e.token_kid, e.calls,
+                coalesce(r.expires_at <= clock_timestamp(), false) as past_expiry,
+                x.turn_index is not null as expired
          from (select id, tenant, owner_uid, status, privacy_level, require_second_approver, registration_hash,
-                      tools, turn_index, turn_digest, turn_request_hash, lease_owner, lease_until, created_at,
-                      updated_at, case when $4 then messages end as messages
+                      tools, turn_index, turn_digest, turn_request_hash, lease_owner, lease_until, expires_at,
+                      created_at, updated_at, case when $4 then messages end as messages
                from runs where id = $1 and tenant = $2 for update) r
          left join backend_users u on u.tenant = r.tenant and u.uid = $3
-         left join approval_events e on e.run_id = r.id and e.turn_index = r.turn_index",
+         left join approval_events e on e.run_id = r.id and e.turn_index = r.turn_index
+         left join turn_expiries x on x.run_id = r.id and x.turn_index = r.turn_index",
     )
     .bind(run_id)
     .bind(tenant)
@@ -67,8 +74,16 @@ pub async fn lock_run(
     // run shows the status it set but the join misses its decision. Every decision changes the run's status in the
     // same transaction, so only a run that is no longer waiting can be missing one: read it again, now under the
     // lock, with a fresh snapshot.
-    if locked.decision.is_none() && locked.run.status() != RunStatus::WaitingForApproval {
+    // An expiry is missed the same way, and re-read the same way.
+    if locked.decision.is_none()
+        && !locked.expired
+        && locked.run.status() != RunStatus::WaitingForApproval
+    {
         locked.decision = decisions::find(&mut *conn, run_id, locked.run.turn_index).await?;
+        if locked.decision.is_none() {
+            locked.expired = decisions::latest_expired_turn(&mut *conn, run_id).await?
+                == Some(locked.run.turn_index);
+        }
     }
     Ok(Some(locked))
 }
@@ -94,6 +109,7 @@ fn locked_run(row: &PgRow) -> Result<LockedRun, StorageError> {
             client_name: row.try_get("client_name")?,
             decided_at: row.try_get("decided_at")?,
             token_kid: row.try_get("token_kid")?,
+            calls: row.try_get("calls")?,
         }),
         None => None,
     };
@@ -105,6 +121,8 @@ fn locked_run(row: &PgRow) -> Result<LockedRun, StorageError> {
         decider,
         decision,
         transcript,
+        past_expiry: row.try_get("past_expiry")?,
+        expired: row.try_get("expired")?,
     })
 }
 
@@ -117,7 +135,7 @@ pub async fn calls_through(
 ) -> Result<(Vec<CallRow>, Vec<CallRow>), StorageError> {
     let rows = sql::query(
         "select turn_index, position, call_id, tool, arguments, effect, started_at, outcome, is_error, content,
-                finished_at
+                finished_at, edited_arguments
          from turn_calls
          where run_id = $1 and turn_index <= $2 and (turn_index = $2 or outcome is not null)
          order by turn_index, position",
@@ -152,10 +170,14 @@ pub struct ClosingTurn<'a> {
 
 /// The common-table expressions that close a turn, over the parameters `$1` to `$18` bound by [`bind_closing`]:
 /// store the results, write the tool events (with the times of the calls as just stored), move the run to
-/// `resumed` ending any lease, and write the `run.resumed` event in the outbox. Nothing here is sent anywhere
+/// `resumed` ending any lease, and write the `run.resumed` event (`run.expired` for [`CLOSE_EXPIRED_TURN`]) in the
+/// outbox. Nothing here is sent anywhere
 /// before commit: a `pg_notify` would take a database-wide lock at every commit (BENCHMARKS.md), so consumers read
 /// the outbox after it (src/storage/events.rs).
-const CLOSE_TURN: &str = "
+macro_rules! close_turn_ctes {
+    ($event_type:literal) => {
+        concat!(
+            "
     stored as (
         update turn_calls c set outcome = r.outcome, is_error = r.is_error, content = r.content, finished_at = now()
         from unnest($3::int[], $4::text[], $5::bool[], $6::text[]) as r(position, outcome, is_error, content)
@@ -180,9 +202,17 @@ const CLOSE_TURN: &str = "
         returning id, tenant
     ), outboxed as (
         insert into events (tenant, run_id, type, data)
-        select tenant, id, 'run.resumed', $18 from resumed
+        select tenant, id, '",
+            $event_type,
+            "', $18 from resumed
         returning id
-    )";
+    )"
+        )
+    };
+}
+
+const CLOSE_TURN: &str = close_turn_ctes!("run.resumed");
+const CLOSE_EXPIRED_TURN: &str = close_turn_ctes!("run.expired");
 
 /// Closes a turn whose results are all stored (the approve path, after its executors ran).
 pub async fn close_turn(
@@ -208,8 +238,8 @@ pub async fn record_denial(
         format!(
             "with decision as (
                  insert into approval_events (run_id, turn_index, approved, decider_uid, decided_by, reason,
-                                              turn_digest, client_name, token_kid)
-                 values ($1, $2, $19, $20, $21, $22, $23, $24, $25)
+                                              turn_digest, client_name, token_kid, calls)
+                 values ($1, $2, $19, $20, $21, $22, $23, $24, $25, $26)
                  returning {DECISION_COLUMNS}
              ), {CLOSE_TURN}
              select decision.* from decision cross join resumed cross join outboxed"
@@ -220,6 +250,28 @@ pub async fn record_denial(
         .fetch_one(conn)
         .await?;
     Ok(DecisionRow::from_row(&row)?)
+}
+
+/// Expires a turn nobody decided: stores the expired results, writes the tool events, records the expiry (never
+/// an approval event), resumes the run and writes `run.expired`, in one statement.
+pub async fn record_expiry(
+    conn: &mut PgConnection,
+    closing: &ClosingTurn<'_>,
+) -> Result<(), StorageError> {
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "with expiry as (
+                 insert into turn_expiries (run_id, turn_index, expires_at)
+                 select id, turn_index, expires_at from runs where id = $1 and turn_index = $2
+                 returning run_id
+             ), {CLOSE_EXPIRED_TURN}
+             select expiry.run_id from expiry cross join resumed cross join outboxed"
+        )
+    });
+    bind_closing(sql::query(sqlx::AssertSqlSafe(SQL.as_str())), closing)
+        .fetch_one(conn)
+        .await?;
+    Ok(())
 }
 
 /// Binds `$1` to `$18` of [`CLOSE_TURN`].

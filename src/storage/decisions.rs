@@ -1,18 +1,21 @@
 //! Decisions and their consequences: approval events, tool results on the turn's calls, and tool events.
 
 use chrono::{DateTime, Utc};
+use sqlx::types::Json;
 use sqlx::{FromRow, PgConnection, PgExecutor};
 use uuid::Uuid;
 
 use super::{Query, StorageError, sql};
 use crate::domain::results::ToolResult;
 use crate::domain::tokens::{DecidedBy, DenialReason};
+use crate::domain::verdicts::RecordedVerdict;
 
 /// The approval event of one run turn.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct DecisionRow {
     pub turn_index: i32,
-    pub approved: bool,
+    /// `true` when every call was approved, `false` when every call was denied, `None` when mixed.
+    pub approved: Option<bool>,
     pub decider_uid: Option<i64>,
     pub decided_by: String,
     pub reason: Option<String>,
@@ -21,6 +24,8 @@ pub struct DecisionRow {
     pub decided_at: DateTime<Utc>,
     /// The `kid` of the decision token the decision was posted with; `None` when it came with an API key.
     pub token_kid: Option<String>,
+    /// The verdict on every call, in the turn's order (never the edited arguments).
+    pub calls: Json<Vec<RecordedVerdict>>,
 }
 
 impl DecisionRow {
@@ -45,7 +50,7 @@ impl DecisionRow {
 pub struct NewDecision<'a> {
     pub run_id: Uuid,
     pub turn_index: i32,
-    pub approved: bool,
+    pub approved: Option<bool>,
     pub decider_uid: Option<i64>,
     pub decided_by: DecidedBy,
     pub reason: Option<DenialReason>,
@@ -53,9 +58,10 @@ pub struct NewDecision<'a> {
     pub client_name: &'a str,
     /// The `kid` of the decision token the decision came with, if it came with one.
     pub token_kid: Option<&'a str>,
+    pub calls: &'a [RecordedVerdict],
 }
 
-pub(super) const DECISION_COLUMNS: &str = "turn_index, approved, decider_uid, decided_by, reason, turn_digest, client_name, decided_at, token_kid";
+pub(super) const DECISION_COLUMNS: &str = "turn_index, approved, decider_uid, decided_by, reason, turn_digest, client_name, decided_at, token_kid, calls";
 
 pub async fn find(
     db: impl PgExecutor<'_>,
@@ -107,8 +113,8 @@ pub async fn insert(
     decision: &NewDecision<'_>,
 ) -> Result<DecisionRow, StorageError> {
     let query = sql::query(sqlx::AssertSqlSafe(format!(
-        "insert into approval_events (run_id, turn_index, approved, decider_uid, decided_by, reason, turn_digest, client_name, token_kid)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+        "insert into approval_events (run_id, turn_index, approved, decider_uid, decided_by, reason, turn_digest, client_name, token_kid, calls)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
          returning {DECISION_COLUMNS}"
     )));
     let row = bind_decision(
@@ -121,7 +127,7 @@ pub async fn insert(
 }
 
 /// Binds what a decision records besides its run and turn, in column order: approved, decider_uid, decided_by,
-/// reason, turn_digest, client_name, token_kid.
+/// reason, turn_digest, client_name, token_kid, calls.
 pub(super) fn bind_decision<'q>(query: Query<'q>, decision: &NewDecision<'q>) -> Query<'q> {
     query
         .bind(decision.approved)
@@ -131,6 +137,88 @@ pub(super) fn bind_decision<'q>(query: Query<'q>, decision: &NewDecision<'q>) ->
         .bind(decision.turn_digest)
         .bind(decision.client_name)
         .bind(decision.token_kid)
+        .bind(Json(decision.calls))
+}
+
+/// The index of the run's latest turn that expired, if one did.
+pub async fn latest_expired_turn(
+    db: impl PgExecutor<'_>,
+    run_id: Uuid,
+) -> Result<Option<i32>, StorageError> {
+    let turn = sql::query_scalar::<Option<i32>>(
+        "select max(turn_index) from turn_expiries where run_id = $1",
+    )
+    .bind(run_id)
+    .fetch_one(db)
+    .await?;
+    Ok(turn)
+}
+
+/// A turn that expired, for the audit view.
+#[derive(Debug, Clone, sqlx::FromRow, serde::Serialize)]
+pub struct StoredExpiry {
+    pub turn_index: i32,
+    pub expires_at: DateTime<Utc>,
+    pub expired_at: DateTime<Utc>,
+}
+
+/// Every expiry of a run, oldest turn first.
+pub async fn expiries_of_run(
+    db: impl PgExecutor<'_>,
+    run_id: Uuid,
+) -> Result<Vec<StoredExpiry>, StorageError> {
+    let rows = sql::query_as::<StoredExpiry>(
+        "select turn_index, expires_at, expired_at from turn_expiries where run_id = $1 order by turn_index",
+    )
+    .bind(run_id)
+    .fetch_all(db)
+    .await?;
+    Ok(rows)
+}
+
+/// Stores, in the decision's transaction, what a decision with per-call verdicts settles before any tool runs:
+/// the denied calls' results and the approved calls' edited arguments. `results` are `(position, result)`,
+/// `edits` `(position, arguments)`.
+pub async fn store_verdicts(
+    conn: &mut PgConnection,
+    run_id: Uuid,
+    turn_index: i32,
+    results: &[(i32, &ToolResult)],
+    edits: &[(i32, &str)],
+) -> Result<(), StorageError> {
+    sql::query(
+        "with denied as (
+             update turn_calls c set outcome = r.outcome, is_error = r.is_error, content = r.content,
+                                     finished_at = now()
+             from unnest($3::int[], $4::text[], $5::bool[], $6::text[]) as r(position, outcome, is_error, content)
+             where c.run_id = $1 and c.turn_index = $2 and c.position = r.position and c.outcome is null
+             returning c.position
+         )
+         update turn_calls c set edited_arguments = e.arguments
+         from unnest($7::int[], $8::text[]) as e(position, arguments)
+         where c.run_id = $1 and c.turn_index = $2 and c.position = e.position",
+    )
+    .bind(run_id)
+    .bind(turn_index)
+    .bind(results.iter().map(|(p, _)| *p).collect::<Vec<i32>>())
+    .bind(
+        results
+            .iter()
+            .map(|(_, r)| r.outcome.as_str())
+            .collect::<Vec<&str>>(),
+    )
+    .bind(results.iter().map(|(_, r)| r.is_error).collect::<Vec<bool>>())
+    .bind(
+        results
+            .iter()
+            .map(|(_, r)| r.content.as_str())
+            .collect::<Vec<&str>>(),
+    )
+    .bind(edits.iter().map(|(p, _)| *p).collect::<Vec<i32>>())
+    .bind(edits.iter().map(|(_, a)| *a).collect::<Vec<&str>>())
+    .execute(conn)
+    .await?;
+    Ok(())
 }
 
 /// Stores one call's result as soon as it is known; `false` when it already had one.

@@ -28,6 +28,8 @@ pub struct RunRow {
     pub turn_request_hash: Option<Vec<u8>>,
     pub lease_owner: Option<Uuid>,
     pub lease_until: Option<DateTime<Utc>>,
+    /// When the current turn expires if nobody decides it; `None`: never.
+    pub expires_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -88,9 +90,16 @@ pub struct CallRow {
     pub is_error: Option<bool>,
     pub content: Option<String>,
     pub finished_at: Option<DateTime<Utc>>,
+    /// The arguments a decider approved the call with, when they differ from the proposed ones.
+    pub edited_arguments: Option<String>,
 }
 
 impl CallRow {
+    /// The arguments the executor receives: the edited ones, if a decider edited them.
+    pub fn effective_arguments(&self) -> &str {
+        self.edited_arguments.as_deref().unwrap_or(&self.arguments)
+    }
+
     pub fn effect(&self) -> Effect {
         // The column's check constraint allows only the two values.
         Effect::parse(&self.effect).unwrap_or(Effect::Read)
@@ -119,10 +128,44 @@ pub struct NewRun<'a> {
     pub tools: &'a [DeclaredTool],
     pub messages: &'a [Value],
     pub turn_digest: &'a str,
+    pub expiry: Expiry,
+}
+
+/// When a new turn expires: at a time, after a number of seconds from the database's clock, or never.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expiry {
+    At(DateTime<Utc>),
+    AfterSecs(u64),
+    Never,
+}
+
+impl Expiry {
+    /// The two parameters of [`EXPIRES_AT`]: an instant, and seconds from now.
+    fn params(self) -> (Option<DateTime<Utc>>, Option<f64>) {
+        match self {
+            Expiry::At(at) => (Some(at), None),
+            Expiry::AfterSecs(secs) => (None, Some(secs as f64)),
+            Expiry::Never => (None, None),
+        }
+    }
+}
+
+/// The expression of a new turn's `expires_at` over an instant `$a` and seconds `$s` ([`Expiry::params`]), on the
+/// database's clock so that every instance computes it alike.
+macro_rules! expires_at_sql {
+    ($a:literal, $s:literal) => {
+        concat!(
+            "coalesce(",
+            $a,
+            "::timestamptz, now() + make_interval(secs => ",
+            $s,
+            "::float8))"
+        )
+    };
 }
 
 const RUN_COLUMNS: &str = "id, tenant, owner_uid, status, privacy_level, require_second_approver, registration_hash,
-     tools, turn_index, turn_digest, turn_request_hash, lease_owner, lease_until, created_at, updated_at";
+     tools, turn_index, turn_digest, turn_request_hash, lease_owner, lease_until, expires_at, created_at, updated_at";
 
 /// Inserts a run waiting for approval on turn 0; `None` when the id is taken (by any tenant).
 pub async fn insert(
@@ -131,10 +174,11 @@ pub async fn insert(
 ) -> Result<Option<RunRow>, StorageError> {
     let row = sql::query_as::<RunRow>(sqlx::AssertSqlSafe(format!(
         "insert into runs (id, tenant, owner_uid, status, privacy_level, require_second_approver,
-                           registration_hash, tools, messages, turn_index, turn_digest)
-         values ($1, $2, $3, 'waiting_for_approval', $4, $5, $6, $7, $8, 0, $9)
+                           registration_hash, tools, messages, turn_index, turn_digest, expires_at)
+         values ($1, $2, $3, 'waiting_for_approval', $4, $5, $6, $7, $8, 0, $9, {})
          on conflict (id) do nothing
-         returning {RUN_COLUMNS}"
+         returning {RUN_COLUMNS}",
+        expires_at_sql!("$10", "$11")
     )))
     .bind(run.id)
     .bind(run.tenant)
@@ -145,6 +189,8 @@ pub async fn insert(
     .bind(Json(run.tools))
     .bind(Json(run.messages))
     .bind(run.turn_digest)
+    .bind(run.expiry.params().0)
+    .bind(run.expiry.params().1)
     .fetch_optional(conn)
     .await?;
     Ok(row)
@@ -239,7 +285,8 @@ pub async fn calls(
     turn_index: i32,
 ) -> Result<Vec<CallRow>, StorageError> {
     let rows = sql::query_as::<CallRow>(
-        "select position, call_id, tool, arguments, effect, started_at, outcome, is_error, content, finished_at
+        "select position, call_id, tool, arguments, effect, started_at, outcome, is_error, content, finished_at,
+                edited_arguments
          from turn_calls where run_id = $1 and turn_index = $2 order by position",
     )
     .bind(run_id)
@@ -256,7 +303,8 @@ pub async fn calls_before(
     turn_index: i32,
 ) -> Result<Vec<CallRow>, StorageError> {
     let rows = sql::query_as::<CallRow>(
-        "select position, call_id, tool, arguments, effect, started_at, outcome, is_error, content, finished_at
+        "select position, call_id, tool, arguments, effect, started_at, outcome, is_error, content, finished_at,
+                edited_arguments
          from turn_calls where run_id = $1 and turn_index < $2 and outcome is not null
          order by turn_index, position",
     )
@@ -352,18 +400,39 @@ pub async fn append_turn(
     turn_index: i32,
     turn_digest: &str,
     request_hash: &[u8],
+    expiry: Expiry,
 ) -> Result<RunRow, StorageError> {
     let row = sql::query_as::<RunRow>(sqlx::AssertSqlSafe(format!(
         "update runs set messages = messages || $2, turn_index = $3, turn_digest = $4, turn_request_hash = $5,
-             status = 'waiting_for_approval', updated_at = now()
-         where id = $1 returning {RUN_COLUMNS}"
+             status = 'waiting_for_approval', expires_at = {}, updated_at = now()
+         where id = $1 returning {RUN_COLUMNS}",
+        expires_at_sql!("$6", "$7")
     )))
     .bind(id)
     .bind(Json(appended))
     .bind(turn_index)
     .bind(turn_digest)
     .bind(request_hash)
+    .bind(expiry.params().0)
+    .bind(expiry.params().1)
     .fetch_one(conn)
     .await?;
     Ok(row)
+}
+
+/// Locks up to `limit` waiting runs whose turn has expired, skipping runs another transaction holds (a decision,
+/// or another instance's sweeper): they are expired, or decided, by whoever holds them.
+pub async fn lock_expired(
+    conn: &mut PgConnection,
+    limit: i64,
+) -> Result<Vec<RunRow>, StorageError> {
+    let rows = sql::query_as::<RunRow>(sqlx::AssertSqlSafe(format!(
+        "select {RUN_COLUMNS} from runs
+         where status = 'waiting_for_approval' and expires_at <= now()
+         order by expires_at limit $1 for update skip locked"
+    )))
+    .bind(limit)
+    .fetch_all(conn)
+    .await?;
+    Ok(rows)
 }

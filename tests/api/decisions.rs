@@ -81,8 +81,8 @@ fn chat_input(run_id: Uuid, write: &str, read: &str) -> Value {
 
 fn results(outcome: &str, write: &str, read: &str) -> Value {
     json!([
-        {"call_id": "call_1", "tool": "update_page_metadata", "outcome": outcome, "is_error": true, "content": write},
-        {"call_id": "call_2", "tool": "read_page", "outcome": outcome, "is_error": true, "content": read},
+        {"call_id": "call_1", "tool": "update_page_metadata", "outcome": outcome, "is_error": true, "content": write, "edited": false},
+        {"call_id": "call_2", "tool": "read_page", "outcome": outcome, "is_error": true, "content": read, "edited": false},
     ])
 }
 
@@ -1221,6 +1221,10 @@ async fn the_run_shows_its_decision_once_decided() {
             "reason": "variant",
             "turn_digest": digest,
             "decided_at": decided.body["decision"]["decided_at"],
+            "calls": [
+                {"call_id": "call_1", "approved": false, "reason": "variant", "edited": false},
+                {"call_id": "call_2", "approved": false, "reason": "variant", "edited": false},
+            ],
         })
     );
     assert_eq!(run.body["turn"]["index"], 0);

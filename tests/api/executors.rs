@@ -23,11 +23,11 @@ use crate::support::{self, Options, TestApp, call};
 /// One request an executor received.
 #[derive(Debug, Clone)]
 pub struct Received {
-    behaviour: String,
-    idempotency_key: String,
+    pub behaviour: String,
+    pub idempotency_key: String,
     authorization: Option<String>,
     tenant: Option<String>,
-    body: Value,
+    pub body: Value,
 }
 
 type Log = Arc<Mutex<Vec<Received>>>;
@@ -354,8 +354,12 @@ async fn the_executor_secret_is_sent_as_a_bearer_token() {
 async fn abandoned_turn(app: &TestApp, run_id: Uuid, digest: &str) {
     let pool = &app.pool;
     sqlx::query(
-        "insert into approval_events (run_id, turn_index, approved, decider_uid, decided_by, turn_digest, client_name)
-         values ($1, 0, true, 7, 'run_owner', $2, 'admin')",
+        "insert into approval_events (run_id, turn_index, approved, decider_uid, decided_by, turn_digest, client_name,
+                                      calls)
+         select $1, 0, true, 7, 'run_owner', $2, 'admin',
+                jsonb_agg(jsonb_build_object('call_id', call_id, 'approved', true, 'reason', null, 'edited', false,
+                                             'arguments_sha256', null) order by position)
+         from turn_calls where run_id = $1 and turn_index = 0",
     )
     .bind(run_id)
     .bind(digest)

@@ -1,4 +1,5 @@
-//! The three model-input formats of DESIGN.md §7 for a realistic two-turn run, held to golden files.
+//! The three model-input formats of DESIGN.md §7 for a realistic run, held to golden files: two denied turns, then
+//! a turn decided per call (one call approved with edited arguments, one denied) and a turn that expired.
 //!
 //! The golden files `tests/golden/model_input.{format}.json` are what `tests/sdk/validate_formats.py` checks
 //! against the providers' own request types (openai and anthropic Python SDKs), so a change to the rendering shows
@@ -92,6 +93,46 @@ async fn resumed_twice(app: &TestApp) -> Value {
         .await;
     assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
     answer.body["model_input"].clone()
+}
+
+/// After [`resumed_twice`]: turn 2 decided per call (the write approved with edited arguments, which without an
+/// executor is `not_permitted` after the edit note; the read denied), then turn 3, which expires.
+async fn resumed_four_times(app: &TestApp) {
+    resumed_twice(app).await;
+    let third = json!({"messages": [
+        {"role": "assistant", "content": "Your colleague declined it. Shall I try once more, and check the page?"},
+        {"role": "user", "content": "Yes."},
+        {"role": "assistant", "content": null, "tool_calls": [
+            call("call_4", "update_page_metadata", r#"{"page": 12, "description": "Open Mon-Sat"}"#),
+            call("call_5", "read_page", r#"{"page": 12}"#),
+        ]},
+    ]});
+    let answer = app.post(&format!("/v1/runs/{RUN_ID}/turns"), third).await;
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
+    let decision = json!({"decider_uid": OWNER, "turn_digest": answer.body["turn"]["digest"], "calls": [
+        {"call_id": "call_4", "approved": true, "arguments": r#"{"page": 12, "description": "Open Monday to Saturday"}"#},
+        {"call_id": "call_5", "approved": false},
+    ]});
+    let answer = app
+        .post(&format!("/v1/runs/{RUN_ID}/decision"), decision)
+        .await;
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
+    let fourth = json!({"messages": [
+        {"role": "assistant", "content": null, "tool_calls": [
+            call("call_6", "update_page_metadata", r#"{"page": 12, "description": "Open Mon-Sat, 9-18"}"#),
+        ]},
+    ], "approval_ttl_secs": 3600});
+    let answer = app.post(&format!("/v1/runs/{RUN_ID}/turns"), fourth).await;
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
+    sqlx::query("update runs set expires_at = now() - interval '1 second' where id = $1")
+        .bind(RUN_ID)
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    let expired = approval_resume::resume::sweeper::sweep_once(&app.state.resumer)
+        .await
+        .unwrap();
+    assert_eq!(expired, 1);
 }
 
 async fn model_input(app: &TestApp, format: &str) -> Value {
@@ -212,13 +253,28 @@ async fn each_format_of_a_two_turn_run_matches_its_golden_file() {
     let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let answered = resumed_twice(&app).await;
-    for format in FORMATS {
-        assert_golden(format, &model_input(&app, format).await);
-    }
     // The default format is openai-chat, and the decision answered with what the endpoint serves.
     let default = app.get(&format!("/v1/runs/{RUN_ID}/model-input")).await;
     assert_eq!(default.body, model_input(&app, "openai-chat").await);
     assert_eq!(answered, default.body);
+    // The golden files hold the richest input: denials, an edit, a denial beside it, and an expiry.
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool).await;
+    resumed_four_times(&app).await;
+    for format in FORMATS {
+        assert_golden(format, &model_input(&app, format).await);
+    }
+    let chat = model_input(&app, "openai-chat").await;
+    let tool_texts: Vec<String> = results(&chat).into_iter().map(|(_, text)| text).collect();
+    assert!(tool_texts[3].starts_with("Note: approval_edited (decided_by: run_owner)."));
+    assert!(tool_texts[3].ends_with(
+        "\n\nError: tool \"update_page_metadata\" is no longer permitted and was not executed."
+    ));
+    assert!(tool_texts[5].starts_with("Error: approval_expired."));
+    for format in ["anthropic", "openai-responses"] {
+        let other = model_input(&app, format).await;
+        assert_eq!(results(&other), results(&chat), "{format}: results");
+    }
 }
 
 #[tokio::test]

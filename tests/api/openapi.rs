@@ -722,6 +722,8 @@ fn every_problem_code_in_the_source_is_listed_in_the_spec_and_back() {
         // The refusals of a decision token (src/http/tokens.rs).
         r#"refused\(\s*"([a-z_]+)""#,
         r#"Refusal::[A-Za-z]+\s*=>\s*"([a-z_]+)""#,
+        // The verdicts a decision's `calls` may not give (src/domain/verdicts.rs).
+        r#"VerdictError::[A-Za-z]+(?:\([^)]*\)|\s*\{[^}]*\})?\s*=>\s*"([a-z_]+)""#,
     ]
     .map(|pattern| Regex::new(pattern).unwrap());
     let mut in_source = BTreeSet::new();
@@ -927,6 +929,21 @@ async fn registering_a_run_answers_as_documented() {
         "422 arguments_too_large",
     )
     .await;
+    let both = with(
+        with(fresh(), "expires_at", json!("2999-01-01T00:00:00Z")),
+        "approval_ttl_secs",
+        json!(60),
+    );
+    op.expect(path, both, "422 expiry_ambiguous").await;
+    let garbled = with(fresh(), "expires_at", json!("tomorrow"));
+    op.expect(path, garbled, "422 invalid_expires_at").await;
+    let past = with(fresh(), "expires_at", json!("2000-01-01T00:00:00Z"));
+    op.expect(path, past, "422 expires_at_in_past").await;
+    let negative = with(fresh(), "approval_ttl_secs", json!(-1));
+    op.expect(path, negative, "422 invalid_ttl").await;
+    let later = with(fresh(), "expires_at", json!("2999-01-01T00:00:00+02:00"));
+    let answer = op.expect(path, later, "201").await;
+    assert_eq!(answer.body["expires_at"], "2998-12-31T22:00:00Z");
 
     op.provoke_body_errors(path).await;
     op.provoke_auth_errors(path, Some(fresh())).await;
@@ -1096,6 +1113,60 @@ async fn deciding_a_turn_answers_as_documented() {
         "422 invalid_query",
     )
     .await;
+    let per_call = |calls: Value| json!({"decider_uid": 7, "turn_digest": digest, "calls": calls});
+    let both = with(decision(false, Some(7), &digest), "calls", json!([]));
+    op.expect(&path, both, "422 approved_and_calls").await;
+    op.expect(
+        &path,
+        without(decision(false, Some(7), &digest), "approved"),
+        "422 verdict_required",
+    )
+    .await;
+    let reason_beside = with(
+        per_call(json!([{"call_id": "call_1", "approved": false}])),
+        "reason",
+        json!("skip"),
+    );
+    op.expect(&path, reason_beside, "422 reason_with_calls")
+        .await;
+    let twice =
+        json!([{"call_id": "call_1", "approved": false}, {"call_id": "call_1", "approved": true}]);
+    op.expect(&path, per_call(twice), "422 repeated_call").await;
+    let invented = json!([
+        {"call_id": "call_1", "approved": false},
+        {"call_id": "call_2", "approved": false},
+        {"call_id": "call_9", "approved": false},
+    ]);
+    op.expect(&path, per_call(invented), "422 unknown_call")
+        .await;
+    let short = json!([{"call_id": "call_1", "approved": false}]);
+    op.expect(&path, per_call(short), "422 missing_call").await;
+    let edited_denial = json!([{"call_id": "call_1", "approved": false, "arguments": "{}"}]);
+    op.expect(
+        &path,
+        per_call(edited_denial),
+        "422 arguments_require_approval",
+    )
+    .await;
+    let not_object = json!([{"call_id": "call_1", "approved": true, "arguments": "[1]"}]);
+    op.expect(&path, per_call(not_object), "422 arguments_not_object")
+        .await;
+    let too_large =
+        json!([{"call_id": "call_1", "approved": true, "arguments": large_arguments(&app)}]);
+    op.expect(&path, per_call(too_large), "422 arguments_too_large")
+        .await;
+    let (late, late_digest) = owned_run(&app).await;
+    sqlx::query("update runs set expires_at = now() - interval '1 second' where id = $1")
+        .bind(late)
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    op.expect(
+        &format!("/v1/runs/{late}/decision"),
+        decision(false, Some(7), &late_digest),
+        "409 expired",
+    )
+    .await;
     op.expect(&format!("{path}?page=2"), deny.clone(), "422 invalid_query")
         .await;
 
@@ -1196,6 +1267,18 @@ async fn appending_a_turn_answers_as_documented() {
     let large = turn_of(1, &large_arguments(&app));
     op.expect(&path, json!({"messages": large}), "422 arguments_too_large")
         .await;
+    let both = with(
+        with(next.clone(), "expires_at", json!("2999-01-01T00:00:00Z")),
+        "approval_ttl_secs",
+        json!(60),
+    );
+    op.expect(&path, both, "422 expiry_ambiguous").await;
+    let garbled = with(next.clone(), "expires_at", json!("soon"));
+    op.expect(&path, garbled, "422 invalid_expires_at").await;
+    let past = with(next.clone(), "expires_at", json!("2000-01-01T00:00:00Z"));
+    op.expect(&path, past, "422 expires_at_in_past").await;
+    let negative = with(next.clone(), "approval_ttl_secs", json!(-1));
+    op.expect(&path, negative, "422 invalid_ttl").await;
     let answer = op.expect(&path, next.clone(), "200").await;
     assert_eq!(
         (&answer.body["status"], &answer.body["turn"]["index"]),

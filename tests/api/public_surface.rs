@@ -65,6 +65,8 @@ fn the_token_constants_are_the_strings_the_model_reads() {
     assert_eq!(tokens::UNKNOWN, "unknown");
     assert_eq!(tokens::VARIANT, "variant");
     assert_eq!(tokens::SKIP, "skip");
+    assert_eq!(tokens::APPROVAL_EDITED, "approval_edited");
+    assert_eq!(tokens::APPROVAL_EXPIRED, "approval_expired");
 }
 
 #[test]
@@ -114,6 +116,7 @@ fn outcomes_keep_their_names_in_the_code_and_the_spec() {
         (Outcome::Denied, "denied"),
         (Outcome::NotPermitted, "not_permitted"),
         (Outcome::Interrupted, "interrupted"),
+        (Outcome::Expired, "expired"),
     ];
     for (outcome, name) in &snapshot {
         match outcome {
@@ -121,7 +124,8 @@ fn outcomes_keep_their_names_in_the_code_and_the_spec() {
             | Outcome::Failed
             | Outcome::Denied
             | Outcome::NotPermitted
-            | Outcome::Interrupted => assert_eq!(outcome.as_str(), *name),
+            | Outcome::Interrupted
+            | Outcome::Expired => assert_eq!(outcome.as_str(), *name),
         }
         assert_eq!(Outcome::parse(name), Some(*outcome));
     }

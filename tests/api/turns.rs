@@ -185,7 +185,7 @@ async fn denying_the_new_turn_resumes_with_both_turns_tool_messages_in_order() {
     assert_eq!(answer.body["decision"]["turn_digest"], digest1);
     assert_eq!(
         answer.body["results"],
-        json!([{"call_id": "call_3", "tool": "update_page_metadata", "outcome": "denied", "is_error": true, "content": OWNER_WRITE}])
+        json!([{"call_id": "call_3", "tool": "update_page_metadata", "outcome": "denied", "is_error": true, "content": OWNER_WRITE, "edited": false}])
     );
     let mut messages = registered_messages(id);
     messages.extend(turn_zero_tool_messages());

@@ -1,0 +1,110 @@
+//! Expiry (DESIGN.md §5): a turn nobody decided before its `expires_at` ends with the expired text on every call,
+//! the run `resumed`, the expiry recorded (never as a decision or a denial) and `run.expired` in the outbox.
+//!
+//! Every instance sweeps. A sweep locks a bounded batch of due runs with `for update skip locked`, so instances
+//! never wait for each other and never expire the same turn twice: a run another transaction holds is skipped (a
+//! decision holding it wins or loses under the lock; the next sweep sees what it left). A decision that arrives
+//! after `expires_at` writes the expiry itself through [`expire_turn`], under the same lock, exactly as a sweep
+//! would.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::PgConnection;
+
+use super::{ResumeError, Resumer};
+use crate::domain::events;
+use crate::domain::results::{self, ToolResult};
+use crate::domain::tokens::RunStatus;
+use crate::metrics;
+use crate::storage::deciding::{self, ClosingTurn};
+use crate::storage::runs::{self, CallRow, RunRow};
+
+/// Runs expired per transaction: bounds the time a sweep holds row locks and the size of one transaction.
+const BATCH: i64 = 32;
+/// Batches per tick, at most: a backlog drains over several ticks rather than in one long loop.
+const BATCHES_PER_TICK: usize = 8;
+
+/// Expires the current turn of `run`, which the caller has locked and found waiting past its `expires_at`.
+/// No tool event is written: tool events record what a decision did to a call, and nobody decided.
+pub async fn expire_turn(
+    conn: &mut PgConnection,
+    run: &RunRow,
+    calls: &[CallRow],
+) -> Result<(), ResumeError> {
+    let results: Vec<ToolResult> = calls
+        .iter()
+        .map(|call| results::expired(&call.call_id, &call.tool))
+        .collect();
+    let positioned: Vec<(i32, &ToolResult)> = calls
+        .iter()
+        .map(|call| call.position)
+        .zip(results.iter())
+        .collect();
+    let expired_event = events::data(
+        &events::RunFacts {
+            run_id: run.id,
+            tenant: &run.tenant,
+            status: RunStatus::Resumed,
+            turn_index: run.turn_index,
+            turn_digest: &run.turn_digest,
+        },
+        None,
+    );
+    let closing = ClosingTurn {
+        run,
+        results: &positioned,
+        events: &[],
+        resumed_event: &expired_event,
+    };
+    deciding::record_expiry(conn, &closing).await?;
+    Ok(())
+}
+
+/// One batch: expires up to [`BATCH`] due turns in one transaction; returns how many.
+pub async fn sweep_once(resumer: &Resumer) -> Result<usize, ResumeError> {
+    let mut tx = resumer.pool.begin().await?;
+    let due = runs::lock_expired(&mut tx, BATCH).await?;
+    for run in &due {
+        let calls = runs::calls(&mut *tx, run.id, run.turn_index).await?;
+        expire_turn(&mut tx, run, &calls).await?;
+    }
+    tx.commit().await?;
+    if !due.is_empty() {
+        metrics::expired(due.len());
+        tracing::info!(turns = due.len(), "expired turns nobody decided");
+    }
+    Ok(due.len())
+}
+
+/// Every `interval`, expires due turns. Ends when `shutdown` resolves.
+pub fn spawn_sweeper(
+    resumer: Arc<Resumer>,
+    interval: Duration,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut shutdown = shutdown;
+        let mut ticker = tokio::time::interval(interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => sweep(&resumer).await,
+                _ = shutdown.changed() => return,
+            }
+        }
+    })
+}
+
+async fn sweep(resumer: &Resumer) {
+    for _ in 0..BATCHES_PER_TICK {
+        match sweep_once(resumer).await {
+            Ok(expired) if expired as i64 == BATCH => continue,
+            Ok(_) => return,
+            Err(error) => {
+                tracing::warn!(error = %error, "could not expire due turns; will retry");
+                return;
+            }
+        }
+    }
+}
