@@ -164,7 +164,7 @@ pub async fn model_input(
     }
     // Its reads in one transaction: behind PgBouncer a connection is only kept between statements inside one.
     let mut tx = state.pool.begin().await?;
-    let resumed = resume::load_resumed(&mut tx, run.id, decision).await?;
+    let resumed = resume::load_resumed(&mut tx, state.pool.sealer(), run.id, decision).await?;
     tx.commit().await?;
     let model_input = model_input::render(
         query.format,

@@ -63,7 +63,8 @@ pub async fn list_events(
             decided_at: row.decided_at,
         })
         .collect();
-    let tool_events = decisions::tool_events_of_run(&state.pool, run.id).await?;
+    let tool_events =
+        decisions::tool_events_of_run(&state.pool, state.pool.sealer(), run.id).await?;
     Ok(axum::Json(EventsView {
         run_id: run.id,
         approval_events,

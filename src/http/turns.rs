@@ -57,7 +57,7 @@ pub async fn append_turn(
     let decision = decisions::find(&mut *tx, run.id, run.turn_index)
         .await?
         .ok_or_else(|| ApiError::internal("a resumed run has no decision on its turn"))?;
-    let resumed = load_resumed(&mut tx, run.id, decision).await?;
+    let resumed = load_resumed(&mut tx, state.pool.sealer(), run.id, decision).await?;
     let earlier_ids = transcript::call_ids(&resumed.transcript);
     let pending = transcript::validate(&body.messages, &earlier_ids)
         .map_err(|error| ApiError::unprocessable("invalid_transcript", error.to_string()))?;
@@ -81,6 +81,7 @@ pub async fn append_turn(
     let turn_index = run.turn_index + 1;
     let run = runs::append_turn(
         &mut tx,
+        state.pool.sealer(),
         run.id,
         &appended,
         turn_index,
@@ -88,7 +89,7 @@ pub async fn append_turn(
         &request_hash,
     )
     .await?;
-    runs::insert_calls(&mut tx, run.id, turn_index, &calls).await?;
+    runs::insert_calls(&mut tx, state.pool.sealer(), run.id, turn_index, &calls).await?;
     events::record_status(&mut tx, &run).await?;
     tx.commit().await?;
     state.events.committed();

@@ -28,11 +28,13 @@ pub async fn finish_turn(
     let run = runs::find(&resumer.pool, tenant, run_id)
         .await?
         .ok_or(ResumeError::RunNotFound)?;
-    let calls = runs::calls(&resumer.pool, run.id, run.turn_index).await?;
+    let sealer = resumer.pool.sealer();
+    let calls = runs::calls(&resumer.pool, sealer, run.id, run.turn_index).await?;
     for call in calls.iter().filter(|call| call.outcome.is_none()) {
         let result = run_call(resumer, &run, call).await?;
         decisions::store_result(
             &resumer.pool,
+            sealer,
             run.id,
             run.turn_index,
             call.position,
@@ -42,7 +44,7 @@ pub async fn finish_turn(
     }
 
     let mut tx = resumer.pool.begin().await?;
-    let locked = deciding::lock_run(&mut tx, tenant, run_id, None, true)
+    let locked = deciding::lock_run(&mut tx, sealer, tenant, run_id, None, true)
         .await?
         .ok_or(ResumeError::RunNotFound)?;
     let LockedRun {
@@ -57,7 +59,8 @@ pub async fn finish_turn(
         tx.rollback().await?;
         return Err(ResumeError::ResumeInProgress);
     }
-    let (calls, earlier_calls) = deciding::calls_through(&mut tx, run.id, run.turn_index).await?;
+    let (calls, earlier_calls) =
+        deciding::calls_through(&mut tx, sealer, run.id, run.turn_index).await?;
     let results = super::stored_results(&calls)?;
     let decided_by = decision.decided_by()?;
     let events = tool_events(resumer, &run, &calls, &results, decided_by).await?;
@@ -72,6 +75,7 @@ pub async fn finish_turn(
     );
     let closing = ClosingTurn {
         run: &run,
+        sealer,
         results: &[],
         events: &events,
         resumed_event: &resumed_event,

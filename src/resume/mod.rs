@@ -18,11 +18,13 @@ pub use approve::{finish_turn, spawn_recovery};
 
 use crate::domain::authorize::{self, DecisionAsk, Refusal};
 use crate::domain::events;
+use crate::domain::gate;
 use crate::domain::privacy;
 use crate::domain::results::{self, ToolResult};
-use crate::domain::tokens::{DecidedBy, DenialReason, PrivacyLevel, RunStatus};
+use crate::domain::tokens::{DecidedBy, DenialReason, Effect, PrivacyLevel, RunStatus};
 use crate::executor::Executors;
 use crate::metrics;
+use crate::sealing::Sealer;
 use crate::storage::StorageError;
 use crate::storage::deciding::{self, ClosingTurn, LockedRun};
 use crate::storage::decisions::{self, DecisionRow, NewDecision};
@@ -115,6 +117,7 @@ pub async fn decide(
     // A deny answers the transcript from this same read; an approval reads it after its tools ran.
     let locked = deciding::lock_run(
         &mut tx,
+        resumer.pool.sealer(),
         &actor.tenant,
         request.run_id,
         request.decider_uid,
@@ -134,6 +137,7 @@ pub async fn decide(
         return replay(resumer, &locked.run, existing, request).await;
     }
     let decided_by = authorize_decider(actor, &locked, request)?;
+    gate_approval(resumer, &locked, request)?;
 
     if request.turn_digest != run.turn_digest {
         return Err(ResumeError::StaleTurn);
@@ -167,7 +171,8 @@ pub async fn decide(
         return finish_turn(resumer, &actor.tenant, run.id).await;
     }
 
-    let (calls, earlier_calls) = deciding::calls_through(&mut tx, run.id, run.turn_index).await?;
+    let (calls, earlier_calls) =
+        deciding::calls_through(&mut tx, resumer.pool.sealer(), run.id, run.turn_index).await?;
     let results: Vec<ToolResult> = calls
         .iter()
         .map(|call| {
@@ -197,6 +202,7 @@ pub async fn decide(
     );
     let closing = ClosingTurn {
         run,
+        sealer: resumer.pool.sealer(),
         results: &positioned,
         events: &events,
         resumed_event: &resumed_event,
@@ -248,6 +254,33 @@ fn authorize_decider(
     Ok(decided_by)
 }
 
+/// The approver tool gate (DESIGN.md §4) over the calls an approval releases, which today is every call of the
+/// turn; a denial releases none.
+fn gate_approval(
+    resumer: &Resumer,
+    locked: &LockedRun,
+    request: &DecisionRequest,
+) -> Result<(), Refusal> {
+    if !request.approved {
+        return Ok(());
+    }
+    let released: Vec<gate::ApprovedCall> = locked
+        .turn_tools
+        .iter()
+        .map(|(tool, effect)| gate::ApprovedCall {
+            tool,
+            effect: resumer.executors.effect(tool, Effect::parse(effect)),
+        })
+        .collect();
+    let approver = match request.decider_uid {
+        None => gate::Approver::Anonymous,
+        Some(_) => gate::Approver::User {
+            approvable_tools: locked.approvable_tools.as_deref(),
+        },
+    };
+    gate::check(approver, &released)
+}
+
 /// A decided turn asked again: the same decision gets the stored outcome, any other one a conflict.
 async fn replay(
     resumer: &Resumer,
@@ -264,7 +297,7 @@ async fn replay(
     }
     // Its reads in one transaction: behind PgBouncer a connection is only kept between statements inside one.
     let mut tx = resumer.pool.begin().await?;
-    let resumed = load_resumed(&mut tx, run.id, existing).await?;
+    let resumed = load_resumed(&mut tx, resumer.pool.sealer(), run.id, existing).await?;
     tx.commit().await?;
     Ok(resumed)
 }
@@ -286,15 +319,17 @@ fn is_same_decision(
 /// wait for a second one, or as many such callers as the pool has connections wait for each other forever.
 pub async fn load_resumed(
     conn: &mut PgConnection,
+    sealer: &Sealer,
     run_id: Uuid,
     decision: DecisionRow,
 ) -> Result<Resumed, ResumeError> {
-    let calls = runs::calls(&mut *conn, run_id, decision.turn_index).await?;
+    let calls = runs::calls(&mut *conn, sealer, run_id, decision.turn_index).await?;
     let results = stored_results(&calls)?;
-    let mut transcript = runs::messages(&mut *conn, run_id).await?;
+    let mut transcript = runs::messages(&mut *conn, sealer, run_id).await?;
     truncate_to_turn(&mut transcript, &calls);
-    let earlier_results =
-        stored_results(&runs::calls_before(&mut *conn, run_id, decision.turn_index).await?)?;
+    let earlier_results = stored_results(
+        &runs::calls_before(&mut *conn, sealer, run_id, decision.turn_index).await?,
+    )?;
     Ok(Resumed {
         run_id,
         decision,

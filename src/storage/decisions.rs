@@ -4,9 +4,11 @@ use chrono::{DateTime, Utc};
 use sqlx::{FromRow, PgConnection, PgExecutor};
 use uuid::Uuid;
 
+use super::sealed::{self, Column, Row};
 use super::{Query, StorageError, sql};
 use crate::domain::results::ToolResult;
 use crate::domain::tokens::{DecidedBy, DenialReason};
+use crate::sealing::Sealer;
 
 /// The approval event of one run turn.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
@@ -136,13 +138,20 @@ pub(super) fn bind_decision<'q>(query: Query<'q>, decision: &NewDecision<'q>) ->
 /// Stores one call's result as soon as it is known; `false` when it already had one.
 pub async fn store_result(
     db: impl PgExecutor<'_>,
+    sealer: &Sealer,
     run_id: Uuid,
     turn_index: i32,
     position: i32,
     result: &ToolResult,
 ) -> Result<bool, StorageError> {
+    let content = sealed::seal(
+        sealer,
+        Column::CallContent,
+        Row::call(run_id, turn_index, position),
+        &result.content,
+    );
     let done = sql::query(
-        "update turn_calls set outcome = $4, is_error = $5, content = $6, finished_at = now()
+        "update turn_calls set outcome = $4, is_error = $5, content = $6, content_sealed = $7, finished_at = now()
          where run_id = $1 and turn_index = $2 and position = $3 and outcome is null",
     )
     .bind(run_id)
@@ -150,7 +159,8 @@ pub async fn store_result(
     .bind(position)
     .bind(result.outcome.as_str())
     .bind(result.is_error)
-    .bind(&result.content)
+    .bind(content.clear)
+    .bind(content.sealed)
     .execute(db)
     .await?;
     Ok(done.rows_affected() == 1)
@@ -200,18 +210,48 @@ pub struct StoredToolEvent {
     pub recorded_at: DateTime<Utc>,
 }
 
-/// Every tool event of a run, in turn and call order.
+/// A tool event's payload columns, clear and sealed, read beside a [`StoredToolEvent`].
+#[derive(sqlx::FromRow)]
+struct SealedPayloads {
+    arguments_sealed: Option<Vec<u8>>,
+    result_sealed: Option<Vec<u8>>,
+}
+
+/// Every tool event of a run, in turn and call order, payloads opened.
 pub async fn tool_events_of_run(
     db: impl PgExecutor<'_>,
+    sealer: &Sealer,
     run_id: Uuid,
 ) -> Result<Vec<StoredToolEvent>, StorageError> {
-    let rows = sql::query_as::<StoredToolEvent>(
+    let rows = sql::query(
         "select turn_index, position, call_id, tool, outcome, is_error, decided_by, privacy_level,
-                arguments_bytes, result_bytes, arguments, result, started_at, finished_at, recorded_at
+                arguments_bytes, result_bytes, arguments, result, started_at, finished_at, recorded_at,
+                arguments_sealed, result_sealed
          from tool_events where run_id = $1 order by turn_index, position",
     )
     .bind(run_id)
     .fetch_all(db)
     .await?;
-    Ok(rows)
+    rows.iter()
+        .map(|row| {
+            let mut event = StoredToolEvent::from_row(row)?;
+            let payloads = SealedPayloads::from_row(row)?;
+            let at = Row::call(run_id, event.turn_index, event.position);
+            event.arguments = sealed::open(
+                sealer,
+                Column::EventArguments,
+                at,
+                event.arguments.take(),
+                payloads.arguments_sealed.as_deref(),
+            )?;
+            event.result = sealed::open(
+                sealer,
+                Column::EventResult,
+                at,
+                event.result.take(),
+                payloads.result_sealed.as_deref(),
+            )?;
+            Ok(event)
+        })
+        .collect()
 }
