@@ -7,9 +7,11 @@ mod cors;
 #[path = "../common/database.rs"]
 mod database;
 mod decisions;
+mod encryption;
 mod events;
 mod executors;
 mod formats;
+mod gate;
 mod hostile;
 mod logs;
 mod openapi;
