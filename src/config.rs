@@ -1061,6 +1061,25 @@ mod tests {
     }
 
     #[test]
+    fn a_malformed_encryption_key_stops_serve_and_keys_naming_the_variable_not_the_key() {
+        // 31 bytes: one short.
+        let short = "k1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHg==";
+        for args in [
+            &["serve", "--encryption-keys", short][..],
+            &["keys", "status", "--encryption-keys", short],
+            &["keys", "rotate", "--encryption-keys", "k1"],
+        ] {
+            let error = parse(args).unwrap().into_command().validate().unwrap_err();
+            assert_eq!(error.variable, "ENCRYPTION_KEYS", "{args:?}");
+            assert!(!error.to_string().contains("AAEC"), "{error}");
+        }
+        let valid = "k1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+        let cli = parse(&["serve", "--encryption-keys", valid]).unwrap();
+        assert!(!format!("{cli:?}").contains("AAEC"));
+        assert!(cli.into_command().validate().is_ok());
+    }
+
+    #[test]
     fn clients_add_help_lists_every_scope_with_what_it_allows() {
         use clap::CommandFactory;
         let mut command = Cli::command();

@@ -21,9 +21,9 @@ use uuid::Uuid;
 use crate::database::TestDatabase;
 use crate::support::{self, Options, TestApp, assert_problem, call};
 
-const OLD_KEYS: &str = "old:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+pub const OLD_KEYS: &str = "old:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
 const NEW_KEY: &str = "new:HxweHRwbGhkYFxYVFBMSERAPDg0MCwoJCAcGBQQDAgE=";
-const OTHER_KEY: &str = "old:ZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmY=";
+pub const OTHER_KEY: &str = "old:ZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmY=";
 
 const CANARY_MESSAGE: &str = "CANARYmsg4f1c9e";
 const CANARY_ARGUMENT: &str = "CANARYarg77b2d0";
