@@ -157,17 +157,16 @@ pub struct EncryptionConfig {
         long,
         env = "ENCRYPTION_KEYS",
         value_name = "ENCRYPTION_KEYS",
-        hide_env_values = true,
-        hide_default_value = true,
-        default_value = ""
+        hide_env_values = true
     )]
-    pub encryption_keys: Secret,
+    pub encryption_keys: Option<Secret>,
 }
 
 impl EncryptionConfig {
     /// The key ring; refused naming the variable and the entry, never the key.
     pub fn sealer(&self) -> Result<Sealer, ConfigError> {
-        Sealer::parse(self.encryption_keys.expose()).map_err(|error| ConfigError {
+        let keys = self.encryption_keys.as_ref().map_or("", Secret::expose);
+        Sealer::parse(keys).map_err(|error| ConfigError {
             variable: "ENCRYPTION_KEYS",
             message: error.to_string(),
         })
