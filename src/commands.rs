@@ -1,6 +1,7 @@
-//! Subcommands besides `serve`: migrations, API clients, retention; webhook subscriptions and `watch` in their own
-//! modules.
+//! Subcommands besides `serve`: migrations, API clients, retention; webhook subscriptions, encryption keys and
+//! `watch` in their own modules.
 
+pub mod encryption_keys;
 pub mod watch;
 pub mod webhooks;
 
@@ -53,6 +54,14 @@ pub async fn run(command: Command) -> Result<(), CommandError> {
         Command::Webhooks(command) => {
             let pool = open_database(&command.common().database).await?;
             webhooks::run(&pool, command).await
+        }
+        Command::Keys(command) => {
+            let sealer = command
+                .encryption()
+                .sealer()
+                .map_err(|error| CommandError::Usage(error.to_string()))?;
+            let pool = open_database(&command.common().database).await?;
+            encryption_keys::run(&pool, &sealer, command).await
         }
     }
 }

@@ -15,6 +15,7 @@ use crate::domain::tokens::PrivacyLevel;
 use crate::events::webhooks::Settings as WebhookSettings;
 use crate::events::webhooks::deliver::Limits as DeliveryLimits;
 use crate::listen::ConnectionLimits;
+use crate::sealing::Sealer;
 
 /// A value that must never be printed: `Debug` and `Display` show `[secret]`.
 #[derive(Clone, PartialEq, Eq)]
@@ -101,6 +102,75 @@ pub enum Command {
     /// Manage webhook subscriptions.
     #[command(subcommand)]
     Webhooks(WebhooksCommand),
+    /// Encryption at rest: count stored values per key, or re-encrypt them under the first key.
+    #[command(subcommand)]
+    Keys(KeysCommand),
+}
+
+/// `keys …` (DESIGN.md §11). Both read ENCRYPTION_KEYS as `serve` does.
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Print, per encrypted column, how many values are stored in clear and under each key id.
+    Status {
+        #[command(flatten)]
+        encryption: EncryptionConfig,
+        #[command(flatten)]
+        common: DatabaseCommand,
+    },
+    /// Re-encrypt every value that is in clear or under another key under the first key of ENCRYPTION_KEYS, in
+    /// batches of short transactions, while the service serves. Safe to stop and run again: it resumes where it
+    /// stopped.
+    Rotate {
+        /// Rows per batch (each batch is one transaction).
+        #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(i64).range(1..=10_000))]
+        batch_size: i64,
+        #[command(flatten)]
+        encryption: EncryptionConfig,
+        #[command(flatten)]
+        common: DatabaseCommand,
+    },
+}
+
+impl KeysCommand {
+    pub fn common(&self) -> &DatabaseCommand {
+        match self {
+            KeysCommand::Status { common, .. } | KeysCommand::Rotate { common, .. } => common,
+        }
+    }
+
+    pub fn encryption(&self) -> &EncryptionConfig {
+        match self {
+            KeysCommand::Status { encryption, .. } | KeysCommand::Rotate { encryption, .. } => {
+                encryption
+            }
+        }
+    }
+}
+
+/// The keys of encryption at rest (DESIGN.md §11).
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Encryption at rest")]
+pub struct EncryptionConfig {
+    /// Keys that encrypt transcripts, arguments, results and tool-event payloads at rest: `id:base64(32 bytes)`,
+    /// comma-separated; the first encrypts, every one decrypts. Unset: stored in clear (and said at start-up).
+    #[arg(
+        long,
+        env = "ENCRYPTION_KEYS",
+        value_name = "ENCRYPTION_KEYS",
+        hide_env_values = true
+    )]
+    pub encryption_keys: Option<Secret>,
+}
+
+impl EncryptionConfig {
+    /// The key ring; refused naming the variable and the entry, never the key.
+    pub fn sealer(&self) -> Result<Sealer, ConfigError> {
+        let keys = self.encryption_keys.as_ref().map_or("", Secret::expose);
+        Sealer::parse(keys).map_err(|error| ConfigError {
+            variable: "ENCRYPTION_KEYS",
+            message: error.to_string(),
+        })
+    }
 }
 
 /// Where `watch` reads the feed, and from where.
@@ -184,6 +254,7 @@ impl Command {
             Command::Watch(watch) => &watch.log,
             Command::Clients(command) => &command.common().log,
             Command::Webhooks(command) => &command.common().log,
+            Command::Keys(command) => &command.common().log,
         }
     }
 
@@ -194,6 +265,7 @@ impl Command {
             Command::Migrate(common) | Command::Purge { common, .. } => Some(&common.database),
             Command::Clients(command) => Some(&command.common().database),
             Command::Webhooks(command) => Some(&command.common().database),
+            Command::Keys(command) => Some(&command.common().database),
             Command::Watch(_) => None,
         }
     }
@@ -206,6 +278,7 @@ impl Command {
         }
         match self {
             Command::Serve(config) => config.validate(),
+            Command::Keys(command) => command.encryption().sealer().map(drop),
             _ => Ok(()),
         }
     }
@@ -580,6 +653,9 @@ pub struct Config {
     pub events: EventsConfig,
 
     #[command(flatten)]
+    pub encryption: EncryptionConfig,
+
+    #[command(flatten)]
     pub log: LogConfig,
 }
 
@@ -711,6 +787,7 @@ impl Config {
                 ),
             });
         }
+        self.encryption.sealer()?;
         if self.body_read_timeout_ms >= self.request_timeout_ms {
             return Err(ConfigError {
                 variable: "BODY_READ_TIMEOUT_MS",
@@ -910,6 +987,8 @@ mod tests {
             "BODY_READ_TIMEOUT_MS",
             "MAX_CONNECTIONS",
         ];
+        // Serve and the `keys` subcommands, nothing else.
+        let encryption = "ENCRYPTION_KEYS";
         let mut checked = 0;
         // clap's own `help` subcommands take no settings.
         let commands = every_command()
@@ -920,11 +999,19 @@ mod tests {
             let path = path.join(" ");
             match path.as_str() {
                 "" | "serve" => {
-                    for name in database.iter().chain(&serve_only) {
+                    for name in database.iter().chain(&serve_only).chain([&encryption]) {
                         assert!(names.iter().any(|n| n == name), "{path}: {name} missing");
                     }
                 }
-                "clients" | "clients token-key" | "webhooks" => {
+                "keys status" | "keys rotate" => {
+                    for name in database.iter().chain([&encryption]) {
+                        assert!(names.iter().any(|n| n == name), "{path}: {name} missing");
+                    }
+                    for name in &serve_only {
+                        assert!(!names.iter().any(|n| n == name), "{path} takes {name}");
+                    }
+                }
+                "clients" | "clients token-key" | "webhooks" | "keys" => {
                     assert!(names.is_empty(), "{path}: {names:?}")
                 }
                 // It follows the feed over HTTP: no database, no service settings.
@@ -934,6 +1021,10 @@ mod tests {
                     }
                 }
                 _ => {
+                    assert!(
+                        !names.iter().any(|n| n == encryption),
+                        "{path} takes {encryption}"
+                    );
                     for name in &serve_only {
                         assert!(!names.iter().any(|n| n == name), "{path} takes {name}");
                     }
@@ -978,6 +1069,25 @@ mod tests {
         let error = cli.into_command().validate().unwrap_err();
         assert_eq!(error.variable, "DATABASE_URL");
         assert!(!error.to_string().contains("hunter2"), "{error}");
+    }
+
+    #[test]
+    fn a_malformed_encryption_key_stops_serve_and_keys_naming_the_variable_not_the_key() {
+        // 31 bytes: one short.
+        let short = "k1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHg==";
+        for args in [
+            &["serve", "--encryption-keys", short][..],
+            &["keys", "status", "--encryption-keys", short],
+            &["keys", "rotate", "--encryption-keys", "k1"],
+        ] {
+            let error = parse(args).unwrap().into_command().validate().unwrap_err();
+            assert_eq!(error.variable, "ENCRYPTION_KEYS", "{args:?}");
+            assert!(!error.to_string().contains("AAEC"), "{error}");
+        }
+        let valid = "k1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+        let cli = parse(&["serve", "--encryption-keys", valid]).unwrap();
+        assert!(!format!("{cli:?}").contains("AAEC"));
+        assert!(cli.into_command().validate().is_ok());
     }
 
     #[test]

@@ -22,6 +22,8 @@ pub mod listen;
 pub mod metrics;
 /// Recording decisions and resuming runs.
 pub mod resume;
+/// Encryption at rest: the key ring and the sealing of one value.
+pub mod sealing;
 /// The state every handler shares, apart from the router so that neither depends on the other.
 pub mod state;
 /// Postgres: pool, migrations, queries.

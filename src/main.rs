@@ -58,9 +58,25 @@ async fn serve(config: Config) -> Result<(), String> {
         .map_err(|error| error.to_string())?,
         None => Executors::none(),
     };
+    let sealer = config
+        .encryption
+        .sealer()
+        .map_err(|error| error.to_string())?;
+    if sealer.is_enabled() {
+        let key_ids: Vec<&str> = sealer.key_ids().collect();
+        tracing::info!(
+            ?key_ids,
+            "encryption at rest: payloads are sealed under the first key id"
+        );
+    } else {
+        tracing::warn!(
+            "ENCRYPTION_KEYS is not set: transcripts, arguments and results are stored in clear (DESIGN.md §11)"
+        );
+    }
     let pool = commands::open_database(&config.database)
         .await
-        .map_err(|error| error.to_string())?;
+        .map_err(|error| error.to_string())?
+        .with_sealer(sealer);
     let resumer = Arc::new(Resumer {
         pool: pool.clone(),
         executors,

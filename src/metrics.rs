@@ -230,6 +230,15 @@ pub fn render_webhook_gauges(rows: &[(String, i64, i64)]) -> String {
     text
 }
 
+/// Whether payloads are encrypted at rest (DESIGN.md §11): 1 with ENCRYPTION_KEYS, 0 without.
+pub fn render_encryption_gauge(enabled: bool) -> String {
+    format!(
+        "# HELP encryption_enabled Whether transcripts, arguments and results are encrypted at rest.\n\
+         # TYPE encryption_enabled gauge\nencryption_enabled {}\n",
+        u8::from(enabled)
+    )
+}
+
 /// The registry as Prometheus text, with the pool's current connections as gauges.
 pub fn render(pool_size: u32, pool_idle: usize) -> String {
     let registry = REGISTRY

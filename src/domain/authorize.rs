@@ -38,6 +38,10 @@ pub enum Refusal {
     NotPermitted,
     #[error("this run requires a second approver: its owner may deny but not approve")]
     FourEyes,
+    #[error("the decision approves a write call of a tool outside the decider's approvable_tools")]
+    ToolNotApprovable,
+    #[error("a decision without a decider uid may not approve a write call")]
+    AnonymousWriteApproval,
 }
 
 impl Refusal {
@@ -49,6 +53,8 @@ impl Refusal {
             Refusal::DisabledDecider => "decider_disabled",
             Refusal::NotPermitted => "decider_not_permitted",
             Refusal::FourEyes => "second_approver_required",
+            Refusal::ToolNotApprovable => "tool_not_approvable",
+            Refusal::AnonymousWriteApproval => "anonymous_write_approval",
         }
     }
 }

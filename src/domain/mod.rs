@@ -2,6 +2,7 @@
 
 pub mod authorize;
 pub mod events;
+pub mod gate;
 pub mod limits;
 pub mod model_input;
 pub mod privacy;

@@ -13,6 +13,7 @@ use super::error::ApiError;
 use super::extract::{Authorized, Query, scope};
 use super::integer;
 use crate::domain::authorize::Refusal;
+use crate::domain::gate;
 use crate::domain::redact::redact;
 use crate::domain::tokens::{Effect, PrivacyLevel};
 use crate::domain::transcript::is_valid_tool_name;
@@ -76,6 +77,9 @@ struct InboxCall {
     /// already; `GET /v1/runs/{id}` shows them.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     arguments_omitted: bool,
+    /// Whether the acting user may approve this call (DESIGN.md §4): false for a write call of a tool outside
+    /// their `approvable_tools`. An approval of the turn is refused while any call is false; a denial never is.
+    approvable: bool,
 }
 
 pub async fn inbox(
@@ -134,6 +138,7 @@ pub async fn inbox(
     let shows_arguments: Vec<bool> = levels.iter().map(|level| shows_arguments(*level)).collect();
     let calls = approvals::pending_calls(
         &state.pool,
+        state.pool.sealer(),
         &runs,
         &shows_arguments,
         state.limits.work.inbox_arguments_bytes,
@@ -144,13 +149,17 @@ pub async fn inbox(
         calls_by_run.entry(call.run_id).or_default().push(call);
     }
     let resumer = std::sync::Arc::clone(&state.resumer);
+    let approvable_tools = acting.approvable_tools;
     // Redacting a page's arguments (up to INBOX_ARGUMENTS_BYTES of them) is CPU work: off the async workers.
     let items = tokio::task::spawn_blocking(move || {
         runs.into_iter()
             .zip(levels)
             .map(|(run, level)| {
                 let calls = calls_by_run.remove(&run.id).unwrap_or_default();
-                item(run, level, calls, &resumer.executors)
+                let approver = gate::Approver::User {
+                    approvable_tools: approvable_tools.as_deref(),
+                };
+                item(run, level, calls, &resumer.executors, approver)
             })
             .collect::<Vec<InboxItem>>()
     })
@@ -168,19 +177,31 @@ fn item(
     level: PrivacyLevel,
     calls: Vec<InboxCallRow>,
     executors: &Executors,
+    approver: gate::Approver<'_>,
 ) -> InboxItem {
     let pending_calls = calls
         .into_iter()
-        .map(|call| InboxCall {
-            effect: executors.effect(&call.tool, Some(call.effect())),
-            arguments: match level {
-                PrivacyLevel::Full => call.arguments,
-                PrivacyLevel::Redacted => call.arguments.as_deref().map(redact),
-                PrivacyLevel::Metadata | PrivacyLevel::None => None,
-            },
-            arguments_omitted: call.arguments_omitted,
-            id: call.call_id,
-            name: call.tool,
+        .map(|call| {
+            let effect = executors.effect(&call.tool, Some(call.effect()));
+            let approvable = gate::may_approve(
+                approver,
+                gate::ApprovedCall {
+                    tool: &call.tool,
+                    effect,
+                },
+            );
+            InboxCall {
+                effect,
+                approvable,
+                arguments: match level {
+                    PrivacyLevel::Full => call.arguments,
+                    PrivacyLevel::Redacted => call.arguments.as_deref().map(redact),
+                    PrivacyLevel::Metadata | PrivacyLevel::None => None,
+                },
+                arguments_omitted: call.arguments_omitted,
+                id: call.call_id,
+                name: call.tool,
+            }
         })
         .collect();
     InboxItem {

@@ -234,7 +234,7 @@ pub async fn model_input(
     }
     // Its reads in one transaction: behind PgBouncer a connection is only kept between statements inside one.
     let mut tx = state.pool.begin().await?;
-    let resumed = resume::load_turn(&mut tx, run.id, turn_index).await?;
+    let resumed = resume::load_turn(&mut tx, state.pool.sealer(), run.id, turn_index).await?;
     tx.commit().await?;
     let model_input = model_input::render(
         query.format,

@@ -113,6 +113,12 @@ impl From<StorageError> for ApiError {
                 internal: Some(cause.to_string()),
                 ..ApiError::unavailable()
             },
+            // Logged where it was found, with the run and key id (storage::sealed): not a second time here.
+            StorageError::Undecryptable { .. } => ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "undecryptable",
+                "a stored value of this run does not decrypt with the configured ENCRYPTION_KEYS; it was logged",
+            ),
             other => ApiError::internal(other),
         }
     }

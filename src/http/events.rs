@@ -70,7 +70,8 @@ pub async fn list_events(
             calls: row.calls.0,
         })
         .collect();
-    let tool_events = decisions::tool_events_of_run(&state.pool, run.id).await?;
+    let tool_events =
+        decisions::tool_events_of_run(&state.pool, state.pool.sealer(), run.id).await?;
     let expiries = decisions::expiries_of_run(&state.pool, run.id).await?;
     Ok(axum::Json(EventsView {
         run_id: run.id,

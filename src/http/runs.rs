@@ -151,11 +151,11 @@ pub async fn register_run(
         turn_digest: &digest,
         expiry,
     };
-    let Some(run) = runs::insert(&mut tx, &new_run).await? else {
+    let Some(run) = runs::insert(&mut tx, state.pool.sealer(), &new_run).await? else {
         tx.rollback().await?;
         return existing_registration(&state, &caller, body.id, &registration_hash).await;
     };
-    runs::insert_calls(&mut tx, run.id, 0, &with_effects).await?;
+    runs::insert_calls(&mut tx, state.pool.sealer(), run.id, 0, &with_effects).await?;
     events::record_status(&mut tx, &run).await?;
     tx.commit().await?;
     state.events.committed();
@@ -255,7 +255,7 @@ pub fn with_effects(
 
 /// The run as answered everywhere: its current turn's calls and decision.
 pub async fn run_view(state: &AppState, run: &RunRow) -> Result<RunView, ApiError> {
-    let calls = runs::calls(&state.pool, run.id, run.turn_index).await?;
+    let calls = runs::calls(&state.pool, state.pool.sealer(), run.id, run.turn_index).await?;
     let decision = decisions::find(&state.pool, run.id, run.turn_index).await?;
     Ok(RunView::of(
         run,

@@ -65,7 +65,7 @@ pub async fn append_turn(
         ));
     }
     // The turn ended by a decision or by expiry; either way every call has its stored result.
-    let resumed = load_turn(&mut tx, run.id, run.turn_index).await?;
+    let resumed = load_turn(&mut tx, state.pool.sealer(), run.id, run.turn_index).await?;
     let earlier_ids = transcript::call_ids(&resumed.transcript);
     let pending = transcript::validate(&body.messages, &earlier_ids)
         .map_err(|error| ApiError::unprocessable("invalid_transcript", error.to_string()))?;
@@ -89,15 +89,18 @@ pub async fn append_turn(
     let turn_index = run.turn_index + 1;
     let run = runs::append_turn(
         &mut tx,
+        state.pool.sealer(),
         run.id,
         &appended,
-        turn_index,
-        &digest,
-        &request_hash,
-        expiry,
+        runs::NextTurn {
+            turn_index,
+            turn_digest: &digest,
+            request_hash: &request_hash,
+            expiry,
+        },
     )
     .await?;
-    runs::insert_calls(&mut tx, run.id, turn_index, &calls).await?;
+    runs::insert_calls(&mut tx, state.pool.sealer(), run.id, turn_index, &calls).await?;
     events::record_status(&mut tx, &run).await?;
     tx.commit().await?;
     state.events.committed();

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::error::ApiError;
 use super::extract::{Authorized, Json, scope};
 use super::integer;
+use crate::domain::transcript::is_valid_tool_name;
 use crate::state::AppState;
 use crate::storage::users::{self, UserFields};
 
@@ -21,6 +22,9 @@ pub struct PutUser {
     is_admin: bool,
     can_approve_others: bool,
     disabled: bool,
+    /// The tools whose write calls this user may approve (DESIGN.md §4); absent or null: no limit.
+    #[serde(default)]
+    approvable_tools: Option<Vec<String>>,
 }
 
 #[derive(Debug, Serialize)]
@@ -30,6 +34,7 @@ pub struct UserView {
     is_admin: bool,
     can_approve_others: bool,
     disabled: bool,
+    approvable_tools: Option<Vec<String>>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
 }
@@ -60,11 +65,26 @@ pub async fn put_user(
             "username must not hold the character U+0000",
         ));
     }
+    if let Some(tools) = &body.approvable_tools
+        && let Some(bad) = tools.iter().find(|tool| !is_valid_tool_name(tool))
+    {
+        return Err(ApiError::unprocessable(
+            "invalid_approvable_tools",
+            format!(
+                "approvable_tools must list tool names (1 to 64 of A-Z a-z 0-9 _ -); entry {} is not one",
+                tools
+                    .iter()
+                    .position(|tool| tool == bad)
+                    .unwrap_or_default()
+            ),
+        ));
+    }
     let fields = UserFields {
         username: &body.username,
         is_admin: body.is_admin,
         can_approve_others: body.can_approve_others,
         disabled: body.disabled,
+        approvable_tools: body.approvable_tools.as_deref(),
     };
     let user = users::upsert(&state.pool, &caller.tenant, uid, &fields).await?;
     Ok(axum::Json(UserView {
@@ -73,6 +93,7 @@ pub async fn put_user(
         is_admin: user.is_admin,
         can_approve_others: user.can_approve_others,
         disabled: user.disabled,
+        approvable_tools: user.approvable_tools,
         created_at: user.created_at,
         updated_at: user.updated_at,
     }))

@@ -28,7 +28,8 @@ pub async fn finish_turn(
     let run = runs::find(&resumer.pool, tenant, run_id)
         .await?
         .ok_or(ResumeError::RunNotFound)?;
-    let calls = runs::calls(&resumer.pool, run.id, run.turn_index).await?;
+    let sealer = resumer.pool.sealer();
+    let calls = runs::calls(&resumer.pool, sealer, run.id, run.turn_index).await?;
     // The edit note names who decided; read only when a call still to run was edited.
     let edited_by = if calls
         .iter()
@@ -49,6 +50,7 @@ pub async fn finish_turn(
         }
         decisions::store_result(
             &resumer.pool,
+            sealer,
             run.id,
             run.turn_index,
             call.position,
@@ -58,7 +60,7 @@ pub async fn finish_turn(
     }
 
     let mut tx = resumer.pool.begin().await?;
-    let locked = deciding::lock_run(&mut tx, tenant, run_id, None, true)
+    let locked = deciding::lock_run(&mut tx, sealer, tenant, run_id, None, true)
         .await?
         .ok_or(ResumeError::RunNotFound)?;
     let LockedRun {
@@ -73,7 +75,8 @@ pub async fn finish_turn(
         tx.rollback().await?;
         return Err(ResumeError::ResumeInProgress);
     }
-    let (calls, earlier_calls) = deciding::calls_through(&mut tx, run.id, run.turn_index).await?;
+    let (calls, earlier_calls) =
+        deciding::calls_through(&mut tx, sealer, run.id, run.turn_index).await?;
     let results = super::stored_results(&calls)?;
     let decided_by = decision.decided_by()?;
     let events = tool_events(resumer, &run, &calls, &results, decided_by).await?;
@@ -88,6 +91,7 @@ pub async fn finish_turn(
     );
     let closing = ClosingTurn {
         run: &run,
+        sealer,
         results: &[],
         events: &events,
         resumed_event: &resumed_event,

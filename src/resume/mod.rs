@@ -20,12 +20,14 @@ pub use sweeper::spawn_sweeper;
 
 use crate::domain::authorize::{self, DecisionAsk, Refusal};
 use crate::domain::events;
+use crate::domain::gate;
 use crate::domain::privacy;
 use crate::domain::results::{self, ToolResult};
 use crate::domain::tokens::{DecidedBy, PrivacyLevel, RunStatus};
 use crate::domain::verdicts::{DecisionForm, TurnCall, VerdictError, Verdicts};
 use crate::executor::Executors;
 use crate::metrics;
+use crate::sealing::Sealer;
 use crate::storage::StorageError;
 use crate::storage::deciding::{self, ClosingTurn, LockedRun};
 use crate::storage::decisions::{self, DecisionRow, NewDecision};
@@ -122,6 +124,7 @@ pub async fn decide(
     // A deny answers the transcript from this same read; an approval reads it after its tools ran.
     let locked = deciding::lock_run(
         &mut tx,
+        resumer.pool.sealer(),
         &actor.tenant,
         request.run_id,
         request.decider_uid,
@@ -135,7 +138,7 @@ pub async fn decide(
     // a conflict whatever the verdicts say.
     let (calls, earlier_calls, verdicts) = if current_turn {
         let (calls, earlier_calls) =
-            deciding::calls_through(&mut tx, run.id, run.turn_index).await?;
+            deciding::calls_through(&mut tx, resumer.pool.sealer(), run.id, run.turn_index).await?;
         let verdicts = Verdicts::resolve(&request.form, &turn_calls(resumer, &calls))?;
         (calls, earlier_calls, Some(verdicts))
     } else {
@@ -169,14 +172,14 @@ pub async fn decide(
     if locked.past_expiry {
         // Too late, and the sweeper has not come by yet: this transaction writes the expiry exactly as it would,
         // commits it, and only then answers 409 (DESIGN.md §5).
-        sweeper::expire_turn(&mut tx, run, &calls).await?;
+        sweeper::expire_turn(&mut tx, resumer.pool.sealer(), run, &calls).await?;
         tx.commit().await?;
         metrics::expired(1);
         tracing::info!(run_id = %run.id, turn = run.turn_index, "turn expired before a late decision");
         return Err(ResumeError::Expired);
     }
-    // `verdicts.approved()` is, from here on, the calls this decision releases, with tool and effect; nothing has
-    // been recorded yet.
+    // Nothing has been recorded yet: a write released by someone who could not run it is refused here (§4).
+    gate_approval(&locked, request.decider_uid, &verdicts)?;
 
     let recorded = verdicts.recorded();
     let new_decision = NewDecision {
@@ -204,7 +207,15 @@ pub async fn decide(
             .filter_map(|v| v.edited_arguments.as_deref().map(|a| (v.position, a)))
             .collect();
         if !positioned.is_empty() || !edits.is_empty() {
-            decisions::store_verdicts(&mut tx, run.id, run.turn_index, &positioned, &edits).await?;
+            decisions::store_verdicts(
+                &mut tx,
+                resumer.pool.sealer(),
+                run.id,
+                run.turn_index,
+                &positioned,
+                &edits,
+            )
+            .await?;
         }
         runs::start_resuming(&mut tx, run.id, resumer.instance_id, resumer.lease()).await?;
         tx.commit().await?;
@@ -232,6 +243,7 @@ pub async fn decide(
     );
     let closing = ClosingTurn {
         run,
+        sealer: resumer.pool.sealer(),
         results: &positioned,
         events: &events,
         resumed_event: &resumed_event,
@@ -320,6 +332,28 @@ fn authorize_decider(
     Ok(decided_by)
 }
 
+/// The approver tool gate (DESIGN.md §4) over the calls this decision approves; denied calls release nothing.
+fn gate_approval(
+    locked: &LockedRun,
+    decider_uid: Option<i64>,
+    verdicts: &Verdicts,
+) -> Result<(), Refusal> {
+    let released: Vec<gate::ApprovedCall> = verdicts
+        .approved()
+        .map(|verdict| gate::ApprovedCall {
+            tool: &verdict.tool,
+            effect: verdict.effect,
+        })
+        .collect();
+    let approver = match decider_uid {
+        None => gate::Approver::Anonymous,
+        Some(_) => gate::Approver::User {
+            approvable_tools: locked.approvable_tools.as_deref(),
+        },
+    };
+    gate::check(approver, &released)
+}
+
 /// A decided turn asked again: the same decision gets the stored outcome, any other one a conflict.
 async fn replay(
     resumer: &Resumer,
@@ -335,7 +369,7 @@ async fn replay(
     }
     // Its reads in one transaction: behind PgBouncer a connection is only kept between statements inside one.
     let mut tx = resumer.pool.begin().await?;
-    let resumed = load_resumed(&mut tx, run.id, existing).await?;
+    let resumed = load_resumed(&mut tx, resumer.pool.sealer(), run.id, existing).await?;
     tx.commit().await?;
     Ok(resumed)
 }
@@ -365,10 +399,11 @@ fn is_same_decision(
 /// wait for a second one, or as many such callers as the pool has connections wait for each other forever.
 pub async fn load_resumed(
     conn: &mut PgConnection,
+    sealer: &Sealer,
     run_id: Uuid,
     decision: DecisionRow,
 ) -> Result<Resumed, ResumeError> {
-    let turn = load_turn(conn, run_id, decision.turn_index).await?;
+    let turn = load_turn(conn, sealer, run_id, decision.turn_index).await?;
     Ok(Resumed {
         run_id,
         decision,
@@ -390,15 +425,16 @@ pub struct ClosedTurn {
 /// Reads a closed turn through the caller's connection (see [`load_resumed`]).
 pub async fn load_turn(
     conn: &mut PgConnection,
+    sealer: &Sealer,
     run_id: Uuid,
     turn_index: i32,
 ) -> Result<ClosedTurn, ResumeError> {
-    let calls = runs::calls(&mut *conn, run_id, turn_index).await?;
+    let calls = runs::calls(&mut *conn, sealer, run_id, turn_index).await?;
     let results = stored_results(&calls)?;
-    let mut transcript = runs::messages(&mut *conn, run_id).await?;
+    let mut transcript = runs::messages(&mut *conn, sealer, run_id).await?;
     truncate_to_turn(&mut transcript, &calls);
     let earlier_results =
-        stored_results(&runs::calls_before(&mut *conn, run_id, turn_index).await?)?;
+        stored_results(&runs::calls_before(&mut *conn, sealer, run_id, turn_index).await?)?;
     Ok(ClosedTurn {
         results,
         transcript,

@@ -17,6 +17,7 @@ use crate::domain::events;
 use crate::domain::results::{self, ToolResult};
 use crate::domain::tokens::RunStatus;
 use crate::metrics;
+use crate::sealing::Sealer;
 use crate::storage::deciding::{self, ClosingTurn};
 use crate::storage::runs::{self, CallRow, RunRow};
 
@@ -29,6 +30,7 @@ const BATCHES_PER_TICK: usize = 8;
 /// No tool event is written: tool events record what a decision did to a call, and nobody decided.
 pub async fn expire_turn(
     conn: &mut PgConnection,
+    sealer: &Sealer,
     run: &RunRow,
     calls: &[CallRow],
 ) -> Result<(), ResumeError> {
@@ -53,6 +55,7 @@ pub async fn expire_turn(
     );
     let closing = ClosingTurn {
         run,
+        sealer,
         results: &positioned,
         events: &[],
         resumed_event: &expired_event,
@@ -66,8 +69,9 @@ pub async fn sweep_once(resumer: &Resumer) -> Result<usize, ResumeError> {
     let mut tx = resumer.pool.begin().await?;
     let due = runs::lock_expired(&mut tx, BATCH).await?;
     for run in &due {
-        let calls = runs::calls(&mut *tx, run.id, run.turn_index).await?;
-        expire_turn(&mut tx, run, &calls).await?;
+        let sealer = resumer.pool.sealer();
+        let calls = runs::calls(&mut *tx, sealer, run.id, run.turn_index).await?;
+        expire_turn(&mut tx, sealer, run, &calls).await?;
     }
     tx.commit().await?;
     if !due.is_empty() {

@@ -5,8 +5,10 @@ use sqlx::PgExecutor;
 use uuid::Uuid;
 
 use super::runs::StoredLevel;
+use super::sealed::{self, Column, Row};
 use super::{StorageError, sql};
 use crate::domain::tokens::Effect;
+use crate::sealing::Sealer;
 
 /// One waiting run of the inbox.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -68,7 +70,7 @@ pub async fn waiting_runs(
 }
 
 /// One pending call as the inbox shows it.
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct InboxCallRow {
     pub run_id: Uuid,
     pub call_id: String,
@@ -94,18 +96,26 @@ impl InboxCallRow {
 /// into the service at all, only marked omitted. Postgres knows a text's length without reading it.
 pub async fn pending_calls(
     db: impl PgExecutor<'_>,
+    sealer: &Sealer,
     runs: &[WaitingRun],
     shows_arguments: &[bool],
     budget: usize,
 ) -> Result<Vec<InboxCallRow>, StorageError> {
     let ids: Vec<Uuid> = runs.iter().map(|run| run.id).collect();
     let turns: Vec<i32> = runs.iter().map(|run| run.turn_index).collect();
-    let rows = sql::query_as::<InboxCallRow>(
-        "select run_id, call_id, tool, effect,
+    // A sealed value's length less its header, nonce and tag (src/sealing.rs) is its text's: the budget counts
+    // the same bytes whether the arguments are stored clear or sealed.
+    let rows = sql::query_as::<StoredInboxCall>(
+        "select run_id, turn_index, position, call_id, tool, effect,
                 case when shows and loaded <= $4 then arguments end as arguments,
+                case when shows and loaded <= $4 then arguments_sealed end as arguments_sealed,
                 shows and loaded > $4 as arguments_omitted
-         from (select c.run_id, c.call_id, c.tool, c.effect, c.arguments, c.position, t.page_order, t.shows,
-                      sum(case when t.shows then octet_length(c.arguments) else 0 end)
+         from (select c.run_id, c.turn_index, c.call_id, c.tool, c.effect, c.arguments, c.arguments_sealed,
+                      c.position, t.page_order, t.shows,
+                      sum(case when t.shows
+                               then coalesce(octet_length(c.arguments),
+                                             octet_length(c.arguments_sealed) - 30 - get_byte(c.arguments_sealed, 1))
+                               else 0 end)
                           over (order by t.page_order, c.position) as loaded
                from turn_calls c
                join unnest($1::uuid[], $2::int[], $3::bool[]) with ordinality as t(run_id, turn_index, shows, page_order)
@@ -118,5 +128,37 @@ pub async fn pending_calls(
     .bind(i64::try_from(budget).unwrap_or(i64::MAX))
     .fetch_all(db)
     .await?;
-    Ok(rows)
+    rows.into_iter()
+        .map(|row| {
+            let at = Row::call(row.run_id, row.turn_index, row.position);
+            Ok(InboxCallRow {
+                arguments: sealed::open(
+                    sealer,
+                    Column::CallArguments,
+                    at,
+                    row.arguments,
+                    row.arguments_sealed.as_deref(),
+                )?,
+                run_id: row.run_id,
+                call_id: row.call_id,
+                tool: row.tool,
+                effect: row.effect,
+                arguments_omitted: row.arguments_omitted,
+            })
+        })
+        .collect()
+}
+
+/// An inbox call as its row holds it, arguments clear or sealed.
+#[derive(sqlx::FromRow)]
+struct StoredInboxCall {
+    run_id: Uuid,
+    turn_index: i32,
+    position: i32,
+    call_id: String,
+    tool: String,
+    effect: String,
+    arguments: Option<String>,
+    arguments_sealed: Option<Vec<u8>>,
+    arguments_omitted: bool,
 }

@@ -13,12 +13,16 @@ use sqlx::postgres::{PgQueryResult, PgRow, PgStatement, PgTypeInfo};
 use sqlx::{AssertSqlSafe, Either, Execute, Executor, PgPool, Postgres, SqlStr, Transaction};
 use std::sync::Arc;
 
+use crate::sealing::Sealer;
+
 /// The pool and how transactions begin on it; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Database {
     pool: PgPool,
     /// Behind a transaction pooler: the statement that begins every transaction, setting its timeouts.
     pooled_begin: Option<Arc<str>>,
+    /// The keys payloads are sealed with before they are stored (DESIGN.md §11); none by default.
+    sealer: Arc<Sealer>,
 }
 
 impl Database {
@@ -27,6 +31,7 @@ impl Database {
         Database {
             pool,
             pooled_begin: None,
+            sealer: Arc::default(),
         }
     }
 
@@ -40,7 +45,21 @@ impl Database {
         Database {
             pool,
             pooled_begin: Some(begin.into()),
+            sealer: Arc::default(),
         }
+    }
+
+    /// The same handle, sealing payloads with `sealer`'s keys.
+    pub fn with_sealer(self, sealer: Sealer) -> Self {
+        Database {
+            sealer: Arc::new(sealer),
+            ..self
+        }
+    }
+
+    /// The keys payloads are sealed and opened with.
+    pub fn sealer(&self) -> &Sealer {
+        &self.sealer
     }
 
     /// The pool itself, for what needs its own connections (metrics, a listener).

@@ -12,12 +12,14 @@ use sqlx::{FromRow, PgConnection, Row};
 use uuid::Uuid;
 
 use super::decisions::{self, DECISION_COLUMNS, DecisionRow, NewDecision};
-use super::runs::{CallRow, RunRow};
+use super::runs::{self, CALL_COLUMNS, CallRow, RunRow, StoredCall};
+use super::sealed::{self, Column, Row as SealedRow};
 use super::{Query, StorageError, sql};
 use crate::domain::authorize::DeciderFacts;
 use crate::domain::privacy::ToolEvent;
 use crate::domain::results::ToolResult;
 use crate::domain::tokens::RunStatus;
+use crate::sealing::Sealer;
 
 /// A run locked for a decision, with what the decision rules need about it.
 #[derive(Debug)]
@@ -25,6 +27,8 @@ pub struct LockedRun {
     pub run: RunRow,
     /// `None` when the decider uid names no backend user of the run's tenant (or none was given).
     pub decider: Option<DeciderFacts>,
+    /// The decider's `approvable_tools` (DESIGN.md §4): `None` for no limit, or when there is no decider.
+    pub approvable_tools: Option<Vec<String>>,
     /// The decision of the run's current turn, if it has one.
     pub decision: Option<DecisionRow>,
     /// The working transcript, when it was asked for.
@@ -40,6 +44,7 @@ pub struct LockedRun {
 /// The decider's row may be as old as the lock wait; users are not serialized with decisions in any case.
 pub async fn lock_run(
     conn: &mut PgConnection,
+    sealer: &Sealer,
     tenant: &str,
     run_id: Uuid,
     decider_uid: Option<i64>,
@@ -48,13 +53,15 @@ pub async fn lock_run(
     let row = sql::query(
         "select r.*,
                 u.uid is not null as decider_found, u.is_admin, u.can_approve_others, u.disabled,
+                u.approvable_tools,
                 e.turn_index as decision_turn_index, e.approved, e.decider_uid, e.decided_by, e.reason,
                 e.turn_digest as decision_turn_digest, e.client_name, e.decided_at, e.token_kid, e.calls,
                 coalesce(r.expires_at <= clock_timestamp(), false) as past_expiry,
                 x.turn_index is not null as expired
          from (select id, tenant, owner_uid, status, privacy_level, require_second_approver, registration_hash,
                       tools, turn_index, turn_digest, turn_request_hash, lease_owner, lease_until, expires_at,
-                      created_at, updated_at, case when $4 then messages end as messages
+                      created_at, updated_at, case when $4 then messages::text end as messages,
+                      case when $4 then messages_sealed end as messages_sealed
                from runs where id = $1 and tenant = $2 for update) r
          left join backend_users u on u.tenant = r.tenant and u.uid = $3
          left join approval_events e on e.run_id = r.id and e.turn_index = r.turn_index
@@ -66,7 +73,7 @@ pub async fn lock_run(
     .bind(with_transcript)
     .fetch_optional(&mut *conn)
     .await?;
-    let Some(mut locked) = row.map(|row| locked_run(&row)).transpose()? else {
+    let Some(mut locked) = row.map(|row| locked_run(sealer, &row)).transpose()? else {
         return Ok(None);
     };
     // The joined rows are read with the statement's snapshot, taken before the lock was granted, while the run row
@@ -88,7 +95,7 @@ pub async fn lock_run(
     Ok(Some(locked))
 }
 
-fn locked_run(row: &PgRow) -> Result<LockedRun, StorageError> {
+fn locked_run(sealer: &Sealer, row: &PgRow) -> Result<LockedRun, StorageError> {
     let decider = if row.try_get("decider_found")? {
         Some(DeciderFacts {
             is_admin: row.try_get("is_admin")?,
@@ -113,12 +120,23 @@ fn locked_run(row: &PgRow) -> Result<LockedRun, StorageError> {
         }),
         None => None,
     };
-    let transcript = row
-        .try_get::<Option<Json<Vec<Value>>>, _>("messages")?
-        .map(|Json(messages)| messages);
+    let run = RunRow::from_row(row)?;
+    let clear: Option<String> = row.try_get("messages")?;
+    let sealed: Option<Vec<u8>> = row.try_get("messages_sealed")?;
+    let transcript = if clear.is_some() || sealed.is_some() {
+        Some(runs::open_transcript(
+            sealer,
+            run.id,
+            clear,
+            sealed.as_deref(),
+        )?)
+    } else {
+        None
+    };
     Ok(LockedRun {
-        run: RunRow::from_row(row)?,
+        run,
         decider,
+        approvable_tools: row.try_get("approvable_tools")?,
         decision,
         transcript,
         past_expiry: row.try_get("past_expiry")?,
@@ -130,25 +148,26 @@ fn locked_run(row: &PgRow) -> Result<LockedRun, StorageError> {
 /// that have a result (their results are part of the model input), each in turn and call order.
 pub async fn calls_through(
     conn: &mut PgConnection,
+    sealer: &Sealer,
     run_id: Uuid,
     turn_index: i32,
 ) -> Result<(Vec<CallRow>, Vec<CallRow>), StorageError> {
-    let rows = sql::query(
-        "select turn_index, position, call_id, tool, arguments, effect, started_at, outcome, is_error, content,
-                finished_at, edited_arguments
+    let rows = sql::query_as::<StoredCall>(sqlx::AssertSqlSafe(format!(
+        "select {CALL_COLUMNS}
          from turn_calls
          where run_id = $1 and turn_index <= $2 and (turn_index = $2 or outcome is not null)
-         order by turn_index, position",
-    )
+         order by turn_index, position"
+    )))
     .bind(run_id)
     .bind(turn_index)
     .fetch_all(conn)
     .await?;
     let mut current = Vec::new();
     let mut earlier = Vec::new();
-    for row in &rows {
-        let call = CallRow::from_row(row)?;
-        if row.try_get::<i32, _>("turn_index")? == turn_index {
+    for row in rows {
+        let call_turn = row.turn_index;
+        let call = row.open(sealer, run_id)?;
+        if call_turn == turn_index {
             current.push(call);
         } else {
             earlier.push(call);
@@ -160,6 +179,8 @@ pub async fn calls_through(
 /// How a decided turn ends: the results still to store, the tool events to write, and the event to record.
 pub struct ClosingTurn<'a> {
     pub run: &'a RunRow,
+    /// Seals result contents and tool-event payloads before they are stored.
+    pub sealer: &'a Sealer,
     /// `(position, result)` of calls whose result is not stored yet; a call that has one keeps it.
     pub results: &'a [(i32, &'a ToolResult)],
     /// `(position, event)`, already filtered by the privacy level.
@@ -168,7 +189,7 @@ pub struct ClosingTurn<'a> {
     pub resumed_event: &'a Value,
 }
 
-/// The common-table expressions that close a turn, over the parameters `$1` to `$18` bound by [`bind_closing`]:
+/// The common-table expressions that close a turn, over the parameters `$1` to `$21` bound by [`bind_closing`]:
 /// store the results, write the tool events (with the times of the calls as just stored), move the run to
 /// `resumed` ending any lease, and write the `run.resumed` event (`run.expired` for [`CLOSE_EXPIRED_TURN`]) in the
 /// outbox. Nothing here is sent anywhere
@@ -179,21 +200,23 @@ macro_rules! close_turn_ctes {
         concat!(
             "
     stored as (
-        update turn_calls c set outcome = r.outcome, is_error = r.is_error, content = r.content, finished_at = now()
-        from unnest($3::int[], $4::text[], $5::bool[], $6::text[]) as r(position, outcome, is_error, content)
+        update turn_calls c set outcome = r.outcome, is_error = r.is_error, content = r.content,
+                                content_sealed = r.content_sealed, finished_at = now()
+        from unnest($3::int[], $4::text[], $5::bool[], $6::text[], $19::bytea[])
+             as r(position, outcome, is_error, content, content_sealed)
         where c.run_id = $1 and c.turn_index = $2 and c.position = r.position and c.outcome is null
         returning c.position, c.finished_at
     ), events as (
         insert into tool_events (run_id, turn_index, position, call_id, tool, outcome, is_error, decided_by,
                                  privacy_level, arguments_bytes, result_bytes, arguments, result,
-                                 started_at, finished_at)
+                                 arguments_sealed, result_sealed, started_at, finished_at)
         select $1, $2, e.position, e.call_id, e.tool, e.outcome, e.is_error, e.decided_by, e.privacy_level,
-               e.arguments_bytes, e.result_bytes, e.arguments, e.result, c.started_at,
-               coalesce(s.finished_at, c.finished_at)
+               e.arguments_bytes, e.result_bytes, e.arguments, e.result, e.arguments_sealed, e.result_sealed,
+               c.started_at, coalesce(s.finished_at, c.finished_at)
         from unnest($7::int[], $8::text[], $9::text[], $10::text[], $11::bool[], $12::text[], $13::text[],
-                    $14::int[], $15::int[], $16::text[], $17::text[])
+                    $14::int[], $15::int[], $16::text[], $17::text[], $20::bytea[], $21::bytea[])
              as e(position, call_id, tool, outcome, is_error, decided_by, privacy_level,
-                  arguments_bytes, result_bytes, arguments, result)
+                  arguments_bytes, result_bytes, arguments, result, arguments_sealed, result_sealed)
         join turn_calls c on c.run_id = $1 and c.turn_index = $2 and c.position = e.position
         left join stored s on s.position = e.position
     ), resumed as (
@@ -239,7 +262,7 @@ pub async fn record_denial(
             "with decision as (
                  insert into approval_events (run_id, turn_index, approved, decider_uid, decided_by, reason,
                                               turn_digest, client_name, token_kid, calls)
-                 values ($1, $2, $19, $20, $21, $22, $23, $24, $25, $26)
+                 values ($1, $2, $22, $23, $24, $25, $26, $27, $28, $29)
                  returning {DECISION_COLUMNS}
              ), {CLOSE_TURN}
              select decision.* from decision cross join resumed cross join outboxed"
@@ -274,10 +297,44 @@ pub async fn record_expiry(
     Ok(())
 }
 
-/// Binds `$1` to `$18` of [`CLOSE_TURN`].
+/// Binds `$1` to `$21` of [`CLOSE_TURN`], sealing what is stored encrypted.
 fn bind_closing<'q>(query: Query<'q>, closing: &ClosingTurn<'q>) -> Query<'q> {
     let results = closing.results;
     let events = closing.events;
+    let (run_id, turn_index) = (closing.run.id, closing.run.turn_index);
+    let (contents, contents_sealed): (Vec<Option<String>>, Vec<Option<Vec<u8>>>) = results
+        .iter()
+        .map(|(position, result)| {
+            let row = SealedRow::call(run_id, turn_index, *position);
+            let stored = sealed::seal(closing.sealer, Column::CallContent, row, &result.content);
+            (stored.clear, stored.sealed)
+        })
+        .unzip();
+    let mut event_arguments = Vec::with_capacity(events.len());
+    let mut event_results = Vec::with_capacity(events.len());
+    for (position, event) in events {
+        let row = SealedRow::call(run_id, turn_index, *position);
+        event_arguments.push(sealed::seal_optional(
+            closing.sealer,
+            Column::EventArguments,
+            row,
+            event.arguments.as_deref(),
+        ));
+        event_results.push(sealed::seal_optional(
+            closing.sealer,
+            Column::EventResult,
+            row,
+            event.result.as_deref(),
+        ));
+    }
+    let (event_arguments, event_arguments_sealed): (Vec<_>, Vec<_>) = event_arguments
+        .into_iter()
+        .map(|stored| (stored.clear, stored.sealed))
+        .unzip();
+    let (event_results, event_results_sealed): (Vec<_>, Vec<_>) = event_results
+        .into_iter()
+        .map(|stored| (stored.clear, stored.sealed))
+        .unzip();
     query
         .bind(closing.run.id)
         .bind(closing.run.turn_index)
@@ -299,12 +356,7 @@ fn bind_closing<'q>(query: Query<'q>, closing: &ClosingTurn<'q>) -> Query<'q> {
                 .map(|(_, r)| r.is_error)
                 .collect::<Vec<bool>>(),
         )
-        .bind(
-            results
-                .iter()
-                .map(|(_, r)| r.content.as_str())
-                .collect::<Vec<&str>>(),
-        )
+        .bind(contents)
         .bind(
             events
                 .iter()
@@ -359,17 +411,10 @@ fn bind_closing<'q>(query: Query<'q>, closing: &ClosingTurn<'q>) -> Query<'q> {
                 .map(|(_, e)| e.result_bytes)
                 .collect::<Vec<i32>>(),
         )
-        .bind(
-            events
-                .iter()
-                .map(|(_, e)| e.arguments.as_deref())
-                .collect::<Vec<Option<&str>>>(),
-        )
-        .bind(
-            events
-                .iter()
-                .map(|(_, e)| e.result.as_deref())
-                .collect::<Vec<Option<&str>>>(),
-        )
+        .bind(event_arguments)
+        .bind(event_results)
         .bind(Json(closing.resumed_event))
+        .bind(contents_sealed)
+        .bind(event_arguments_sealed)
+        .bind(event_results_sealed)
 }

@@ -5,10 +5,12 @@ use sqlx::types::Json;
 use sqlx::{FromRow, PgConnection, PgExecutor};
 use uuid::Uuid;
 
+use super::sealed::{self, Column, Row};
 use super::{Query, StorageError, sql};
 use crate::domain::results::ToolResult;
 use crate::domain::tokens::{DecidedBy, DenialReason};
 use crate::domain::verdicts::RecordedVerdict;
+use crate::sealing::Sealer;
 
 /// The approval event of one run turn.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
@@ -181,21 +183,39 @@ pub async fn expiries_of_run(
 /// `edits` `(position, arguments)`.
 pub async fn store_verdicts(
     conn: &mut PgConnection,
+    sealer: &Sealer,
     run_id: Uuid,
     turn_index: i32,
     results: &[(i32, &ToolResult)],
     edits: &[(i32, &str)],
 ) -> Result<(), StorageError> {
+    let (contents, contents_sealed): (Vec<Option<String>>, Vec<Option<Vec<u8>>>) = results
+        .iter()
+        .map(|(position, result)| {
+            let row = Row::call(run_id, turn_index, *position);
+            let stored = sealed::seal(sealer, Column::CallContent, row, &result.content);
+            (stored.clear, stored.sealed)
+        })
+        .unzip();
+    let (edited, edited_sealed): (Vec<Option<String>>, Vec<Option<Vec<u8>>>) = edits
+        .iter()
+        .map(|(position, arguments)| {
+            let row = Row::call(run_id, turn_index, *position);
+            let stored = sealed::seal(sealer, Column::CallEditedArguments, row, arguments);
+            (stored.clear, stored.sealed)
+        })
+        .unzip();
     sql::query(
         "with denied as (
              update turn_calls c set outcome = r.outcome, is_error = r.is_error, content = r.content,
-                                     finished_at = now()
-             from unnest($3::int[], $4::text[], $5::bool[], $6::text[]) as r(position, outcome, is_error, content)
+                                     content_sealed = r.content_sealed, finished_at = now()
+             from unnest($3::int[], $4::text[], $5::bool[], $6::text[], $7::bytea[])
+                  as r(position, outcome, is_error, content, content_sealed)
              where c.run_id = $1 and c.turn_index = $2 and c.position = r.position and c.outcome is null
              returning c.position
          )
-         update turn_calls c set edited_arguments = e.arguments
-         from unnest($7::int[], $8::text[]) as e(position, arguments)
+         update turn_calls c set edited_arguments = e.arguments, edited_arguments_sealed = e.arguments_sealed
+         from unnest($8::int[], $9::text[], $10::bytea[]) as e(position, arguments, arguments_sealed)
          where c.run_id = $1 and c.turn_index = $2 and c.position = e.position",
     )
     .bind(run_id)
@@ -208,14 +228,11 @@ pub async fn store_verdicts(
             .collect::<Vec<&str>>(),
     )
     .bind(results.iter().map(|(_, r)| r.is_error).collect::<Vec<bool>>())
-    .bind(
-        results
-            .iter()
-            .map(|(_, r)| r.content.as_str())
-            .collect::<Vec<&str>>(),
-    )
+    .bind(contents)
+    .bind(contents_sealed)
     .bind(edits.iter().map(|(p, _)| *p).collect::<Vec<i32>>())
-    .bind(edits.iter().map(|(_, a)| *a).collect::<Vec<&str>>())
+    .bind(edited)
+    .bind(edited_sealed)
     .execute(conn)
     .await?;
     Ok(())
@@ -224,13 +241,20 @@ pub async fn store_verdicts(
 /// Stores one call's result as soon as it is known; `false` when it already had one.
 pub async fn store_result(
     db: impl PgExecutor<'_>,
+    sealer: &Sealer,
     run_id: Uuid,
     turn_index: i32,
     position: i32,
     result: &ToolResult,
 ) -> Result<bool, StorageError> {
+    let content = sealed::seal(
+        sealer,
+        Column::CallContent,
+        Row::call(run_id, turn_index, position),
+        &result.content,
+    );
     let done = sql::query(
-        "update turn_calls set outcome = $4, is_error = $5, content = $6, finished_at = now()
+        "update turn_calls set outcome = $4, is_error = $5, content = $6, content_sealed = $7, finished_at = now()
          where run_id = $1 and turn_index = $2 and position = $3 and outcome is null",
     )
     .bind(run_id)
@@ -238,7 +262,8 @@ pub async fn store_result(
     .bind(position)
     .bind(result.outcome.as_str())
     .bind(result.is_error)
-    .bind(&result.content)
+    .bind(content.clear)
+    .bind(content.sealed)
     .execute(db)
     .await?;
     Ok(done.rows_affected() == 1)
@@ -288,18 +313,48 @@ pub struct StoredToolEvent {
     pub recorded_at: DateTime<Utc>,
 }
 
-/// Every tool event of a run, in turn and call order.
+/// A tool event's payload columns, clear and sealed, read beside a [`StoredToolEvent`].
+#[derive(sqlx::FromRow)]
+struct SealedPayloads {
+    arguments_sealed: Option<Vec<u8>>,
+    result_sealed: Option<Vec<u8>>,
+}
+
+/// Every tool event of a run, in turn and call order, payloads opened.
 pub async fn tool_events_of_run(
     db: impl PgExecutor<'_>,
+    sealer: &Sealer,
     run_id: Uuid,
 ) -> Result<Vec<StoredToolEvent>, StorageError> {
-    let rows = sql::query_as::<StoredToolEvent>(
+    let rows = sql::query(
         "select turn_index, position, call_id, tool, outcome, is_error, decided_by, privacy_level,
-                arguments_bytes, result_bytes, arguments, result, started_at, finished_at, recorded_at
+                arguments_bytes, result_bytes, arguments, result, started_at, finished_at, recorded_at,
+                arguments_sealed, result_sealed
          from tool_events where run_id = $1 order by turn_index, position",
     )
     .bind(run_id)
     .fetch_all(db)
     .await?;
-    Ok(rows)
+    rows.iter()
+        .map(|row| {
+            let mut event = StoredToolEvent::from_row(row)?;
+            let payloads = SealedPayloads::from_row(row)?;
+            let at = Row::call(run_id, event.turn_index, event.position);
+            event.arguments = sealed::open(
+                sealer,
+                Column::EventArguments,
+                at,
+                event.arguments.take(),
+                payloads.arguments_sealed.as_deref(),
+            )?;
+            event.result = sealed::open(
+                sealer,
+                Column::EventResult,
+                at,
+                event.result.take(),
+                payloads.result_sealed.as_deref(),
+            )?;
+            Ok(event)
+        })
+        .collect()
 }

@@ -11,8 +11,10 @@ pub mod decisions;
 pub mod events;
 pub mod hosts;
 pub mod primary;
+pub mod rekeying;
 pub mod retention;
 pub mod runs;
+pub mod sealed;
 pub mod sql;
 pub mod token_keys;
 pub mod users;
@@ -40,6 +42,9 @@ pub enum StorageError {
     Corrupt(String),
     #[error("the database settings are not usable: {0}")]
     Config(String),
+    /// A sealed value under a key that is not configured, or that does not authenticate (DESIGN.md §11).
+    #[error("a stored value of run {run_id} does not decrypt (key id {key_id})")]
+    Undecryptable { run_id: uuid::Uuid, key_id: String },
     #[error("migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
 }

@@ -22,10 +22,11 @@ pub async fn purge(pool: &Database, days: u32) -> Result<PurgeReport, StorageErr
     let mut report = PurgeReport::default();
     loop {
         let cleared = sql::query(
-            "update tool_events set arguments = null, result = null
+            "update tool_events set arguments = null, result = null, arguments_sealed = null, result_sealed = null
              where ctid in (select ctid from tool_events
                             where recorded_at < now() - make_interval(days => $1)
-                              and (arguments is not null or result is not null)
+                              and (arguments is not null or result is not null
+                                   or arguments_sealed is not null or result_sealed is not null)
                             limit $2)",
         )
         .bind(days)

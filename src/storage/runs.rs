@@ -6,9 +6,11 @@ use sqlx::types::Json;
 use sqlx::{PgConnection, PgExecutor};
 use uuid::Uuid;
 
+use super::sealed::{self, Column, Row};
 use super::{StorageError, sql};
 use crate::domain::tokens::{Effect, Outcome, PrivacyLevel, RunStatus};
 use crate::domain::transcript::PendingCall;
+use crate::sealing::Sealer;
 
 /// A run without its transcript, which can be large and is loaded only where it is needed.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -94,6 +96,69 @@ pub struct CallRow {
     pub edited_arguments: Option<String>,
 }
 
+/// A call as its row holds it: arguments and content in clear or sealed (storage::sealed).
+#[derive(sqlx::FromRow)]
+pub(super) struct StoredCall {
+    pub turn_index: i32,
+    position: i32,
+    call_id: String,
+    tool: String,
+    arguments: Option<String>,
+    arguments_sealed: Option<Vec<u8>>,
+    effect: String,
+    started_at: Option<DateTime<Utc>>,
+    outcome: Option<String>,
+    is_error: Option<bool>,
+    content: Option<String>,
+    content_sealed: Option<Vec<u8>>,
+    finished_at: Option<DateTime<Utc>>,
+    edited_arguments: Option<String>,
+    edited_arguments_sealed: Option<Vec<u8>>,
+}
+
+/// The columns a [`StoredCall`] is read from.
+pub(super) const CALL_COLUMNS: &str =
+    "turn_index, position, call_id, tool, arguments, arguments_sealed, effect,
+     started_at, outcome, is_error, content, content_sealed, finished_at, edited_arguments, edited_arguments_sealed";
+
+impl StoredCall {
+    /// The call with its arguments (proposed and edited) and content opened.
+    pub(super) fn open(self, sealer: &Sealer, run_id: Uuid) -> Result<CallRow, StorageError> {
+        let row = Row::call(run_id, self.turn_index, self.position);
+        Ok(CallRow {
+            position: self.position,
+            arguments: sealed::open_required(
+                sealer,
+                Column::CallArguments,
+                row,
+                self.arguments,
+                self.arguments_sealed.as_deref(),
+            )?,
+            content: sealed::open(
+                sealer,
+                Column::CallContent,
+                row,
+                self.content,
+                self.content_sealed.as_deref(),
+            )?,
+            edited_arguments: sealed::open(
+                sealer,
+                Column::CallEditedArguments,
+                row,
+                self.edited_arguments,
+                self.edited_arguments_sealed.as_deref(),
+            )?,
+            call_id: self.call_id,
+            tool: self.tool,
+            effect: self.effect,
+            started_at: self.started_at,
+            outcome: self.outcome,
+            is_error: self.is_error,
+            finished_at: self.finished_at,
+        })
+    }
+}
+
 impl CallRow {
     /// The arguments the executor receives: the edited ones, if a decider edited them.
     pub fn effective_arguments(&self) -> &str {
@@ -170,15 +235,18 @@ const RUN_COLUMNS: &str = "id, tenant, owner_uid, status, privacy_level, require
 /// Inserts a run waiting for approval on turn 0; `None` when the id is taken (by any tenant).
 pub async fn insert(
     conn: &mut PgConnection,
+    sealer: &Sealer,
     run: &NewRun<'_>,
 ) -> Result<Option<RunRow>, StorageError> {
+    let messages = seal_transcript(sealer, run.id, run.messages)?;
     let row = sql::query_as::<RunRow>(sqlx::AssertSqlSafe(format!(
         "insert into runs (id, tenant, owner_uid, status, privacy_level, require_second_approver,
-                           registration_hash, tools, messages, turn_index, turn_digest, expires_at)
-         values ($1, $2, $3, 'waiting_for_approval', $4, $5, $6, $7, $8, 0, $9, {})
+                           registration_hash, tools, messages, turn_index, turn_digest, messages_sealed,
+                           expires_at)
+         values ($1, $2, $3, 'waiting_for_approval', $4, $5, $6, $7, $8::text::jsonb, 0, $9, $10, {})
          on conflict (id) do nothing
          returning {RUN_COLUMNS}",
-        expires_at_sql!("$10", "$11")
+        expires_at_sql!("$11", "$12")
     )))
     .bind(run.id)
     .bind(run.tenant)
@@ -187,8 +255,9 @@ pub async fn insert(
     .bind(run.require_second_approver)
     .bind(run.registration_hash)
     .bind(Json(run.tools))
-    .bind(Json(run.messages))
+    .bind(messages.clear)
     .bind(run.turn_digest)
+    .bind(messages.sealed)
     .bind(run.expiry.params().0)
     .bind(run.expiry.params().1)
     .fetch_optional(conn)
@@ -199,6 +268,7 @@ pub async fn insert(
 /// Stores the pending calls of a turn in one statement.
 pub async fn insert_calls(
     conn: &mut PgConnection,
+    sealer: &Sealer,
     run_id: Uuid,
     turn_index: i32,
     calls: &[(PendingCall, Effect)],
@@ -206,14 +276,19 @@ pub async fn insert_calls(
     let positions: Vec<i32> = (0..calls.len() as i32).collect();
     let ids: Vec<&str> = calls.iter().map(|(call, _)| call.id.as_str()).collect();
     let tools: Vec<&str> = calls.iter().map(|(call, _)| call.name.as_str()).collect();
-    let arguments: Vec<&str> = calls
+    let (arguments, arguments_sealed): (Vec<Option<String>>, Vec<Option<Vec<u8>>>) = calls
         .iter()
-        .map(|(call, _)| call.arguments.as_str())
-        .collect();
+        .zip(&positions)
+        .map(|((call, _), position)| {
+            let row = Row::call(run_id, turn_index, *position);
+            let stored = sealed::seal(sealer, Column::CallArguments, row, &call.arguments);
+            (stored.clear, stored.sealed)
+        })
+        .unzip();
     let effects: Vec<&str> = calls.iter().map(|(_, effect)| effect.as_str()).collect();
     sql::query(
-        "insert into turn_calls (run_id, turn_index, position, call_id, tool, arguments, effect)
-         select $1, $2, * from unnest($3::int[], $4::text[], $5::text[], $6::text[], $7::text[])",
+        "insert into turn_calls (run_id, turn_index, position, call_id, tool, arguments, effect, arguments_sealed)
+         select $1, $2, * from unnest($3::int[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bytea[])",
     )
     .bind(run_id)
     .bind(turn_index)
@@ -222,6 +297,7 @@ pub async fn insert_calls(
     .bind(&tools)
     .bind(&arguments)
     .bind(&effects)
+    .bind(&arguments_sealed)
     .execute(conn)
     .await?;
     Ok(())
@@ -269,50 +345,85 @@ pub async fn id_taken(db: impl PgExecutor<'_>, id: Uuid) -> Result<bool, Storage
 }
 
 /// The working transcript through the current turn.
-pub async fn messages(db: impl PgExecutor<'_>, id: Uuid) -> Result<Vec<Value>, StorageError> {
-    let Json(messages) =
-        sql::query_scalar::<Json<Vec<Value>>>("select messages from runs where id = $1")
-            .bind(id)
-            .fetch_one(db)
-            .await?;
-    Ok(messages)
+pub async fn messages(
+    db: impl PgExecutor<'_>,
+    sealer: &Sealer,
+    id: Uuid,
+) -> Result<Vec<Value>, StorageError> {
+    let (clear, sealed) = sql::query_as::<(Option<String>, Option<Vec<u8>>)>(
+        "select messages::text, messages_sealed from runs where id = $1",
+    )
+    .bind(id)
+    .fetch_one(db)
+    .await?;
+    open_transcript(sealer, id, clear, sealed.as_deref())
+}
+
+/// The transcript's JSON text, sealed when keys are configured.
+fn seal_transcript(
+    sealer: &Sealer,
+    run_id: Uuid,
+    messages: &[Value],
+) -> Result<sealed::Stored, StorageError> {
+    let text = serde_json::to_string(messages)
+        .map_err(|error| StorageError::Corrupt(format!("a transcript as JSON: {error}")))?;
+    Ok(sealed::seal(
+        sealer,
+        Column::Transcript,
+        Row::run(run_id),
+        &text,
+    ))
+}
+
+/// The transcript from its clear JSON text or its sealed one.
+pub(super) fn open_transcript(
+    sealer: &Sealer,
+    run_id: Uuid,
+    clear: Option<String>,
+    sealed: Option<&[u8]>,
+) -> Result<Vec<Value>, StorageError> {
+    let text = sealed::open_required(sealer, Column::Transcript, Row::run(run_id), clear, sealed)?;
+    serde_json::from_str(&text)
+        .map_err(|error| StorageError::Corrupt(format!("the transcript of run {run_id}: {error}")))
 }
 
 /// The calls of one turn in the turn's order.
 pub async fn calls(
     db: impl PgExecutor<'_>,
+    sealer: &Sealer,
     run_id: Uuid,
     turn_index: i32,
 ) -> Result<Vec<CallRow>, StorageError> {
-    let rows = sql::query_as::<CallRow>(
-        "select position, call_id, tool, arguments, effect, started_at, outcome, is_error, content, finished_at,
-                edited_arguments
-         from turn_calls where run_id = $1 and turn_index = $2 order by position",
-    )
+    let rows = sql::query_as::<StoredCall>(sqlx::AssertSqlSafe(format!(
+        "select {CALL_COLUMNS} from turn_calls where run_id = $1 and turn_index = $2 order by position"
+    )))
     .bind(run_id)
     .bind(turn_index)
     .fetch_all(db)
     .await?;
-    Ok(rows)
+    rows.into_iter()
+        .map(|row| row.open(sealer, run_id))
+        .collect()
 }
 
 /// The calls of every turn before `turn_index` that have a result, in turn order.
 pub async fn calls_before(
     db: impl PgExecutor<'_>,
+    sealer: &Sealer,
     run_id: Uuid,
     turn_index: i32,
 ) -> Result<Vec<CallRow>, StorageError> {
-    let rows = sql::query_as::<CallRow>(
-        "select position, call_id, tool, arguments, effect, started_at, outcome, is_error, content, finished_at,
-                edited_arguments
-         from turn_calls where run_id = $1 and turn_index < $2 and outcome is not null
-         order by turn_index, position",
-    )
+    let rows = sql::query_as::<StoredCall>(sqlx::AssertSqlSafe(format!(
+        "select {CALL_COLUMNS} from turn_calls where run_id = $1 and turn_index < $2 and outcome is not null
+         order by turn_index, position"
+    )))
     .bind(run_id)
     .bind(turn_index)
     .fetch_all(db)
     .await?;
-    Ok(rows)
+    rows.into_iter()
+        .map(|row| row.open(sealer, run_id))
+        .collect()
 }
 
 /// Moves a run to `status`, ending any lease.
@@ -392,32 +503,64 @@ pub async fn claim_expired_leases(
     Ok(rows)
 }
 
-/// Appends what followed the model input, opening turn `turn_index` with the given digest.
+/// The turn a `POST /turns` opens.
+#[derive(Debug, Clone, Copy)]
+pub struct NextTurn<'a> {
+    pub turn_index: i32,
+    pub turn_digest: &'a str,
+    /// SHA-256 of the request body, so a retried append is answered with the same run.
+    pub request_hash: &'a [u8],
+    pub expiry: Expiry,
+}
+
+/// Appends what followed the model input, opening the next turn.
+/// With keys, the transcript is opened, extended and sealed again here (the caller holds the run's lock); without,
+/// Postgres appends to the clear one, and a sealed one is answered `Undecryptable` rather than lost.
 pub async fn append_turn(
     conn: &mut PgConnection,
+    sealer: &Sealer,
     id: Uuid,
     appended: &[Value],
-    turn_index: i32,
-    turn_digest: &str,
-    request_hash: &[u8],
-    expiry: Expiry,
+    next: NextTurn<'_>,
 ) -> Result<RunRow, StorageError> {
+    let NextTurn {
+        turn_index,
+        turn_digest,
+        request_hash,
+        expiry,
+    } = next;
+    let (clear_appended, sealed) = if sealer.is_enabled() {
+        let mut messages = messages(&mut *conn, sealer, id).await?;
+        messages.extend_from_slice(appended);
+        (None, seal_transcript(sealer, id, &messages)?.sealed)
+    } else {
+        (Some(Json(appended)), None)
+    };
     let row = sql::query_as::<RunRow>(sqlx::AssertSqlSafe(format!(
-        "update runs set messages = messages || $2, turn_index = $3, turn_digest = $4, turn_request_hash = $5,
+        "update runs set messages = case when $6::bytea is null then messages || $2 end,
+             messages_sealed = $6, turn_index = $3, turn_digest = $4, turn_request_hash = $5,
              status = 'waiting_for_approval', expires_at = {}, updated_at = now()
-         where id = $1 returning {RUN_COLUMNS}",
-        expires_at_sql!("$6", "$7")
+         where id = $1 and ($6::bytea is not null or messages is not null) returning {RUN_COLUMNS}",
+        expires_at_sql!("$7", "$8")
     )))
     .bind(id)
-    .bind(Json(appended))
+    .bind(clear_appended)
     .bind(turn_index)
     .bind(turn_digest)
     .bind(request_hash)
+    .bind(sealed)
     .bind(expiry.params().0)
     .bind(expiry.params().1)
-    .fetch_one(conn)
+    .fetch_optional(&mut *conn)
     .await?;
-    Ok(row)
+    match row {
+        Some(row) => Ok(row),
+        // Without keys, a sealed transcript: opening it names its key in the error.
+        None => {
+            messages(&mut *conn, sealer, id).await?;
+            Err(StorageError::Corrupt(format!("run {id} has no transcript")))
+        }
+    }
 }
 
 /// Locks up to `limit` waiting runs whose turn has expired, skipping runs another transaction holds (a decision,

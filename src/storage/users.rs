@@ -12,6 +12,8 @@ pub struct UserRow {
     pub is_admin: bool,
     pub can_approve_others: bool,
     pub disabled: bool,
+    /// The tools whose write calls this user may approve; `None`: no limit (DESIGN.md §4).
+    pub approvable_tools: Option<Vec<String>>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -23,6 +25,7 @@ pub struct UserFields<'a> {
     pub is_admin: bool,
     pub can_approve_others: bool,
     pub disabled: bool,
+    pub approvable_tools: Option<&'a [String]>,
 }
 
 /// Inserts or replaces a user; `updated_at` moves only when something changed, so a repeated PUT is a no-op.
@@ -33,18 +36,21 @@ pub async fn upsert(
     fields: &UserFields<'_>,
 ) -> Result<UserRow, StorageError> {
     let row = sql::query_as::<UserRow>(
-        "insert into backend_users as u (tenant, uid, username, is_admin, can_approve_others, disabled)
-         values ($1, $2, $3, $4, $5, $6)
+        "insert into backend_users as u (tenant, uid, username, is_admin, can_approve_others, disabled,
+                                         approvable_tools)
+         values ($1, $2, $3, $4, $5, $6, $7)
          on conflict (tenant, uid) do update set
              username = excluded.username,
              is_admin = excluded.is_admin,
              can_approve_others = excluded.can_approve_others,
              disabled = excluded.disabled,
+             approvable_tools = excluded.approvable_tools,
              updated_at = case
-                 when (u.username, u.is_admin, u.can_approve_others, u.disabled)
-                      is distinct from (excluded.username, excluded.is_admin, excluded.can_approve_others, excluded.disabled)
+                 when (u.username, u.is_admin, u.can_approve_others, u.disabled, u.approvable_tools)
+                      is distinct from (excluded.username, excluded.is_admin, excluded.can_approve_others,
+                                        excluded.disabled, excluded.approvable_tools)
                  then now() else u.updated_at end
-         returning uid, username, is_admin, can_approve_others, disabled, created_at, updated_at",
+         returning uid, username, is_admin, can_approve_others, disabled, approvable_tools, created_at, updated_at",
     )
     .bind(tenant)
     .bind(uid)
@@ -52,6 +58,7 @@ pub async fn upsert(
     .bind(fields.is_admin)
     .bind(fields.can_approve_others)
     .bind(fields.disabled)
+    .bind(fields.approvable_tools)
     .fetch_one(db)
     .await?;
     Ok(row)
@@ -63,7 +70,7 @@ pub async fn find(
     uid: i64,
 ) -> Result<Option<UserRow>, StorageError> {
     let row = sql::query_as::<UserRow>(
-        "select uid, username, is_admin, can_approve_others, disabled, created_at, updated_at
+        "select uid, username, is_admin, can_approve_others, disabled, approvable_tools, created_at, updated_at
          from backend_users where tenant = $1 and uid = $2",
     )
     .bind(tenant)

@@ -7,10 +7,12 @@ mod cors;
 #[path = "../common/database.rs"]
 mod database;
 mod decisions;
+mod encryption;
 mod events;
 mod executors;
 mod expiry;
 mod formats;
+mod gate;
 mod hostile;
 mod logs;
 mod openapi;
