@@ -26,6 +26,7 @@ from approval_resume_client.models import (
     AnthropicToolResultBlock,
     AnthropicToolUseBlock,
     AnthropicUrlImageSource,
+    CallVerdictBody,
     ChatMessage,
     DecideResponse409,
     DecideResponse409Code,
@@ -217,7 +218,26 @@ def main(base_url: str, key: str) -> None:
     check_formats(client, approved_run, result.content, is_error=False)
     check_events(client, approved_run, approved=True, outcome=Outcome.OK)
 
-    print("walk: register, read, inbox, deny, approve, three formats, events and a 409 through the generated client")
+    # A verdict per call with edited arguments: the executor runs the edited ones, and the model is told so first.
+    edited_run = register(client, "call_edit")
+    edit = DecisionBody(
+        decider_uid=OWNER,
+        turn_digest=edited_run.turn.digest,
+        calls=[CallVerdictBody(call_id="call_edit", approved=True, arguments='{"only": 1}')],
+    )
+    answer = parsed(decide.sync_detailed(edited_run.id, client=client, body=edit), 200, DecisionAnswer)
+    [result] = answer.results
+    [verdict] = answer.decision.calls
+    assert (verdict.call_id, verdict.approved, verdict.edited) == ("call_edit", True, True), verdict
+    assert (result.outcome, result.edited) == (Outcome.OK, True), result
+    note = "Note: approval_edited (decided_by: run_owner). The arguments of this call were changed before it was approved"
+    assert result.content.startswith(note), result
+    assert result.content.endswith(f"\n\n{TOOL} done for user {OWNER} with 1 argument(s)."), result
+
+    print(
+        "walk: register, read, inbox, deny, approve, an edited per-call approval, three formats, events and a 409"
+        " through the generated client"
+    )
 
 
 if __name__ == "__main__":
