@@ -39,7 +39,12 @@ pub struct RegisterRun {
     /// When the turn expires: RFC 3339, or `approval_ttl_secs` from now; at most one ([`ExpiryBody`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     expires_at: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// An integer as JSON Schema reads one: `60.0` is 60, as for uids (`http::integer`).
+    #[serde(
+        default,
+        deserialize_with = "super::integer::json_or_null",
+        skip_serializing_if = "Option::is_none"
+    )]
     approval_ttl_secs: Option<i64>,
 }
 

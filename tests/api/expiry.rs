@@ -274,3 +274,19 @@ async fn expiry_settings_that_do_not_fit_are_refused_and_nothing_is_recorded() {
         assert!(!exists, "{code}: the run was recorded");
     }
 }
+
+#[tokio::test]
+async fn a_ttl_written_as_a_whole_float_is_the_integer_json_schema_says_it_is() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool).await;
+    app.user(OWNER, false, false, false).await;
+    let (whole, fractional) = (Uuid::new_v4(), Uuid::new_v4());
+    let mut body = run_body(whole, OWNER);
+    body["approval_ttl_secs"] = json!(3600.0);
+    let run = app.register(body).await;
+    assert!(run["expires_at"].is_string(), "{run}");
+    let mut body = run_body(fractional, OWNER);
+    body["approval_ttl_secs"] = json!(3600.5);
+    let answer = app.post("/v1/runs", body).await;
+    assert_problem(&answer, StatusCode::UNPROCESSABLE_ENTITY, "invalid_body");
+}
