@@ -6,6 +6,7 @@
 //! stops the wait for the answer.
 
 pub mod approve;
+pub mod periodic;
 pub mod sweeper;
 
 use std::time::Duration;

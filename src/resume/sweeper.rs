@@ -87,16 +87,8 @@ pub fn spawn_sweeper(
     interval: Duration,
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut shutdown = shutdown;
-        let mut ticker = tokio::time::interval(interval);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = ticker.tick() => sweep(&resumer).await,
-                _ = shutdown.changed() => return,
-            }
-        }
+    super::periodic::spawn_every(resumer, interval, shutdown, |resumer| async move {
+        sweep(&resumer).await
     })
 }
 
