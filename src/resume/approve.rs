@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use super::{ResumeError, Resumed, Resumer, resumed_event, tool_events};
+use super::{ResumeError, Resumed, Resumer, closing_event, tool_events};
 use crate::domain::events;
 use crate::domain::results::{self, ToolResult};
 use crate::domain::tokens::RunStatus;
@@ -80,14 +80,14 @@ pub async fn finish_turn(
     let results = super::stored_results(&calls)?;
     let decided_by = decision.decided_by()?;
     let events = tool_events(resumer, &run, &calls, &results, decided_by).await?;
-    let resumed_event = resumed_event(
+    let resumed_event = closing_event(
         &run,
-        events::Verdict {
+        Some(&events::Verdict {
             decided_by,
             decider_uid: decision.decider_uid,
             approved: decision.approved,
             outcomes: results.iter().map(|result| result.outcome).collect(),
-        },
+        }),
     );
     let closing = ClosingTurn {
         run: &run,

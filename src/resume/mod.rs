@@ -233,14 +233,14 @@ pub async fn decide(
         .zip(results.iter())
         .collect();
     let events = tool_events(resumer, run, &calls, &results, decided_by).await?;
-    let resumed_event = resumed_event(
+    let resumed_event = closing_event(
         run,
-        events::Verdict {
+        Some(&events::Verdict {
             decided_by,
             decider_uid: request.decider_uid,
             approved: Some(false),
             outcomes: results.iter().map(|result| result.outcome).collect(),
-        },
+        }),
     );
     let closing = ClosingTurn {
         run,
@@ -479,8 +479,9 @@ fn stored_result(call: &CallRow) -> Result<ToolResult, StorageError> {
     })
 }
 
-/// The data of the `run.resumed` event that closes `run`'s turn with these results.
-fn resumed_event(run: &RunRow, verdict: events::Verdict) -> Value {
+/// The data of the event that closes `run`'s turn: `run.resumed` with the decision's verdict, or `run.expired`
+/// with none (nobody decided).
+fn closing_event(run: &RunRow, verdict: Option<&events::Verdict>) -> Value {
     events::data(
         &events::RunFacts {
             run_id: run.id,
@@ -489,7 +490,7 @@ fn resumed_event(run: &RunRow, verdict: events::Verdict) -> Value {
             turn_index: run.turn_index,
             turn_digest: &run.turn_digest,
         },
-        Some(&verdict),
+        verdict,
     )
 }
 

@@ -13,9 +13,7 @@ use std::time::Duration;
 use sqlx::PgConnection;
 
 use super::{ResumeError, Resumer};
-use crate::domain::events;
 use crate::domain::results::{self, ToolResult};
-use crate::domain::tokens::RunStatus;
 use crate::metrics;
 use crate::sealing::Sealer;
 use crate::storage::deciding::{self, ClosingTurn};
@@ -43,16 +41,7 @@ pub async fn expire_turn(
         .map(|call| call.position)
         .zip(results.iter())
         .collect();
-    let expired_event = events::data(
-        &events::RunFacts {
-            run_id: run.id,
-            tenant: &run.tenant,
-            status: RunStatus::Resumed,
-            turn_index: run.turn_index,
-            turn_digest: &run.turn_digest,
-        },
-        None,
-    );
+    let expired_event = super::closing_event(run, None);
     let closing = ClosingTurn {
         run,
         sealer,

@@ -34,14 +34,7 @@ async fn a_token_reads_and_denies_its_users_run_as_that_user_and_the_audit_names
         .call(Method::GET, &format!("/v1/runs/{id}"), Some(&token), None)
         .await;
     assert_eq!(run.status, StatusCode::OK, "{:?}", run.body);
-    let decided = app
-        .call(
-            Method::POST,
-            &format!("/v1/runs/{id}/decision"),
-            Some(&token),
-            Some(deny(&digest)),
-        )
-        .await;
+    let decided = post_decision(&app, id, &token, deny(&digest)).await;
     assert_eq!(decided.status, StatusCode::OK, "{:?}", decided.body);
     assert_eq!(decided.body["decision"]["decided_by"], "run_owner");
     assert_eq!(decided.body["decision"]["decider_uid"], 7);
@@ -89,14 +82,7 @@ async fn every_refused_token_is_answered_401_with_a_code_saying_why_and_nothing_
     let (id, digest) = owned_run(&app).await;
     let cases = signer.refused_tokens();
     for (token, code) in cases {
-        let answer = app
-            .call(
-                Method::POST,
-                &format!("/v1/runs/{id}/decision"),
-                Some(&token),
-                Some(deny(&digest)),
-            )
-            .await;
+        let answer = post_decision(&app, id, &token, deny(&digest)).await;
         assert_problem(&answer, StatusCode::UNAUTHORIZED, code);
     }
     assert_nothing_recorded(&app.pool, id).await;
@@ -193,14 +179,7 @@ async fn a_token_sees_only_the_runs_its_user_may_decide() {
         .await;
     assert_problem(&read, StatusCode::NOT_FOUND, "not_found");
     let approver = signer.token(9);
-    let decided = app
-        .call(
-            Method::POST,
-            &format!("/v1/runs/{id}/decision"),
-            Some(&approver),
-            Some(deny(&digest)),
-        )
-        .await;
+    let decided = post_decision(&app, id, &approver, deny(&digest)).await;
     assert_eq!(decided.status, StatusCode::OK, "{:?}", decided.body);
     assert_eq!(decided.body["decision"]["decided_by"], "other_user");
 }
@@ -217,14 +196,13 @@ async fn the_owner_of_a_four_eyes_run_may_not_approve_it_with_a_token() {
         .as_str()
         .unwrap()
         .to_owned();
-    let answer = app
-        .call(
-            Method::POST,
-            &format!("/v1/runs/{id}/decision"),
-            Some(&signer.token(7)),
-            Some(json!({"approved": true, "turn_digest": digest})),
-        )
-        .await;
+    let answer = post_decision(
+        &app,
+        id,
+        &signer.token(7),
+        json!({"approved": true, "turn_digest": digest}),
+    )
+    .await;
     assert_problem(&answer, StatusCode::FORBIDDEN, "second_approver_required");
     assert_nothing_recorded(&app.pool, id).await;
 }
@@ -283,4 +261,15 @@ async fn a_rotated_key_verifies_until_it_is_retired() {
         .call(Method::GET, &path, Some(&new.token(7)), None)
         .await;
     assert_eq!(answer.status, StatusCode::OK);
+}
+
+/// Posts a decision on run `id` with a decision token (or any bearer credential).
+async fn post_decision(app: &TestApp, id: Uuid, token: &str, body: Value) -> support::Answer {
+    app.call(
+        Method::POST,
+        &format!("/v1/runs/{id}/decision"),
+        Some(token),
+        Some(body),
+    )
+    .await
 }
