@@ -11,4 +11,5 @@ pub mod results;
 pub mod scopes;
 pub mod tokens;
 pub mod transcript;
+pub mod transcript_text;
 pub mod verdicts;

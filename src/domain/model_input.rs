@@ -9,7 +9,10 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
+use bytes::Bytes;
+
 use super::results::ToolResult;
+use super::transcript_text::{NotATranscript, TranscriptText};
 
 /// The shape of the resumed model input; `openai-chat` is what the loop registered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
@@ -77,6 +80,34 @@ pub fn render(
     }
     out.insert(list_key.into(), list);
     Value::Object(out)
+}
+
+/// The head of an `openai-chat` model input, up to its first message: the text [`render`] writes for it.
+const CHAT_HEAD: &[u8] = br#"{"format":"openai-chat","messages":["#;
+
+/// The model input as pieces of JSON text, to be sent one after another. For `openai-chat` the stored transcript's
+/// text is one of the pieces, spliced in as it is and never parsed, so the answer costs what its results cost,
+/// whatever the transcript's length; the other formats translate the parsed messages ([`render`]). Either way
+/// the bytes are those of [`render`] over the same messages.
+pub fn render_text(
+    format: ModelInputFormat,
+    transcript: &TranscriptText,
+    results: &[ToolResult],
+    earlier_results: &[ToolResult],
+) -> Result<Vec<Bytes>, NotATranscript> {
+    if format != ModelInputFormat::OpenAiChat {
+        let tree = render(format, &transcript.values()?, results, earlier_results);
+        let text = serde_json::to_vec(&tree).expect("a JSON value always serializes");
+        return Ok(vec![Bytes::from(text)]);
+    }
+    let tools = TranscriptText::of(&tool_messages(results)).messages();
+    let mut pieces = vec![Bytes::from_static(CHAT_HEAD), transcript.messages()];
+    if !transcript.is_empty() && !tools.is_empty() {
+        pieces.push(Bytes::from_static(b","));
+    }
+    pieces.push(tools);
+    pieces.push(Bytes::from_static(b"]}"));
+    Ok(pieces)
 }
 
 /// One step of the conversation, read once from the transcript and the results, then written in each format.
@@ -345,6 +376,34 @@ mod tests {
             denied("call_1", "update_title", Effect::Write, RunOwner, None),
             executed("call_2", "read_stats", "42 visits".into(), false),
         ]
+    }
+
+    #[test]
+    fn the_text_rendering_is_byte_for_byte_the_rendered_tree_in_every_format() {
+        let stored = TranscriptText::of(&transcript());
+        for format in ModelInputFormat::ALL {
+            let pieces = render_text(format, &stored, &results(), &[]).unwrap();
+            let text: Vec<u8> = pieces.concat();
+            let tree = render(format, &transcript(), &results(), &[]);
+            assert_eq!(
+                String::from_utf8(text).unwrap(),
+                serde_json::to_string(&tree).unwrap(),
+                "{}",
+                format.as_str()
+            );
+        }
+    }
+
+    #[test]
+    fn a_chat_rendering_splices_the_stored_text_without_copying_it() {
+        let stored = TranscriptText::of(&transcript());
+        let pieces = render_text(OpenAiChat, &stored, &results(), &[]).unwrap();
+        assert!(
+            pieces
+                .iter()
+                .any(|piece| piece.as_ptr() == stored.messages().as_ptr()),
+            "one piece is the stored text itself"
+        );
     }
 
     fn denial() -> String {

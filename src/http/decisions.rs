@@ -2,13 +2,14 @@
 
 use axum::extract::State;
 use axum::response::IntoResponse;
+use bytes::Bytes;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use uuid::Uuid;
 
 use super::error::ApiError;
 use super::extract::{Credential, Json, KeyOrToken, Query, RunId, scope};
 use super::integer;
+use super::json_pieces::JsonPieces;
 use super::views::DecisionView;
 use super::visible;
 use crate::domain::model_input::{self, ModelInputFormat};
@@ -18,7 +19,7 @@ use crate::domain::tokens::{DenialReason, RunStatus};
 use crate::domain::verdicts::{CallVerdict, DecisionForm};
 use crate::resume::{self, Actor, DecisionRequest, Resumed};
 use crate::state::AppState;
-use crate::storage::decisions;
+use crate::storage::{StorageError, decisions};
 use axum::http::StatusCode;
 
 /// The whole-turn form `{approved, reason?, …}` or the per-call form `{calls, …}` (DESIGN.md §8); exactly one.
@@ -111,33 +112,40 @@ pub struct FormatQuery {
     format: ModelInputFormat,
 }
 
-/// The answer to a decision: built only from stored rows, so the same decision again gets the same bytes.
+/// The answer to a decision, but its model input: built only from stored rows, so the same decision again gets the
+/// same bytes. The model input follows as the last member, `model_input`, spliced in as pieces of text
+/// ([`answer`]).
 #[derive(Debug, Serialize)]
-pub struct DecisionAnswer {
+struct DecisionHead {
     run_id: Uuid,
     /// The status the decision brought the run to.
     status: RunStatus,
     decision: DecisionView,
     results: Vec<ToolResult>,
-    model_input: Value,
 }
 
-impl DecisionAnswer {
-    fn of(resumed: Resumed, format: ModelInputFormat) -> Result<Self, ApiError> {
-        let model_input = model_input::render(
-            format,
-            &resumed.transcript,
-            &resumed.results,
-            &resumed.earlier_results,
-        );
-        Ok(DecisionAnswer {
-            run_id: resumed.run_id,
-            status: RunStatus::Resumed,
-            decision: DecisionView::of(&resumed.decision)?,
-            results: resumed.results,
-            model_input,
-        })
-    }
+/// The whole answer: the head, then `model_input` in the asked format (the stored transcript spliced in as it is).
+fn answer(resumed: Resumed, format: ModelInputFormat) -> Result<JsonPieces, ApiError> {
+    let model_input = rendered(format, &resumed)?;
+    let head = DecisionHead {
+        run_id: resumed.run_id,
+        status: RunStatus::Resumed,
+        decision: DecisionView::of(&resumed.decision)?,
+        results: resumed.results,
+    };
+    JsonPieces::object_with(&head, "model_input", model_input)
+        .map_err(|error| ApiError::internal(format!("the decision's answer as JSON: {error}")))
+}
+
+/// The model input of a resumed turn as JSON text pieces.
+fn rendered(format: ModelInputFormat, resumed: &Resumed) -> Result<Vec<Bytes>, ApiError> {
+    model_input::render_text(
+        format,
+        &resumed.transcript,
+        &resumed.results,
+        &resumed.earlier_results,
+    )
+    .map_err(|error| StorageError::Corrupt(format!("run {}: {error}", resumed.run_id)).into())
 }
 
 pub async fn decide(
@@ -205,7 +213,7 @@ pub async fn decide(
     let resumed = resume::decide(&state.resumer, &actor, &request).await?;
     // A replay committed nothing; the nudge is only a hint, so a needless one costs a poll.
     state.events.committed();
-    Ok(axum::Json(DecisionAnswer::of(resumed, query.format)?))
+    answer(resumed, query.format)
 }
 
 pub async fn model_input(
@@ -234,15 +242,16 @@ pub async fn model_input(
     }
     // Its reads in one transaction: behind PgBouncer a connection is only kept between statements inside one.
     let mut tx = state.pool.begin().await?;
-    let resumed = resume::load_turn(&mut tx, state.pool.sealer(), run.id, turn_index).await?;
+    let turn = resume::load_turn(&mut tx, state.pool.sealer(), run.id, turn_index).await?;
     tx.commit().await?;
-    let model_input = model_input::render(
+    let model_input = model_input::render_text(
         query.format,
-        &resumed.transcript,
-        &resumed.results,
-        &resumed.earlier_results,
-    );
-    Ok(axum::Json(model_input))
+        &turn.transcript,
+        &turn.results,
+        &turn.earlier_results,
+    )
+    .map_err(|error| StorageError::Corrupt(format!("run {}: {error}", run.id)))?;
+    Ok(JsonPieces(model_input))
 }
 
 /// A member that may be absent (`None`), `null` (`Some(None)`) or a uid (`Some(Some(uid))`).

@@ -11,6 +11,7 @@ pub mod events;
 pub mod events_feed;
 pub mod extract;
 pub mod integer;
+pub mod json_pieces;
 pub mod ops;
 pub mod runs;
 pub mod tokens;

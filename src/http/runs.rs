@@ -17,6 +17,7 @@ use super::visible;
 use crate::domain::limits::TurnOverLimit;
 use crate::domain::tokens::{Effect, PrivacyLevel, RunStatus};
 use crate::domain::transcript::{self, PendingCall, is_valid_tool_name};
+use crate::domain::transcript_text::TranscriptText;
 use crate::state::AppState;
 use crate::storage::runs::{self, DeclaredTool, Expiry, NewRun, RunRow};
 use crate::storage::{decisions, events, users};
@@ -152,7 +153,7 @@ pub async fn register_run(
         require_second_approver: body.require_second_approver,
         registration_hash: &registration_hash,
         tools: &declared_list(&body.tools),
-        messages: &body.messages,
+        messages: &TranscriptText::of(&body.messages),
         turn_digest: &digest,
         expiry,
     };

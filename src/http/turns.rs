@@ -16,7 +16,7 @@ use crate::domain::tokens::{Effect, RunStatus};
 use crate::domain::transcript;
 use crate::resume::load_turn;
 use crate::state::AppState;
-use crate::storage::{events, runs};
+use crate::storage::{StorageError, events, runs};
 
 #[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -71,7 +71,11 @@ pub async fn append_turn(
     }
     // The turn ended by a decision or by expiry; either way every call has its stored result.
     let resumed = load_turn(&mut tx, state.pool.sealer(), run.id, run.turn_index).await?;
-    let earlier_ids = transcript::call_ids(&resumed.transcript);
+    let earlier = resumed
+        .transcript
+        .values()
+        .map_err(|error| StorageError::Corrupt(format!("run {}: {error}", run.id)))?;
+    let earlier_ids = transcript::call_ids(&earlier);
     let pending = transcript::validate(&body.messages, &earlier_ids)
         .map_err(|error| ApiError::unprocessable("invalid_transcript", error.to_string()))?;
     within_limits(&state, &pending)?;

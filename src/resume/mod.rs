@@ -25,6 +25,7 @@ use crate::domain::gate;
 use crate::domain::privacy;
 use crate::domain::results::{self, ToolResult};
 use crate::domain::tokens::{DecidedBy, PrivacyLevel, RunStatus};
+use crate::domain::transcript_text::TranscriptText;
 use crate::domain::verdicts::{DecisionForm, TurnCall, VerdictError, Verdicts};
 use crate::executor::Executors;
 use crate::metrics;
@@ -79,7 +80,7 @@ pub struct Resumed {
     pub decision: DecisionRow,
     pub results: Vec<ToolResult>,
     /// The transcript through the decided turn's assistant message.
-    pub transcript: Vec<Value>,
+    pub transcript: TranscriptText,
     /// The results this service wrote for the run's earlier turns (their tool messages are in `transcript`).
     pub earlier_results: Vec<ToolResult>,
 }
@@ -298,7 +299,7 @@ impl Resumed {
         run_id: Uuid,
         decision: DecisionRow,
         results: Vec<ToolResult>,
-        transcript: Option<Vec<Value>>,
+        transcript: Option<TranscriptText>,
         earlier_calls: &[CallRow],
     ) -> Result<Self, ResumeError> {
         let transcript = transcript.ok_or_else(|| {
@@ -419,7 +420,7 @@ pub async fn load_resumed(
 pub struct ClosedTurn {
     pub results: Vec<ToolResult>,
     /// The transcript through the turn's assistant message.
-    pub transcript: Vec<Value>,
+    pub transcript: TranscriptText,
     pub earlier_results: Vec<ToolResult>,
 }
 
@@ -433,7 +434,7 @@ pub async fn load_turn(
     let calls = runs::calls(&mut *conn, sealer, run_id, turn_index).await?;
     let results = stored_results(&calls)?;
     let mut transcript = runs::messages(&mut *conn, sealer, run_id).await?;
-    truncate_to_turn(&mut transcript, &calls);
+    truncate_to_turn(&mut transcript, &calls)?;
     let earlier_results =
         stored_results(&runs::calls_before(&mut *conn, sealer, run_id, turn_index).await?)?;
     Ok(ClosedTurn {
@@ -444,18 +445,16 @@ pub async fn load_turn(
 }
 
 /// Cuts a transcript back to the assistant message that holds these calls, in case later turns were appended.
-fn truncate_to_turn(transcript: &mut Vec<Value>, calls: &[CallRow]) {
-    let Some(first) = calls.first() else { return };
-    let holds_call = |message: &Value| {
-        message["tool_calls"].as_array().is_some_and(|tool_calls| {
-            tool_calls
-                .iter()
-                .any(|call| call["id"] == first.call_id.as_str())
-        })
+fn truncate_to_turn(
+    transcript: &mut TranscriptText,
+    calls: &[CallRow],
+) -> Result<(), StorageError> {
+    let Some(first) = calls.first() else {
+        return Ok(());
     };
-    if let Some(turn_at) = transcript.iter().rposition(holds_call) {
-        transcript.truncate(turn_at + 1);
-    }
+    transcript
+        .truncate_to_call(&first.call_id)
+        .map_err(|error| StorageError::Corrupt(error.to_string()))
 }
 
 fn stored_results(calls: &[CallRow]) -> Result<Vec<ToolResult>, StorageError> {

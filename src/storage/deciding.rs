@@ -19,6 +19,7 @@ use crate::domain::authorize::DeciderFacts;
 use crate::domain::privacy::ToolEvent;
 use crate::domain::results::ToolResult;
 use crate::domain::tokens::RunStatus;
+use crate::domain::transcript_text::TranscriptText;
 use crate::sealing::Sealer;
 
 /// A run locked for a decision, with what the decision rules need about it.
@@ -32,7 +33,7 @@ pub struct LockedRun {
     /// The decision of the run's current turn, if it has one.
     pub decision: Option<DecisionRow>,
     /// The working transcript, when it was asked for.
-    pub transcript: Option<Vec<Value>>,
+    pub transcript: Option<TranscriptText>,
     /// The current turn's `expires_at` has passed, by the database's clock once the lock was granted.
     pub past_expiry: bool,
     /// The current turn expired (its expiry is recorded).
@@ -60,7 +61,7 @@ pub async fn lock_run(
                 x.turn_index is not null as expired
          from (select id, tenant, owner_uid, status, privacy_level, require_second_approver, registration_hash,
                       tools, turn_index, turn_digest, turn_request_hash, lease_owner, lease_until, expires_at,
-                      created_at, updated_at, case when $4 then messages::text end as messages,
+                      created_at, updated_at, case when $4 then messages end as messages, messages_from_jsonb,
                       case when $4 then messages_sealed end as messages_sealed
                from runs where id = $1 and tenant = $2 for update) r
          left join backend_users u on u.tenant = r.tenant and u.uid = $3
@@ -129,6 +130,7 @@ fn locked_run(sealer: &Sealer, row: &PgRow) -> Result<LockedRun, StorageError> {
             run.id,
             clear,
             sealed.as_deref(),
+            row.try_get("messages_from_jsonb")?,
         )?)
     } else {
         None

@@ -10,6 +10,7 @@ use super::sealed::{self, Column, Row};
 use super::{StorageError, sql};
 use crate::domain::tokens::{Effect, Outcome, PrivacyLevel, RunStatus};
 use crate::domain::transcript::PendingCall;
+use crate::domain::transcript_text::TranscriptText;
 use crate::sealing::Sealer;
 
 /// A run without its transcript, which can be large and is loaded only where it is needed.
@@ -191,7 +192,7 @@ pub struct NewRun<'a> {
     pub require_second_approver: bool,
     pub registration_hash: &'a [u8],
     pub tools: &'a [DeclaredTool],
-    pub messages: &'a [Value],
+    pub messages: &'a TranscriptText,
     pub turn_digest: &'a str,
     pub expiry: Expiry,
 }
@@ -238,12 +239,12 @@ pub async fn insert(
     sealer: &Sealer,
     run: &NewRun<'_>,
 ) -> Result<Option<RunRow>, StorageError> {
-    let messages = seal_transcript(sealer, run.id, run.messages)?;
+    let messages = seal_transcript(sealer, run.id, run.messages.as_str());
     let row = sql::query_as::<RunRow>(sqlx::AssertSqlSafe(format!(
         "insert into runs (id, tenant, owner_uid, status, privacy_level, require_second_approver,
                            registration_hash, tools, messages, turn_index, turn_digest, messages_sealed,
                            expires_at)
-         values ($1, $2, $3, 'waiting_for_approval', $4, $5, $6, $7, $8::text::jsonb, 0, $9, $10, {})
+         values ($1, $2, $3, 'waiting_for_approval', $4, $5, $6, $7, $8, 0, $9, $10, {})
          on conflict (id) do nothing
          returning {RUN_COLUMNS}",
         expires_at_sql!("$11", "$12")
@@ -349,42 +350,32 @@ pub async fn messages(
     db: impl PgExecutor<'_>,
     sealer: &Sealer,
     id: Uuid,
-) -> Result<Vec<Value>, StorageError> {
-    let (clear, sealed) = sql::query_as::<(Option<String>, Option<Vec<u8>>)>(
-        "select messages::text, messages_sealed from runs where id = $1",
+) -> Result<TranscriptText, StorageError> {
+    let (clear, sealed, from_jsonb) = sql::query_as::<(Option<String>, Option<Vec<u8>>, bool)>(
+        "select messages, messages_sealed, messages_from_jsonb from runs where id = $1",
     )
     .bind(id)
     .fetch_one(db)
     .await?;
-    open_transcript(sealer, id, clear, sealed.as_deref())
+    open_transcript(sealer, id, clear, sealed.as_deref(), from_jsonb)
 }
 
 /// The transcript's JSON text, sealed when keys are configured.
-fn seal_transcript(
-    sealer: &Sealer,
-    run_id: Uuid,
-    messages: &[Value],
-) -> Result<sealed::Stored, StorageError> {
-    let text = serde_json::to_string(messages)
-        .map_err(|error| StorageError::Corrupt(format!("a transcript as JSON: {error}")))?;
-    Ok(sealed::seal(
-        sealer,
-        Column::Transcript,
-        Row::run(run_id),
-        &text,
-    ))
+fn seal_transcript(sealer: &Sealer, run_id: Uuid, text: &str) -> sealed::Stored {
+    sealed::seal(sealer, Column::Transcript, Row::run(run_id), text)
 }
 
-/// The transcript from its clear JSON text or its sealed one.
+/// The transcript from its clear JSON text or its sealed one; `from_jsonb` is the row's `messages_from_jsonb`.
 pub(super) fn open_transcript(
     sealer: &Sealer,
     run_id: Uuid,
     clear: Option<String>,
     sealed: Option<&[u8]>,
-) -> Result<Vec<Value>, StorageError> {
+    from_jsonb: bool,
+) -> Result<TranscriptText, StorageError> {
     let text = sealed::open_required(sealer, Column::Transcript, Row::run(run_id), clear, sealed)?;
-    serde_json::from_str(&text)
-        .map_err(|error| StorageError::Corrupt(format!("the transcript of run {run_id}: {error}")))
+    TranscriptText::from_stored(text, from_jsonb)
+        .map_err(|error| StorageError::Corrupt(format!("run {run_id}: {error}")))
 }
 
 /// The calls of one turn in the turn's order.
@@ -529,16 +520,18 @@ pub async fn append_turn(
         request_hash,
         expiry,
     } = next;
+    // A transcript is an array of objects, so the canonical text of `appended` joins the stored one's at a comma.
     let (clear_appended, sealed) = if sealer.is_enabled() {
-        let mut messages = messages(&mut *conn, sealer, id).await?;
-        messages.extend_from_slice(appended);
-        (None, seal_transcript(sealer, id, &messages)?.sealed)
+        let messages = messages(&mut *conn, sealer, id).await?;
+        let text = messages.appended(appended);
+        (None, seal_transcript(sealer, id, &text).sealed)
     } else {
-        (Some(Json(appended)), None)
+        (Some(TranscriptText::canonical(appended)), None)
     };
     let row = sql::query_as::<RunRow>(sqlx::AssertSqlSafe(format!(
-        "update runs set messages = case when $6::bytea is null then messages || $2 end,
-             messages_sealed = $6, turn_index = $3, turn_digest = $4, turn_request_hash = $5,
+        "update runs set messages = case when $6::bytea is null then left(messages, -1) || ',' || substr($2, 2) end,
+             messages_sealed = $6, messages_from_jsonb = messages_from_jsonb and $6::bytea is null,
+             turn_index = $3, turn_digest = $4, turn_request_hash = $5,
              status = 'waiting_for_approval', expires_at = {}, updated_at = now()
          where id = $1 and ($6::bytea is not null or messages is not null) returning {RUN_COLUMNS}",
         expires_at_sql!("$7", "$8")

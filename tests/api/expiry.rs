@@ -214,7 +214,7 @@ async fn an_expired_turn_is_followed_by_a_new_turn_with_its_own_expiry() {
     assert_eq!(answer.body["turn"]["index"], 1);
     // The new turn's transcript carries the expired turn's results as tool messages.
     let messages: Vec<Value> = sqlx::query_scalar::<_, sqlx::types::Json<Vec<Value>>>(
-        "select messages from runs where id = $1",
+        "select messages::jsonb from runs where id = $1",
     )
     .bind(id)
     .fetch_one(&app.pool)

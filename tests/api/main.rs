@@ -23,6 +23,7 @@ mod retention;
 mod spec_shape;
 mod support;
 mod tokens;
+mod transcript_text;
 mod turns;
 mod verdicts;
 mod webhooks;

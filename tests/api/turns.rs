@@ -76,7 +76,7 @@ async fn denied_run(app: &TestApp) -> (Uuid, String) {
 }
 
 async fn working_transcript(pool: &PgPool, run_id: Uuid) -> Value {
-    sqlx::query_scalar("select messages from runs where id = $1")
+    sqlx::query_scalar("select messages::jsonb from runs where id = $1")
         .bind(run_id)
         .fetch_one(pool)
         .await
