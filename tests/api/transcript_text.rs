@@ -22,7 +22,10 @@ async fn store_as_before_the_upgrade(app: &TestApp, run_id: Uuid) {
     .fetch_one(&app.pool)
     .await
     .unwrap();
-    assert!(spaced.contains("\": "), "jsonb's text has its own spacing: {spaced}");
+    assert!(
+        spaced.contains("\": "),
+        "jsonb's text has its own spacing: {spaced}"
+    );
 }
 
 async fn deny(app: &TestApp, run_id: Uuid, digest: &str) -> support::Answer {
@@ -73,7 +76,15 @@ async fn a_new_turn_after_a_transcript_stored_before_the_upgrade_appends_to_it()
         .collect();
     assert_eq!(
         roles,
-        ["system", "user", "assistant", "tool", "tool", "assistant", "tool"]
+        [
+            "system",
+            "user",
+            "assistant",
+            "tool",
+            "tool",
+            "assistant",
+            "tool"
+        ]
     );
     assert_eq!(messages[6]["tool_call_id"], "call_3");
 }
@@ -89,8 +100,10 @@ async fn an_answer_says_its_length_and_is_one_json_document_in_every_format() {
         app.get(&format!("/v1/runs/{id}/model-input")).await,
         app.get(&format!("/v1/runs/{id}/model-input?format=anthropic"))
             .await,
-        app.get(&format!("/v1/runs/{id}/model-input?format=openai-responses"))
-            .await,
+        app.get(&format!(
+            "/v1/runs/{id}/model-input?format=openai-responses"
+        ))
+        .await,
     ];
     for answer in answers {
         assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
