@@ -76,6 +76,11 @@ impl TranscriptText {
         std::str::from_utf8(&self.text).expect("a transcript's text is UTF-8")
     }
 
+    /// The length of the whole text in bytes.
+    pub fn text_len(&self) -> usize {
+        self.text.len()
+    }
+
     /// Whether the transcript holds no message.
     pub fn is_empty(&self) -> bool {
         self.messages().iter().all(u8::is_ascii_whitespace)

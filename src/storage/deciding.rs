@@ -77,6 +77,9 @@ pub async fn lock_run(
     let Some(mut locked) = row.map(|row| locked_run(sealer, &row)).transpose()? else {
         return Ok(None);
     };
+    if let Some(transcript) = &locked.transcript {
+        runs::release_read_buffer(&mut *conn, transcript.text_len());
+    }
     // The joined rows are read with the statement's snapshot, taken before the lock was granted, while the run row
     // is its newest version. So when another transaction decided the turn while this one waited for the lock, the
     // run shows the status it set but the join misses its decision. Every decision changes the run's status in the

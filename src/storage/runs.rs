@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::types::Json;
-use sqlx::{PgConnection, PgExecutor};
+use sqlx::{Connection, PgConnection, PgExecutor};
 use uuid::Uuid;
 
 use super::sealed::{self, Column, Row};
@@ -347,7 +347,7 @@ pub async fn id_taken(db: impl PgExecutor<'_>, id: Uuid) -> Result<bool, Storage
 
 /// The working transcript through the current turn.
 pub async fn messages(
-    db: impl PgExecutor<'_>,
+    conn: &mut PgConnection,
     sealer: &Sealer,
     id: Uuid,
 ) -> Result<TranscriptText, StorageError> {
@@ -355,9 +355,24 @@ pub async fn messages(
         "select messages, messages_sealed, messages_from_jsonb from runs where id = $1",
     )
     .bind(id)
-    .fetch_one(db)
+    .fetch_one(&mut *conn)
     .await?;
-    open_transcript(sealer, id, clear, sealed.as_deref(), from_jsonb)
+    let transcript = open_transcript(sealer, id, clear, sealed.as_deref(), from_jsonb)?;
+    release_read_buffer(conn, transcript.text_len());
+    Ok(transcript)
+}
+
+/// A read larger than this gives its connection's read buffer back ([`release_read_buffer`]).
+const LARGE_READ_BYTES: usize = 256 * 1024;
+
+/// After a large transcript was read, gives the connection's read buffer back to the allocator. sqlx keeps a
+/// connection's buffer as large as the largest message it ever read, for as long as the connection lives, so every
+/// pooled connection that once read a 10,000-message transcript would hold megabytes while idle: memory would be
+/// bounded by the largest transcripts seen, not by what is in flight (issue 17). The next large read grows it again.
+pub(super) fn release_read_buffer(conn: &mut PgConnection, bytes: usize) {
+    if bytes > LARGE_READ_BYTES {
+        conn.shrink_buffers();
+    }
 }
 
 /// The transcript's JSON text, sealed when keys are configured.
