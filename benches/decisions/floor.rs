@@ -62,9 +62,14 @@ impl Floor {
             "alter table naive.approval_events drop constraint if exists approval_events_run_id_fkey",
             "alter table naive.tool_events drop constraint if exists tool_events_run_id_fkey",
             "truncate naive.runs, naive.approval_events, naive.tool_events",
+            // Copied as the service's text (an earlier copy left it `jsonb`, below).
+            "alter table naive.runs alter column messages type text",
             "insert into naive.runs select * from public.runs",
             "insert into naive.approval_events select * from public.approval_events",
             "insert into naive.tool_events select * from public.tool_events",
+            // A straightforward implementation keeps the transcript as `jsonb` and appends to it there; the service
+            // keeps its own JSON text since migration 0008, which must not make the naive floor cheaper.
+            "alter table naive.runs alter column messages type jsonb using messages::jsonb",
             "alter table naive.approval_events add constraint approval_events_run_id_fkey
                  foreign key (run_id) references naive.runs (id) on delete cascade",
             "alter table naive.tool_events add constraint tool_events_run_id_fkey
@@ -90,7 +95,7 @@ impl Floor {
                 "insert into naive.runs (id, tenant, owner_uid, status, privacy_level, require_second_approver,
                                          registration_hash, tools, messages, turn_index, turn_digest)
                  select md5('floor' || n)::uuid, t.tenant, n % $4 + 1, 'waiting_for_approval', t.privacy_level,
-                        false, t.registration_hash, t.tools, t.messages, 0, t.turn_digest
+                        false, t.registration_hash, t.tools, t.messages::jsonb, 0, t.turn_digest
                  from public.runs t cross join generate_series($2::bigint, $3::bigint) as n where t.id = $1",
             )
             .bind(self.template)
