@@ -190,6 +190,9 @@ def main():
                    help="run `select 'measure-start'` / `'measure-end'` on the database around the measured decisions "
                         "(a marker in a log_statement=all log)")
     p.add_argument("--env", action="append", default=[], help="NAME=VALUE for the service")
+    p.add_argument("--fresh-service", action="store_true",
+                   help="stop the service after seeding and start a new one to decide: the figures are the decisions' "
+                        "alone, without what the registrations left in the process (memory mode)")
     a = p.parse_args()
 
     admin = f"{a.pg_url}/postgres"
@@ -217,20 +220,26 @@ def main():
     log = open(a.out + ".log" if a.mode == "callgrind" else a.out, "w")
     if a.mode == "callgrind":
         command = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={a.out}"] + command
-    service = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
-    try:
+
+    def start():
+        service = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=log)
         deadline = time.time() + 180
         while True:
             try:
                 c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
                 c.request("GET", "/readyz")
                 if c.getresponse().status == 200:
-                    break
+                    return service
             except OSError:
                 pass
             if time.time() > deadline or service.poll() is not None:
+                service.kill()
                 sys.exit("the service did not become ready")
             time.sleep(0.2)
+
+    service = start()
+    try:
 
         clients = [Client(port, key) for _ in range(a.clients)]
         seeders = clients[: max(a.clients, 1)]
@@ -251,6 +260,12 @@ def main():
         total = a.warmup + a.decisions
         print(f"seeding {total} runs of {a.messages} messages …", file=sys.stderr)
         runs = in_parallel(seeders, list(range(total)), register)
+
+        if a.fresh_service:
+            service.terminate()
+            service.wait(timeout=60)
+            service = start()
+            clients = [Client(port, key) for _ in range(a.clients)]
 
         answer_bytes = []
 
@@ -295,7 +310,7 @@ def main():
             "user_ms_per_deny": round(user / a.decisions, 4), "system_ms_per_deny": round(system / a.decisions, 4),
             "answer_kib": round(sum(answer_bytes) / len(answer_bytes) / 1024, 1),
             "rss_before_mib": round(rss_before / 1024, 1), "peak_rss_mib": round(hwm / 1024, 1),
-            "loadavg": " ".join(load),
+            "loadavg": " ".join(load), "fresh_service": a.fresh_service,
         }
         print(json.dumps(result))
     finally:
