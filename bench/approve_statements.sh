@@ -43,8 +43,9 @@ python3 bench/profile_load.py --binary "$binary" --mode cpu --approve --mark --c
 {
     echo "# Statements of one approval (one call, no-op executor): $label"
     echo
-    echo "Made by \`bash bench/approve_statements.sh $label\` ($(date -u +%FT%TZ)); Postgres log_statement=all on a"
-    echo "private cluster, the statements logged between the two markers, in order, by backend (pid)."
+    echo "Made by \`${PROFILE_BINARY:+PROFILE_BINARY=$PROFILE_BINARY }bash bench/approve_statements.sh $label\` ($(date -u +%FT%TZ)); Postgres log_statement=all on a"
+    echo "private cluster, the statements logged between the two markers, in order, by backend (pid). Binary:"
+    echo "\`${binary#"$PWD"/}\` (the statements do not depend on the build profile)."
     echo
     python3 - "$dir/postgres.log" <<'PY'
 import re, sys
