@@ -6,8 +6,10 @@
 #
 #   bash bench/approve_statements.sh [label]     report in bench/results/profile/approve-statements-<label>.md
 #
-# Periodic work (recovery sweep, event poll) is slowed so that it does not fall between the markers; what is left
-# is the approval's own. Needs the Postgres server binaries (Debian: postgresql-15) and runs them as `postgres`.
+# Periodic work (recovery sweep, event poll, expiry sweep) is slowed so that it does not fall between the markers; what
+# is left is the approval's own, except the webhook dispatcher's look for subscriptions once a second (fixed, not a
+# setting), which shows as `select exists (select 1 from webhook_subscriptions)` when it falls between them.
+# Needs the Postgres server binaries (Debian: postgresql-15) and runs them as `postgres`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,12 +38,14 @@ trap 'as_pg "$bin/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null; rm -rf "$
 
 python3 bench/profile_load.py --binary "$binary" --mode cpu --approve --mark --clients 1 --decisions 1 \
     --warmup 20 --pg-url "postgres://postgres@127.0.0.1:$port" --out "$work/approve.log" \
-    --env RECOVERY_INTERVAL_SECS=3600 --env EVENTS_POLL_INTERVAL_MS=60000 > "$work/approve.json" 2>/dev/null
+    --env RECOVERY_INTERVAL_SECS=3600 --env EVENTS_POLL_INTERVAL_MS=60000 \
+    --env EXPIRY_SWEEP_INTERVAL_MS=3600000 > "$work/approve.json" 2>/dev/null
 {
     echo "# Statements of one approval (one call, no-op executor): $label"
     echo
-    echo "Made by \`bash bench/approve_statements.sh $label\` ($(date -u +%FT%TZ)); Postgres log_statement=all on a"
-    echo "private cluster, the statements logged between the two markers, in order, by backend (pid)."
+    echo "Made by \`${PROFILE_BINARY:+PROFILE_BINARY=$PROFILE_BINARY }bash bench/approve_statements.sh $label\` ($(date -u +%FT%TZ)); Postgres log_statement=all on a"
+    echo "private cluster, the statements logged between the two markers, in order, by backend (pid). Binary:"
+    echo "\`${binary#"$PWD"/}\` (the statements do not depend on the build profile)."
     echo
     python3 - "$dir/postgres.log" <<'PY'
 import re, sys

@@ -1,5 +1,8 @@
-//! The approve path: the turn's calls run one after another through their executors, outside any transaction,
-//! each outcome stored as soon as it is known; then one transaction writes the tool events and resumes the run.
+//! The approve path: the decision takes the turn in its transaction (one statement, with the first call marked
+//! started), the turn's calls run one after another through their executors, outside any transaction, each outcome
+//! stored as soon as it is known; then one statement writes the tool events and resumes the run, only while this
+//! instance still holds the turn's lease. What the decision read under the run's lock (run, calls, transcript) is
+//! carried through, so nothing is read again on the way.
 //!
 //! A `resuming` turn is held by a lease. If the instance holding it dies, the lease runs out and the recovery task
 //! of any instance takes the turn over: calls with an outcome keep it, a call that had started but has no outcome
@@ -8,18 +11,35 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde_json::Value;
 use uuid::Uuid;
 
 use super::{ResumeError, Resumed, Resumer, closing_event, tool_events};
 use crate::domain::events;
 use crate::domain::results::{self, ToolResult};
-use crate::domain::tokens::RunStatus;
+use crate::domain::tokens::{DecidedBy, RunStatus};
 use crate::executor::ExecutorCall;
 use crate::storage::deciding::{self, ClosingTurn, LockedRun};
-use crate::storage::decisions;
+use crate::storage::decisions::{self, DecisionRow};
 use crate::storage::runs::{self, CallRow, RunRow};
 
-/// Runs whatever is left of an approved turn held by this instance, then resumes the run.
+/// An approved turn as the decision that took it left it, with what that decision read under the run's lock.
+pub(super) struct TakenTurn {
+    pub run: RunRow,
+    pub decision: DecisionRow,
+    /// The turn's calls as stored once the decision committed: denied ones with their results, edited ones with
+    /// their edited arguments.
+    pub calls: Vec<CallRow>,
+    /// The earlier turns' calls that have a result ([`deciding::calls_through`]).
+    pub earlier_calls: Vec<CallRow>,
+    /// The transcript read under the lock, carried as it was read into the answer.
+    pub transcript: Option<Vec<Value>>,
+    /// The call the decision marked started (with a fresh lease), if it marked one.
+    pub first_started: Option<i32>,
+}
+
+/// Runs whatever is left of an approved turn held by this instance, then resumes the run: the recovery task's
+/// entry, which has nothing read. It closes the turn under the run's lock, from what is stored then.
 pub async fn finish_turn(
     resumer: &Resumer,
     tenant: &str,
@@ -29,7 +49,7 @@ pub async fn finish_turn(
         .await?
         .ok_or(ResumeError::RunNotFound)?;
     let sealer = resumer.pool.sealer();
-    let calls = runs::calls(&resumer.pool, sealer, run.id, run.turn_index).await?;
+    let mut calls = runs::calls(&resumer.pool, sealer, run.id, run.turn_index).await?;
     // The edit note names who decided; read only when a call still to run was edited.
     let edited_by = if calls
         .iter()
@@ -43,22 +63,99 @@ pub async fn finish_turn(
     } else {
         None
     };
-    for call in calls.iter().filter(|call| call.outcome.is_none()) {
-        let mut result = run_call(resumer, &run, call).await?;
+    run_calls(resumer, &run, &mut calls, edited_by, None).await?;
+    close_locked(resumer, tenant, run_id).await
+}
+
+/// Runs the calls of a turn the decision just took, then closes it in one statement from what was carried through.
+pub(super) async fn finish_taken(
+    resumer: &Resumer,
+    taken: TakenTurn,
+) -> Result<Resumed, ResumeError> {
+    let TakenTurn {
+        run,
+        decision,
+        mut calls,
+        earlier_calls,
+        transcript,
+        first_started,
+    } = taken;
+    let decided_by = decision.decided_by()?;
+    let all_ours = run_calls(resumer, &run, &mut calls, Some(decided_by), first_started).await?;
+    if !all_ours {
+        // A call had a result this instance did not store (another instance's, after a takeover): what was carried
+        // through is not what is stored, so the turn is closed from a fresh read under the lock.
+        return close_locked(resumer, &run.tenant, run.id).await;
+    }
+    let results = super::stored_results(&calls)?;
+    let events = tool_events(resumer, &run, &calls, &results, decided_by).await?;
+    let resumed_event = closing_event(
+        &run,
+        Some(&events::Verdict {
+            decided_by,
+            decider_uid: decision.decider_uid,
+            approved: decision.approved,
+            outcomes: results.iter().map(|result| result.outcome).collect(),
+        }),
+    );
+    let closing = ClosingTurn {
+        run: &run,
+        sealer: resumer.pool.sealer(),
+        results: &[],
+        events: &events,
+        resumed_event: &resumed_event,
+    };
+    if !deciding::close_held_turn(&resumer.pool, &closing, resumer.instance_id).await? {
+        // Our lease ran out and another instance took the turn over (or already finished it).
+        return Err(ResumeError::ResumeInProgress);
+    }
+    tracing::info!(run_id = %run.id, turn = run.turn_index, calls = calls.len(), "approved turn resumed");
+    Resumed::from_reads(run.id, decision, results, transcript, &earlier_calls)
+}
+
+/// Runs every call of `calls` that has no outcome, in order, storing each outcome as soon as it is known and
+/// keeping it in `calls`. `false` when some call already had a stored outcome this instance did not know of.
+async fn run_calls(
+    resumer: &Resumer,
+    run: &RunRow,
+    calls: &mut [CallRow],
+    edited_by: Option<DecidedBy>,
+    first_started: Option<i32>,
+) -> Result<bool, ResumeError> {
+    let mut all_ours = true;
+    for call in calls.iter_mut().filter(|call| call.outcome.is_none()) {
+        let started = first_started == Some(call.position);
+        let mut result = run_call(resumer, run, call, started).await?;
         if let (Some(arguments), Some(decided_by)) = (&call.edited_arguments, edited_by) {
             result = results::with_edit_note(result, decided_by, arguments);
         }
-        decisions::store_result(
+        let stored = decisions::store_result(
             &resumer.pool,
-            sealer,
+            resumer.pool.sealer(),
             run.id,
             run.turn_index,
             call.position,
             &result,
         )
         .await?;
+        if stored {
+            call.outcome = Some(result.outcome.as_str().to_owned());
+            call.is_error = Some(result.is_error);
+            call.content = Some(result.content);
+        } else {
+            all_ours = false;
+        }
     }
+    Ok(all_ours)
+}
 
+/// Closes a turn whose calls all have a stored result, under the run's lock and from what is stored then.
+async fn close_locked(
+    resumer: &Resumer,
+    tenant: &str,
+    run_id: Uuid,
+) -> Result<Resumed, ResumeError> {
+    let sealer = resumer.pool.sealer();
     let mut tx = resumer.pool.begin().await?;
     let locked = deciding::lock_run(&mut tx, sealer, tenant, run_id, None, true)
         .await?
@@ -102,11 +199,13 @@ pub async fn finish_turn(
     Resumed::from_reads(run.id, decision, results, transcript, &earlier_calls)
 }
 
-/// The outcome of one call that has none yet.
+/// The outcome of one call that has none yet. `started`: this instance marked it started when it took the turn,
+/// with a lease that is still fresh, so it is sent without another round trip.
 async fn run_call(
     resumer: &Resumer,
     run: &RunRow,
     call: &CallRow,
+    started: bool,
 ) -> Result<ToolResult, ResumeError> {
     if call.started_at.is_some() {
         // It was sent once and its outcome never stored: it may have taken effect, so it is never sent again.
@@ -115,18 +214,16 @@ async fn run_call(
     let Some(executor) = resumer.executors.enabled(&call.tool) else {
         return Ok(results::not_permitted(&call.call_id, &call.tool));
     };
-    let lease = resumer.lease();
-    if !runs::renew_lease(&resumer.pool, run.id, resumer.instance_id, lease).await? {
-        return Err(ResumeError::ResumeInProgress);
-    }
-    if !decisions::mark_started(
-        &resumer.pool,
-        run.id,
-        run.turn_index,
-        call.position,
-        resumer.instance_id,
-    )
-    .await?
+    if !started
+        && !decisions::start_call(
+            &resumer.pool,
+            run.id,
+            run.turn_index,
+            call.position,
+            resumer.instance_id,
+            resumer.lease(),
+        )
+        .await?
     {
         return Err(ResumeError::ResumeInProgress);
     }
@@ -145,6 +242,16 @@ async fn run_call(
         )
         .await;
     Ok(result)
+}
+
+/// The call an approved turn sends first: the first without an outcome whose tool has an enabled executor (the
+/// calls before it get a result without being sent). `calls` are as the decision leaves them.
+pub(super) fn first_sent(resumer: &Resumer, calls: &[CallRow]) -> Option<i32> {
+    calls
+        .iter()
+        .filter(|call| call.outcome.is_none())
+        .find(|call| call.started_at.is_none() && resumer.executors.enabled(&call.tool).is_some())
+        .map(|call| call.position)
 }
 
 /// Every `interval`, takes over turns whose lease ran out and finishes them. Ends when `shutdown` resolves.

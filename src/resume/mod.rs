@@ -31,8 +31,8 @@ use crate::executor::Executors;
 use crate::metrics;
 use crate::sealing::Sealer;
 use crate::storage::StorageError;
-use crate::storage::deciding::{self, ClosingTurn, LockedRun};
-use crate::storage::decisions::{self, DecisionRow, NewDecision};
+use crate::storage::deciding::{self, ClosingTurn, LockedRun, TakingTurn};
+use crate::storage::decisions::{DecisionRow, NewDecision};
 use crate::storage::runs::{self, CallRow, RunRow};
 
 /// What the decision path needs, shared by every request and the recovery task.
@@ -123,14 +123,14 @@ pub async fn decide(
 ) -> Result<Resumed, ResumeError> {
     let approves = request.form.approves_any();
     let mut tx = resumer.pool.begin().await?;
-    // A deny answers the transcript from this same read; an approval reads it after its tools ran.
+    // Both answer the transcript from this same read: a deny at once, an approval after its tools ran.
     let locked = deciding::lock_run(
         &mut tx,
         resumer.pool.sealer(),
         &actor.tenant,
         request.run_id,
         request.decider_uid,
-        !approves,
+        true,
     )
     .await?
     .ok_or(ResumeError::RunNotFound)?;
@@ -199,7 +199,6 @@ pub async fn decide(
     let results = denial_results(&verdicts, decided_by);
 
     if approves {
-        decisions::insert(&mut tx, &new_decision).await?;
         let positioned: Vec<(i32, &ToolResult)> = results
             .iter()
             .map(|(position, result)| (*position, result))
@@ -208,23 +207,36 @@ pub async fn decide(
             .approved()
             .filter_map(|v| v.edited_arguments.as_deref().map(|a| (v.position, a)))
             .collect();
-        if !positioned.is_empty() || !edits.is_empty() {
-            decisions::store_verdicts(
-                &mut tx,
-                resumer.pool.sealer(),
-                run.id,
-                run.turn_index,
-                &positioned,
-                &edits,
-            )
-            .await?;
-        }
-        runs::start_resuming(&mut tx, run.id, resumer.instance_id, resumer.lease()).await?;
+        // The calls as they are once this commits, so that nothing needs reading again before the turn closes.
+        let mut calls = calls;
+        as_taken(&mut calls, &positioned, &edits);
+        let first_sent = approve::first_sent(resumer, &calls);
+        let (decision, first_started) = deciding::take_turn(
+            &mut tx,
+            &TakingTurn {
+                decision: &new_decision,
+                sealer: resumer.pool.sealer(),
+                denied: &positioned,
+                edits: &edits,
+                lease_owner: resumer.instance_id,
+                lease: resumer.lease(),
+                first_sent,
+            },
+        )
+        .await?;
         tx.commit().await?;
         metrics::decision(true, decided_by.as_str());
         tracing::info!(run_id = %run.id, turn = run.turn_index, decided_by = decided_by.as_str(),
             denied = positioned.len(), edited = edits.len(), "turn approved");
-        return finish_turn(resumer, &actor.tenant, run.id).await;
+        let taken = approve::TakenTurn {
+            run: locked.run,
+            decision,
+            calls,
+            earlier_calls,
+            transcript: locked.transcript,
+            first_started: first_sent.filter(|_| first_started),
+        };
+        return approve::finish_taken(resumer, taken).await;
     }
 
     let results: Vec<ToolResult> = results.into_iter().map(|(_, result)| result).collect();
@@ -255,6 +267,27 @@ pub async fn decide(
     metrics::decision(false, decided_by.as_str());
     tracing::info!(run_id = %run.id, turn = run.turn_index, decided_by = decided_by.as_str(), "turn denied");
     Resumed::from_reads(run.id, decision, results, locked.transcript, &earlier_calls)
+}
+
+/// Applies to calls read before an approval what its taking stores: the denied calls' results and the edited
+/// calls' arguments (both exactly as `take_turn` stores them).
+fn as_taken(calls: &mut [CallRow], denied: &[(i32, &ToolResult)], edits: &[(i32, &str)]) {
+    for call in calls.iter_mut() {
+        if let Some((_, result)) = denied
+            .iter()
+            .find(|(position, _)| *position == call.position)
+        {
+            call.outcome = Some(result.outcome.as_str().to_owned());
+            call.is_error = Some(result.is_error);
+            call.content = Some(result.content.clone());
+        }
+        if let Some((_, arguments)) = edits
+            .iter()
+            .find(|(position, _)| *position == call.position)
+        {
+            call.edited_arguments = Some((*arguments).to_owned());
+        }
+    }
 }
 
 /// The pending calls as the verdicts are resolved against them, each with the effect that applies.

@@ -4,11 +4,12 @@
 //! statement saved here is a network round trip and a pass through the executor of Postgres saved per click.
 
 use std::sync::LazyLock;
+use std::time::Duration;
 
 use serde_json::Value;
 use sqlx::postgres::PgRow;
 use sqlx::types::Json;
-use sqlx::{FromRow, PgConnection, Row};
+use sqlx::{FromRow, PgConnection, PgExecutor, Row};
 use uuid::Uuid;
 
 use super::decisions::{self, DECISION_COLUMNS, DecisionRow, NewDecision};
@@ -197,11 +198,11 @@ pub struct ClosingTurn<'a> {
 /// The common-table expressions that close a turn, over the parameters `$1` to `$21` bound by [`bind_closing`]:
 /// store the results, write the tool events (with the times of the calls as just stored), move the run to
 /// `resumed` ending any lease, and write the `run.resumed` event (`run.expired` for [`CLOSE_EXPIRED_TURN`]) in the
-/// outbox. Nothing here is sent anywhere
-/// before commit: a `pg_notify` would take a database-wide lock at every commit (BENCHMARKS.md), so consumers read
+/// outbox. `$held` narrows which run moves on (see [`CLOSE_HELD_TURN`]); the tool events and the outbox row are
+/// written only for a run that did. Nothing here is sent anywhere before commit: a `pg_notify` would take a database-wide lock at every commit (BENCHMARKS.md), so consumers read
 /// the outbox after it (src/storage/events.rs).
 macro_rules! close_turn_ctes {
-    ($event_type:literal) => {
+    ($event_type:literal, $held:literal) => {
         concat!(
             "
     stored as (
@@ -211,6 +212,12 @@ macro_rules! close_turn_ctes {
              as r(position, outcome, is_error, content, content_sealed)
         where c.run_id = $1 and c.turn_index = $2 and c.position = r.position and c.outcome is null
         returning c.position, c.finished_at
+    ), resumed as (
+        update runs set status = 'resumed', lease_owner = null, lease_until = null, updated_at = now()
+        where id = $1",
+            $held,
+            "
+        returning id, tenant
     ), events as (
         insert into tool_events (run_id, turn_index, position, call_id, tool, outcome, is_error, decided_by,
                                  privacy_level, arguments_bytes, result_bytes, arguments, result,
@@ -224,10 +231,7 @@ macro_rules! close_turn_ctes {
                   arguments_bytes, result_bytes, arguments, result, arguments_sealed, result_sealed)
         join turn_calls c on c.run_id = $1 and c.turn_index = $2 and c.position = e.position
         left join stored s on s.position = e.position
-    ), resumed as (
-        update runs set status = 'resumed', lease_owner = null, lease_until = null, updated_at = now()
-        where id = $1
-        returning id, tenant
+        cross join resumed
     ), outboxed as (
         insert into events (tenant, run_id, type, data)
         select tenant, id, '",
@@ -239,8 +243,14 @@ macro_rules! close_turn_ctes {
     };
 }
 
-const CLOSE_TURN: &str = close_turn_ctes!("run.resumed");
-const CLOSE_EXPIRED_TURN: &str = close_turn_ctes!("run.expired");
+const CLOSE_TURN: &str = close_turn_ctes!("run.resumed", "");
+const CLOSE_EXPIRED_TURN: &str = close_turn_ctes!("run.expired", "");
+/// [`CLOSE_TURN`] without the run's lock: the run moves on only while `$22` still holds its lease, and without
+/// that nothing is written (no tool event, no `run.resumed`), because the turn belongs to whoever took it over.
+const CLOSE_HELD_TURN: &str = close_turn_ctes!(
+    "run.resumed",
+    " and status = 'resuming' and lease_owner = $22"
+);
 
 /// Closes a turn whose results are all stored (the approve path, after its executors ran).
 pub async fn close_turn(
@@ -254,6 +264,144 @@ pub async fn close_turn(
         .fetch_one(conn)
         .await?;
     Ok(())
+}
+
+/// Closes a turn whose results are all stored (the approve path, after its executors ran) in one statement and
+/// without the run's lock, only while `lease_owner` still holds the turn's lease; `false` when it no longer does
+/// (the lease ran out and another instance took the turn over, or finished it), and then nothing was written.
+pub async fn close_held_turn(
+    db: impl PgExecutor<'_>,
+    closing: &ClosingTurn<'_>,
+    lease_owner: Uuid,
+) -> Result<bool, StorageError> {
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        format!("with {CLOSE_HELD_TURN} select resumed.id from resumed cross join outboxed")
+    });
+    let closed = bind_closing(sql::query(sqlx::AssertSqlSafe(SQL.as_str())), closing)
+        .bind(lease_owner)
+        .fetch_optional(db)
+        .await?;
+    Ok(closed.is_some())
+}
+
+/// What an approval writes as it takes its turn (see [`take_turn`]).
+pub struct TakingTurn<'a> {
+    pub decision: &'a NewDecision<'a>,
+    /// Seals denial contents and edited arguments before they are stored.
+    pub sealer: &'a Sealer,
+    /// `(position, result)` of the calls this decision denies.
+    pub denied: &'a [(i32, &'a ToolResult)],
+    /// `(position, arguments)` of the approved calls a decider edited.
+    pub edits: &'a [(i32, &'a str)],
+    /// The instance that runs the calls, and for how long its lease lasts from now.
+    pub lease_owner: Uuid,
+    pub lease: Duration,
+    /// The position of the call this instance sends first, marked started here (the lease is fresh, so no
+    /// renewal is needed before it is sent); `None` when no call is sent.
+    pub first_sent: Option<i32>,
+}
+
+/// Records an approval and takes its turn, in one statement under the run's lock the caller holds: the approval
+/// event, the denied calls' results and the edited calls' arguments, the run to `resuming` under this instance's
+/// lease, and the first call to be sent marked started. Returns the decision and whether that call was marked.
+pub async fn take_turn(
+    conn: &mut PgConnection,
+    taking: &TakingTurn<'_>,
+) -> Result<(DecisionRow, bool), StorageError> {
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "with decision as (
+                 insert into approval_events (run_id, turn_index, approved, decider_uid, decided_by, reason,
+                                              turn_digest, client_name, token_kid, calls)
+                 values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+                 returning {DECISION_COLUMNS}
+             ), denied as (
+                 update turn_calls c set outcome = r.outcome, is_error = r.is_error, content = r.content,
+                                         content_sealed = r.content_sealed, finished_at = now()
+                 from unnest($11::int[], $12::text[], $13::bool[], $14::text[], $15::bytea[])
+                      as r(position, outcome, is_error, content, content_sealed)
+                 where c.run_id = $1 and c.turn_index = $2 and c.position = r.position and c.outcome is null
+                 returning c.position
+             ), edited as (
+                 update turn_calls c set edited_arguments = e.arguments, edited_arguments_sealed = e.arguments_sealed,
+                                         started_at = case when c.position = $21 and c.started_at is null
+                                                               and c.outcome is null
+                                                          then now() else c.started_at end
+                 from unnest($16::int[], $17::text[], $18::bytea[]) as e(position, arguments, arguments_sealed)
+                 where c.run_id = $1 and c.turn_index = $2 and c.position = e.position
+                 returning c.position
+             ), started as (
+                 update turn_calls c set started_at = now()
+                 where c.run_id = $1 and c.turn_index = $2 and c.position = $21
+                   and c.started_at is null and c.outcome is null
+                   and c.position <> all($16::int[])
+                 returning c.position
+             ), resuming as (
+                 update runs set status = 'resuming', lease_owner = $19,
+                     lease_until = now() + make_interval(secs => $20), updated_at = now()
+                 where id = $1
+                 returning id
+             )
+             select decision.*,
+                    exists (select 1 from turn_calls c
+                            where c.run_id = $1 and c.turn_index = $2 and c.position = $21
+                              and c.started_at is null and c.outcome is null) as first_started
+             from decision cross join resuming"
+        )
+    });
+    let decision = taking.decision;
+    let (run_id, turn_index) = (decision.run_id, decision.turn_index);
+    let (contents, contents_sealed): (Vec<Option<String>>, Vec<Option<Vec<u8>>>) = taking
+        .denied
+        .iter()
+        .map(|(position, result)| {
+            let row = SealedRow::call(run_id, turn_index, *position);
+            let stored = sealed::seal(taking.sealer, Column::CallContent, row, &result.content);
+            (stored.clear, stored.sealed)
+        })
+        .unzip();
+    let (edited, edited_sealed): (Vec<Option<String>>, Vec<Option<Vec<u8>>>) = taking
+        .edits
+        .iter()
+        .map(|(position, arguments)| {
+            let row = SealedRow::call(run_id, turn_index, *position);
+            let stored = sealed::seal(taking.sealer, Column::CallEditedArguments, row, arguments);
+            (stored.clear, stored.sealed)
+        })
+        .unzip();
+    let denied = taking.denied;
+    let query = sql::query(sqlx::AssertSqlSafe(SQL.as_str()))
+        .bind(run_id)
+        .bind(turn_index);
+    let row = decisions::bind_decision(query, decision)
+        .bind(denied.iter().map(|(p, _)| *p).collect::<Vec<i32>>())
+        .bind(
+            denied
+                .iter()
+                .map(|(_, r)| r.outcome.as_str())
+                .collect::<Vec<&str>>(),
+        )
+        .bind(
+            denied
+                .iter()
+                .map(|(_, r)| r.is_error)
+                .collect::<Vec<bool>>(),
+        )
+        .bind(contents)
+        .bind(contents_sealed)
+        .bind(taking.edits.iter().map(|(p, _)| *p).collect::<Vec<i32>>())
+        .bind(edited)
+        .bind(edited_sealed)
+        .bind(taking.lease_owner)
+        .bind(taking.lease.as_secs_f64())
+        .bind(taking.first_sent)
+        .fetch_one(conn)
+        .await?;
+    let first_started: bool = row.try_get("first_started")?;
+    Ok((
+        DecisionRow::from_row(&row)?,
+        first_started && taking.first_sent.is_some(),
+    ))
 }
 
 /// Records a deny decision and closes its turn with the denial results, in one statement.

@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
-use sqlx::{FromRow, PgConnection, PgExecutor};
+use sqlx::{FromRow, PgExecutor};
 use uuid::Uuid;
 
 use super::sealed::{self, Column, Row};
@@ -108,26 +108,6 @@ pub async fn all_of_run(
     Ok(rows)
 }
 
-/// Records a decision. The primary key (run, turn) is the backstop of "one decision per turn": callers hold the run
-/// lock and have checked, so a conflict here is a defect and surfaces as an error rather than being ignored.
-pub async fn insert(
-    conn: &mut PgConnection,
-    decision: &NewDecision<'_>,
-) -> Result<DecisionRow, StorageError> {
-    let query = sql::query(sqlx::AssertSqlSafe(format!(
-        "insert into approval_events (run_id, turn_index, approved, decider_uid, decided_by, reason, turn_digest, client_name, token_kid, calls)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-         returning {DECISION_COLUMNS}"
-    )));
-    let row = bind_decision(
-        query.bind(decision.run_id).bind(decision.turn_index),
-        decision,
-    )
-    .fetch_one(conn)
-    .await?;
-    Ok(DecisionRow::from_row(&row)?)
-}
-
 /// Binds what a decision records besides its run and turn, in column order: approved, decider_uid, decided_by,
 /// reason, turn_digest, client_name, token_kid, calls.
 pub(super) fn bind_decision<'q>(query: Query<'q>, decision: &NewDecision<'q>) -> Query<'q> {
@@ -178,66 +158,6 @@ pub async fn expiries_of_run(
     Ok(rows)
 }
 
-/// Stores, in the decision's transaction, what a decision with per-call verdicts settles before any tool runs:
-/// the denied calls' results and the approved calls' edited arguments. `results` are `(position, result)`,
-/// `edits` `(position, arguments)`.
-pub async fn store_verdicts(
-    conn: &mut PgConnection,
-    sealer: &Sealer,
-    run_id: Uuid,
-    turn_index: i32,
-    results: &[(i32, &ToolResult)],
-    edits: &[(i32, &str)],
-) -> Result<(), StorageError> {
-    let (contents, contents_sealed): (Vec<Option<String>>, Vec<Option<Vec<u8>>>) = results
-        .iter()
-        .map(|(position, result)| {
-            let row = Row::call(run_id, turn_index, *position);
-            let stored = sealed::seal(sealer, Column::CallContent, row, &result.content);
-            (stored.clear, stored.sealed)
-        })
-        .unzip();
-    let (edited, edited_sealed): (Vec<Option<String>>, Vec<Option<Vec<u8>>>) = edits
-        .iter()
-        .map(|(position, arguments)| {
-            let row = Row::call(run_id, turn_index, *position);
-            let stored = sealed::seal(sealer, Column::CallEditedArguments, row, arguments);
-            (stored.clear, stored.sealed)
-        })
-        .unzip();
-    sql::query(
-        "with denied as (
-             update turn_calls c set outcome = r.outcome, is_error = r.is_error, content = r.content,
-                                     content_sealed = r.content_sealed, finished_at = now()
-             from unnest($3::int[], $4::text[], $5::bool[], $6::text[], $7::bytea[])
-                  as r(position, outcome, is_error, content, content_sealed)
-             where c.run_id = $1 and c.turn_index = $2 and c.position = r.position and c.outcome is null
-             returning c.position
-         )
-         update turn_calls c set edited_arguments = e.arguments, edited_arguments_sealed = e.arguments_sealed
-         from unnest($8::int[], $9::text[], $10::bytea[]) as e(position, arguments, arguments_sealed)
-         where c.run_id = $1 and c.turn_index = $2 and c.position = e.position",
-    )
-    .bind(run_id)
-    .bind(turn_index)
-    .bind(results.iter().map(|(p, _)| *p).collect::<Vec<i32>>())
-    .bind(
-        results
-            .iter()
-            .map(|(_, r)| r.outcome.as_str())
-            .collect::<Vec<&str>>(),
-    )
-    .bind(results.iter().map(|(_, r)| r.is_error).collect::<Vec<bool>>())
-    .bind(contents)
-    .bind(contents_sealed)
-    .bind(edits.iter().map(|(p, _)| *p).collect::<Vec<i32>>())
-    .bind(edited)
-    .bind(edited_sealed)
-    .execute(conn)
-    .await?;
-    Ok(())
-}
-
 /// Stores one call's result as soon as it is known; `false` when it already had one.
 pub async fn store_result(
     db: impl PgExecutor<'_>,
@@ -269,25 +189,34 @@ pub async fn store_result(
     Ok(done.rows_affected() == 1)
 }
 
-/// Marks a call as started, while `lease_owner` still holds the turn. `false` means: do not call the executor,
-/// because the call already started once (its outcome is unknown) or another instance holds the turn now.
-pub async fn mark_started(
+/// Renews the turn's lease and marks a call as started, in one statement, only while `lease_owner` still holds the
+/// turn. `false` means: do not call the executor, because another instance holds the turn now or the call already
+/// started once (its outcome is unknown). Updating the run first takes its row lock, so a takeover of the lease
+/// ([`super::runs::claim_expired_leases`]) is ordered before or after this, never in between.
+pub async fn start_call(
     db: impl PgExecutor<'_>,
     run_id: Uuid,
     turn_index: i32,
     position: i32,
     lease_owner: Uuid,
+    lease: std::time::Duration,
 ) -> Result<bool, StorageError> {
     let done = sql::query(
-        "update turn_calls c set started_at = now()
+        "with lease as (
+             update runs set lease_until = now() + make_interval(secs => $5)
+             where id = $1 and status = 'resuming' and lease_owner = $4
+             returning id
+         )
+         update turn_calls c set started_at = now()
+         from lease
          where c.run_id = $1 and c.turn_index = $2 and c.position = $3
-           and c.started_at is null and c.outcome is null
-           and exists (select 1 from runs r where r.id = $1 and r.status = 'resuming' and r.lease_owner = $4)",
+           and c.started_at is null and c.outcome is null",
     )
     .bind(run_id)
     .bind(turn_index)
     .bind(position)
     .bind(lease_owner)
+    .bind(lease.as_secs_f64())
     .execute(db)
     .await?;
     Ok(done.rows_affected() == 1)

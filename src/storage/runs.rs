@@ -449,45 +449,6 @@ pub async fn set_status(
     Ok(row)
 }
 
-/// Moves a run to `resuming`, held by `lease_owner` for `lease` from now.
-pub async fn start_resuming(
-    conn: &mut PgConnection,
-    id: Uuid,
-    lease_owner: Uuid,
-    lease: std::time::Duration,
-) -> Result<(), StorageError> {
-    sql::query(
-        "update runs set status = 'resuming', lease_owner = $2,
-             lease_until = now() + make_interval(secs => $3), updated_at = now()
-         where id = $1",
-    )
-    .bind(id)
-    .bind(lease_owner)
-    .bind(lease.as_secs_f64())
-    .execute(conn)
-    .await?;
-    Ok(())
-}
-
-/// Extends the lease while its holder still has it; `false` when another instance took the turn over.
-pub async fn renew_lease(
-    db: impl PgExecutor<'_>,
-    id: Uuid,
-    lease_owner: Uuid,
-    lease: std::time::Duration,
-) -> Result<bool, StorageError> {
-    let result = sql::query(
-        "update runs set lease_until = now() + make_interval(secs => $3)
-         where id = $1 and status = 'resuming' and lease_owner = $2",
-    )
-    .bind(id)
-    .bind(lease_owner)
-    .bind(lease.as_secs_f64())
-    .execute(db)
-    .await?;
-    Ok(result.rows_affected() == 1)
-}
-
 /// Takes over turns whose lease ran out (their instance died); returns `(run id, tenant)` of each one taken.
 pub async fn claim_expired_leases(
     db: impl PgExecutor<'_>,

@@ -495,6 +495,75 @@ async fn a_slow_executor_within_its_timeout_is_waited_for() {
     assert_eq!(fake.received()[0].behaviour, "slow");
 }
 
+/// The approve path closes its turn in one statement without the run's lock, only while its lease holds: when
+/// another instance took the turn over while the call ran, that statement writes nothing (no tool event, no
+/// `run.resumed`), the call's result is kept for whoever finishes the turn, and the answer is a conflict.
+#[tokio::test]
+async fn an_approval_whose_turn_was_taken_over_while_its_call_ran_closes_nothing() {
+    let (_database, pool) = TestDatabase::create().await;
+    let fake = FakeExecutor::start().await;
+    let mut tools = HashMap::new();
+    tools.insert(
+        "slow_tool".to_owned(),
+        ToolExecutor {
+            timeout: Duration::from_secs(5),
+            ..fake.executor("slow")
+        },
+    );
+    let app = support::app_with(
+        pool.clone(),
+        Options {
+            executors: Executors::from_tools(tools),
+            ..Options::default()
+        },
+    )
+    .await;
+    let (run_id, digest) = run_calling(&app, &["slow_tool"]).await;
+    let other_instance = Uuid::new_v4();
+    // While the executor holds the call (it answers after 2 s), another instance takes the lease.
+    let take_over = async {
+        while fake.received().is_empty() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        sqlx::query("update runs set lease_owner = $2 where id = $1")
+            .bind(run_id)
+            .bind(other_instance)
+            .execute(&pool)
+            .await
+            .unwrap();
+    };
+    let (answer, ()) = tokio::join!(app.decide(run_id, true, Some(7), &digest), take_over);
+    assert_eq!(
+        (answer.status, answer.code()),
+        (StatusCode::CONFLICT, "resume_in_progress"),
+        "{:?}",
+        answer.body
+    );
+    let (status, owner): (String, Option<Uuid>) =
+        sqlx::query_as("select status, lease_owner from runs where id = $1")
+            .bind(run_id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!((status.as_str(), owner), ("resuming", Some(other_instance)));
+    let stored: (Option<String>, Option<String>) =
+        sqlx::query_as("select outcome, content from turn_calls where run_id = $1")
+            .bind(run_id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(stored, (Some("ok".into()), Some("late".into())));
+    let written: (i64, i64) = sqlx::query_as(
+        "select (select count(*) from tool_events where run_id = $1),
+                (select count(*) from events where run_id = $1 and type = 'run.resumed')",
+    )
+    .bind(run_id)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(written, (0, 0));
+}
+
 #[tokio::test]
 async fn an_answer_holding_a_nul_character_is_stored_with_a_replacement_character() {
     let (_database, pool) = TestDatabase::create().await;
