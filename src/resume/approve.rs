@@ -11,13 +11,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::Value;
 use uuid::Uuid;
 
 use super::{ResumeError, Resumed, Resumer, closing_event, tool_events};
 use crate::domain::events;
 use crate::domain::results::{self, ToolResult};
 use crate::domain::tokens::{DecidedBy, RunStatus};
+use crate::domain::transcript_text::TranscriptText;
 use crate::executor::ExecutorCall;
 use crate::storage::deciding::{self, ClosingTurn, LockedRun};
 use crate::storage::decisions::{self, DecisionRow};
@@ -33,7 +33,7 @@ pub(super) struct TakenTurn {
     /// The earlier turns' calls that have a result ([`deciding::calls_through`]).
     pub earlier_calls: Vec<CallRow>,
     /// The transcript read under the lock, carried as it was read into the answer.
-    pub transcript: Option<Vec<Value>>,
+    pub transcript: Option<TranscriptText>,
     /// The call the decision marked started (with a fresh lease), if it marked one.
     pub first_started: Option<i32>,
 }
