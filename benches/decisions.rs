@@ -509,13 +509,14 @@ async fn floor_phase(
     if let Some(failed) = warm.failed {
         return Err(format!("pgbench warm-up of {file} failed: {failed}").into());
     }
-    // Each client walks its own sequence, so some need more than the average: seed twice what the rate needs.
+    // Each client walks its own sequence, so some need more than the average, and the short warm-up may run slower
+    // than the measured phase (a cold cache): seed three times what the warm-up's rate needs.
     let needed = match length {
         Length::Seconds(seconds) => warm.tps * seconds.as_secs_f64(),
         Length::Rate(rate, seconds) => rate * seconds.as_secs_f64(),
         Length::PerClient(count) => (count * clients) as f64,
     };
-    let count = (needed * 2.0) as i64 + 50 * clients as i64;
+    let count = (needed * 3.0) as i64 + 50 * clients as i64;
     let base = floor.seed(&bench.pool, count, tables).await?;
     eprintln!("measuring pgbench {file}, {clients} connections, {length:?}, {count} runs seeded");
     let before = Cpu::read(None, bench.ticks);
