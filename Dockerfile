@@ -26,8 +26,11 @@ RUN apt-get update \
     && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin approval
 COPY --from=builder /usr/local/bin/approval-resume /usr/local/bin/approval-resume
 USER approval
+# MIMALLOC_PURGE_DELAY=0: the allocator gives freed memory back at once, so memory follows what is in flight
+# (BENCHMARKS.md, "Memory": 8 decisions of 10,000-message runs peak at 59 MiB instead of 90).
 ENV LISTEN_ADDR=0.0.0.0:8080 \
-    LOG_FORMAT=json
+    LOG_FORMAT=json \
+    MIMALLOC_PURGE_DELAY=0
 EXPOSE 8080
 ENTRYPOINT ["approval-resume"]
 CMD ["serve"]

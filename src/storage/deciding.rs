@@ -79,7 +79,7 @@ pub async fn lock_run(
         return Ok(None);
     };
     if let Some(transcript) = &locked.transcript {
-        runs::release_read_buffer(&mut *conn, transcript.text_len());
+        runs::release_buffers(&mut *conn, transcript.text_len());
     }
     // The joined rows are read with the statement's snapshot, taken before the lock was granted, while the run row
     // is its newest version. So when another transaction decided the turn while this one waited for the lock, the

@@ -261,8 +261,9 @@ pub async fn insert(
     .bind(messages.sealed)
     .bind(run.expiry.params().0)
     .bind(run.expiry.params().1)
-    .fetch_optional(conn)
+    .fetch_optional(&mut *conn)
     .await?;
+    release_buffers(conn, run.messages.text_len());
     Ok(row)
 }
 
@@ -358,19 +359,20 @@ pub async fn messages(
     .fetch_one(&mut *conn)
     .await?;
     let transcript = open_transcript(sealer, id, clear, sealed.as_deref(), from_jsonb)?;
-    release_read_buffer(conn, transcript.text_len());
+    release_buffers(conn, transcript.text_len());
     Ok(transcript)
 }
 
-/// A read larger than this gives its connection's read buffer back ([`release_read_buffer`]).
-const LARGE_READ_BYTES: usize = 256 * 1024;
+/// A transcript larger than this, read or written, gives its connection's buffers back ([`release_buffers`]).
+const LARGE_TRANSCRIPT_BYTES: usize = 256 * 1024;
 
-/// After a large transcript was read, gives the connection's read buffer back to the allocator. sqlx keeps a
-/// connection's buffer as large as the largest message it ever read, for as long as the connection lives, so every
-/// pooled connection that once read a 10,000-message transcript would hold megabytes while idle: memory would be
-/// bounded by the largest transcripts seen, not by what is in flight (issue 17). The next large read grows it again.
-pub(super) fn release_read_buffer(conn: &mut PgConnection, bytes: usize) {
-    if bytes > LARGE_READ_BYTES {
+/// After a large transcript was read or written, gives the connection's buffers back to the allocator. sqlx keeps a
+/// connection's read and write buffers as large as the largest message they ever held, for as long as the
+/// connection lives, so every pooled connection that once carried a 10,000-message transcript would hold megabytes
+/// while idle: memory would be bounded by the largest transcripts seen, not by what is in flight (issue 17). The
+/// next large transcript grows them again.
+pub(super) fn release_buffers(conn: &mut PgConnection, bytes: usize) {
+    if bytes > LARGE_TRANSCRIPT_BYTES {
         conn.shrink_buffers();
     }
 }
@@ -504,6 +506,8 @@ pub async fn append_turn(
     } else {
         (Some(TranscriptText::canonical(appended)), None)
     };
+    let written =
+        clear_appended.as_ref().map_or(0, String::len) + sealed.as_ref().map_or(0, Vec::len);
     let row = sql::query_as::<RunRow>(sqlx::AssertSqlSafe(format!(
         "update runs set messages = case when $6::bytea is null then left(messages, -1) || ',' || substr($2, 2) end,
              messages_sealed = $6, messages_from_jsonb = messages_from_jsonb and $6::bytea is null,
@@ -522,6 +526,7 @@ pub async fn append_turn(
     .bind(expiry.params().1)
     .fetch_optional(&mut *conn)
     .await?;
+    release_buffers(&mut *conn, written);
     match row {
         Some(row) => Ok(row),
         // Without keys, a sealed transcript: opening it names its key in the error.
