@@ -25,4 +25,5 @@ mod support;
 mod tokens;
 mod turns;
 mod verdicts;
+mod webhook_statements;
 mod webhooks;
