@@ -12,7 +12,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::time::{Duration, Instant};
 
 use approval_resume::events::EventsHub;
-use approval_resume::events::webhooks;
+use approval_resume::events::webhooks::{self, Settings};
 use approval_resume::storage::Database;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use uuid::Uuid;
@@ -52,7 +52,14 @@ async fn the_statements_the_delivering_side_sends_per_event_of_a_steady_stream_a
         Duration::from_secs(20),
     );
     let (_stop, stopped) = tokio::sync::watch::channel(false);
-    webhooks::spawn(Database::direct(logged), hub.clone(), settings(), stopped).unwrap();
+    // The service's own lease (the request timeout and ten seconds) and sweep (a second), so that what is counted per
+    // event is what a deployment sends, not the short test settings' extra sweeps.
+    let deployed = Settings {
+        lease: settings().limits.timeout + Duration::from_secs(10),
+        sweep_interval: Duration::from_secs(1),
+        ..settings()
+    };
+    webhooks::spawn(Database::direct(logged), hub.clone(), deployed, stopped).unwrap();
     // Warm up (the registration's event), then count from here.
     assert_eq!(receiver.wait_for(1, Duration::from_secs(20)).await.len(), 1);
     tokio::time::sleep(Duration::from_secs(2)).await;
