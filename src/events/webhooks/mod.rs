@@ -225,7 +225,7 @@ enum Woken {
     Events,
     /// Give the subscription up.
     Release,
-    /// Another instance holds the subscription now.
+    /// The subscription is no longer this instance's.
     Lost,
 }
 
@@ -357,9 +357,11 @@ impl Delivery {
         self.shutdown.has_changed().is_err() || *self.shutdown.borrow()
     }
 
-    /// Notes that another instance took the subscription over (this one was slower than its lease); it stops.
+    /// Notes that the subscription is no longer this instance's (removed, or taken over by another instance after
+    /// this one outlived its lease); it stops.
     fn lost(&self) -> Result<(), crate::storage::StorageError> {
-        tracing::warn!(subscription = %self.subscription.id, "another instance took the subscription over");
+        tracing::warn!(subscription = %self.subscription.id,
+            "the webhook subscription is no longer held here (removed, or taken over by another instance)");
         Ok(())
     }
 }
