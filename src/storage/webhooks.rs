@@ -101,12 +101,13 @@ pub async fn remove(
     Ok(deleted.rows_affected() == 1)
 }
 
-/// Whether any subscription exists, so an instance with nothing to deliver does not poll for events.
-pub async fn any(db: impl PgExecutor<'_>) -> Result<bool, StorageError> {
-    let any = sql::query_scalar("select exists (select 1 from webhook_subscriptions)")
+/// How many subscriptions exist: an instance with none does not poll for events, and one that already holds them
+/// all need not try to claim more at every new event.
+pub async fn count(db: impl PgExecutor<'_>) -> Result<i64, StorageError> {
+    let count = sql::query_scalar("select count(*) from webhook_subscriptions")
         .fetch_one(db)
         .await?;
-    Ok(any)
+    Ok(count)
 }
 
 /// A subscription held by this instance for delivery, with what signing and retrying need.
@@ -208,30 +209,52 @@ pub async fn pending_events(
     super::events::rows_to_events(rows)
 }
 
-/// Moves the cursor past `count` delivered events, the last at `position`, and renews the lease, while `owner` still
-/// holds it. `false`: another instance took the subscription over (this one was slower than its lease), so this one
-/// stops.
+/// Moves the cursor past `count` (at least 1) delivered events, the last at `position`, while `owner` still holds
+/// the subscription, and in the same statement renews the lease for `hold`, or gives the subscription up when `hold`
+/// is `None`. `false`: another instance took the subscription over (this one was slower than its lease), so this
+/// one stops.
 pub async fn delivered(
     db: impl PgExecutor<'_>,
     id: Uuid,
     owner: Uuid,
     position: Position,
     count: i64,
-    lease: Duration,
+    hold: Option<Duration>,
 ) -> Result<bool, StorageError> {
     let done = sql::query(
         "update webhook_subscriptions
          set cursor_xid = $3::text::xid8, cursor_id = $4, state = 'active', attempts = 0, failing_since = null,
              last_error = null, next_attempt_at = now(), delivered_total = delivered_total + $6,
-             lease_until = now() + make_interval(secs => $5)
+             lease_owner = case when $5::float8 is null then null else lease_owner end,
+             lease_until = now() + make_interval(secs => $5::float8)
          where id = $1 and lease_owner = $2",
     )
     .bind(id)
     .bind(owner)
     .bind(position.xid.to_string())
     .bind(position.id)
-    .bind(lease.as_secs_f64())
+    .bind(hold.map(|hold| hold.as_secs_f64()))
     .bind(count)
+    .execute(db)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Renews the lease for `hold` while `owner` still holds the subscription, when there is no cursor to write with it.
+/// `false`: another instance took the subscription over.
+pub async fn renew(
+    db: impl PgExecutor<'_>,
+    id: Uuid,
+    owner: Uuid,
+    hold: Duration,
+) -> Result<bool, StorageError> {
+    let done = sql::query(
+        "update webhook_subscriptions set lease_until = now() + make_interval(secs => $3)
+         where id = $1 and lease_owner = $2",
+    )
+    .bind(id)
+    .bind(owner)
+    .bind(hold.as_secs_f64())
     .execute(db)
     .await?;
     Ok(done.rows_affected() == 1)

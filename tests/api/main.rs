@@ -26,4 +26,5 @@ mod tokens;
 mod transcript_text;
 mod turns;
 mod verdicts;
+mod webhook_statements;
 mod webhooks;

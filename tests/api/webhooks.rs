@@ -407,6 +407,90 @@ async fn events_reach_each_subscription_signed_once_each_in_order_one_attempt_at
 }
 
 #[tokio::test]
+async fn a_subscription_kept_through_a_stream_has_its_cursor_written_and_is_given_up_once_quiet() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool.clone()).await;
+    let receiver = Receiver::start(|_| Reply::Status(204)).await;
+    subscribe(&app, &receiver.url, None).await;
+    let _dispatcher = dispatch(&pool, settings());
+
+    let runs = deny_runs(&app, 10).await;
+    let got = receiver.wait_for(20, Duration::from_secs(20)).await;
+    assert_eq!(got.len(), 20);
+    let by_run = kinds_by_run(&got);
+    for run in &runs {
+        assert_eq!(by_run[&run.to_string()], ["run.waiting", "run.resumed"]);
+    }
+    // Once the stream stops, the holder writes what it delivered and lets the subscription go.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (delivered, held): (i64, bool) = sqlx::query_as(
+            "select delivered_total, lease_owner is not null from webhook_subscriptions",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        if delivered == 20 && !held {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "delivered_total {delivered}, still held: {held}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(receiver.received().len(), 20, "each event once");
+    assert_eq!(listed(&app).await[0]["backlog"], 0);
+}
+
+#[tokio::test]
+async fn a_stopping_instance_gives_its_subscriptions_up_at_once_and_another_goes_on_from_its_cursor()
+ {
+    let (database, pool) = TestDatabase::create().await;
+    let app = support::app(pool.clone()).await;
+    let receiver = Receiver::start(|_| Reply::Status(200)).await;
+    let (_, secret) = subscribe(&app, &receiver.url, None).await;
+    // A lease far longer than the test: only a release lets the second instance in.
+    let long_lease = Settings {
+        lease: Duration::from_secs(600),
+        ..settings()
+    };
+    let first = dispatch(&pool, long_lease.clone());
+    let mut runs = deny_runs(&app, 2).await;
+    assert_eq!(receiver.wait_for(4, Duration::from_secs(20)).await.len(), 4);
+    let owner = || async {
+        sqlx::query_scalar::<_, Option<Uuid>>("select lease_owner from webhook_subscriptions")
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+    };
+    // Normally still held by the first instance, waiting for more (unless it was quiet long enough to let go).
+    let first_owner = owner().await;
+
+    drop(first);
+    let _second = dispatch(&database.pool(4).await, long_lease);
+    runs.extend(deny_runs(&app, 2).await);
+    let got = receiver.wait_for(8, Duration::from_secs(20)).await;
+    assert_eq!(got.len(), 8, "the second instance delivered the new events");
+    if first_owner.is_some() {
+        assert_ne!(
+            owner().await,
+            first_owner,
+            "the stopped instance kept nothing"
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(receiver.received().len(), 8, "each event once");
+    for request in &got {
+        verify(&secret, request);
+    }
+    let by_run = kinds_by_run(&got);
+    for run in &runs {
+        assert_eq!(by_run[&run.to_string()], ["run.waiting", "run.resumed"]);
+    }
+}
+
+#[tokio::test]
 async fn failed_deliveries_are_retried_with_growing_waits_and_a_receiver_that_comes_back_gets_everything()
  {
     let (_database, pool) = TestDatabase::create().await;

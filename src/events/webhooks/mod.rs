@@ -2,11 +2,18 @@
 //! them, one subscription's events one at a time and in order, signed (`sign`), under the SSRF guard (`ssrf`) and
 //! the request limits (`deliver`), retried with backoff (`retry`).
 //!
+//! A claimed subscription stays with its delivery task while events keep coming: the task sends the next event as
+//! soon as the events hub says one is readable, writes the cursor with the lease's renewal in one statement in the
+//! background (`hold`), and gives the subscription up only after a short quiet spell (`IDLE_HOLD`), on shutdown,
+//! or on a failure (then retried with backoff). So a steady stream costs one read per wake-up and a write per
+//! `hold::CURSOR_EVERY`, and no commit stands between an event and its delivery.
+//!
 //! Deliveries never share anything with decisions but the database: a slow or dead receiver holds one delivery
 //! task of one instance for at most the request timeout, never a decision, and other subscriptions are sent by
 //! other tasks.
 
 pub mod deliver;
+mod hold;
 pub mod retry;
 pub mod sign;
 pub mod ssrf;
@@ -16,13 +23,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::storage::Database;
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::{Notify, Semaphore, watch};
 use uuid::Uuid;
 
 use super::{Envelope, EventsHub};
 use crate::metrics;
-use crate::storage::events::Position;
 use crate::storage::webhooks::{self, Claimed};
+use hold::Hold;
 
 /// How deliveries run.
 #[derive(Debug, Clone)]
@@ -42,19 +49,25 @@ pub struct Settings {
     pub sweep_interval: Duration,
 }
 
-/// Events one round of a subscription reads at a time.
+/// Events one read of a subscription takes at a time.
 const BATCH: i64 = 100;
 
-/// How often a delivering instance writes its subscription's cursor at most (see `deliver_subscription`).
-const CURSOR_EVERY: Duration = Duration::from_millis(100);
+/// How long a delivery task keeps its subscription once no event is left, waiting for the next one, before giving
+/// it up. Short: it holds one of the instance's slots meanwhile (and gives it up at once when every slot is taken),
+/// and well within the time a lease stays confirmed (`hold`), so that the next event needs no renewal first.
+const IDLE_HOLD: Duration = Duration::from_secs(1);
 
-/// Starts this instance's dispatcher; it stops claiming when `shutdown` turns true. Deliveries it started run
-/// on; one cut short by the process ending is sent again by another instance once its lease runs out.
+/// How long a stopping dispatcher waits for its delivery tasks to give their subscriptions up. One in the middle of
+/// a request is left behind: its lease runs out and another instance sends that event again.
+const STOP_WAIT: Duration = Duration::from_secs(2);
+
+/// Starts this instance's dispatcher; it stops claiming when `shutdown` turns true (or its sender is dropped), and
+/// its delivery tasks give their subscriptions up.
 pub fn spawn(
     pool: Database,
     hub: EventsHub,
     settings: Settings,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
+    mut shutdown: watch::Receiver<bool>,
 ) -> Result<tokio::task::JoinHandle<()>, String> {
     let client = deliver::client(&settings.limits)?;
     let instance = Uuid::new_v4();
@@ -62,23 +75,38 @@ pub fn spawn(
         let slots = Arc::new(Semaphore::new(settings.concurrency));
         let finished = Arc::new(Notify::new());
         let mut waiter = None;
+        // How many subscriptions exist, looked up at start and at each sweep, not at every new event.
+        let mut subscriptions = 0i64;
+        let mut looked_up: Option<Instant> = None;
         loop {
-            // Only an instance with subscriptions to serve keeps the hub polling for it.
-            let mut floor = None;
-            match webhooks::any(&pool).await {
-                Ok(true) => {
-                    floor = Some(waiter.get_or_insert_with(|| hub.waiter()).mark_seen());
+            let sweep = looked_up.is_none_or(|at| at.elapsed() >= settings.sweep_interval);
+            if sweep {
+                match webhooks::count(&pool).await {
+                    Ok(count) => subscriptions = count,
+                    Err(error) => {
+                        tracing::warn!(error = %error, "could not look for webhook subscriptions")
+                    }
                 }
-                Ok(false) => waiter = None,
-                Err(error) => {
-                    tracing::warn!(error = %error, "could not look for webhook subscriptions")
-                }
+                looked_up = Some(Instant::now());
             }
-            if let Some(floor) = floor {
+            // Only an instance with subscriptions to serve keeps the hub polling for it.
+            if subscriptions == 0 {
+                waiter = None;
+            }
+            let floor =
+                (subscriptions > 0).then(|| waiter.get_or_insert_with(|| hub.waiter()).mark_seen());
+            // A subscription held here is followed by its own task; claim when some may be held by nobody (the
+            // sweep claims anyway: retries that came due, subscriptions added since the last look).
+            let held = settings.concurrency - slots.available_permits();
+            if let Some(floor) = floor
+                && (sweep || (held as i64) < subscriptions)
+            {
                 let start = Start {
                     pool: &pool,
                     client: &client,
                     settings: &settings,
+                    hub: &hub,
+                    shutdown: &shutdown,
                     instance,
                     floor,
                 };
@@ -94,7 +122,11 @@ pub fn spawn(
                 () = new_events => {}
                 () = finished.notified() => {}
                 () = tokio::time::sleep(settings.sweep_interval) => {}
-                _ = shutdown.changed() => return,
+                _ = shutdown.changed() => {
+                    let all = u32::try_from(settings.concurrency).unwrap_or(u32::MAX);
+                    let _ = tokio::time::timeout(STOP_WAIT, slots.acquire_many(all)).await;
+                    return;
+                }
             }
         }
     }))
@@ -105,6 +137,8 @@ struct Start<'a> {
     pool: &'a Database,
     client: &'a reqwest::Client,
     settings: &'a Settings,
+    hub: &'a EventsHub,
+    shutdown: &'a watch::Receiver<bool>,
     instance: Uuid,
     /// The hub's readable bound when this round began (`storage::events::page` says why reads take one).
     floor: u64,
@@ -117,6 +151,7 @@ async fn claim_and_start(start: &Start<'_>, slots: &Arc<Semaphore>, finished: &A
         return;
     }
     let (pool, instance) = (start.pool, start.instance);
+    let claimed_at = Instant::now();
     let claimed = match webhooks::claim(
         pool,
         instance,
@@ -138,10 +173,21 @@ async fn claim_and_start(start: &Start<'_>, slots: &Arc<Semaphore>, finished: &A
             let _ = webhooks::release(pool, subscription.id, instance).await;
             continue;
         };
+        let hold = Hold::new(
+            pool.clone(),
+            subscription.id,
+            instance,
+            start.settings.lease,
+            subscription.cursor,
+            claimed_at,
+        );
         let delivery = Delivery {
             pool: pool.clone(),
             client: start.client.clone(),
             settings: start.settings.clone(),
+            hub: start.hub.clone(),
+            shutdown: start.shutdown.clone(),
+            slots: Arc::clone(slots),
             instance,
             floor: start.floor,
             subscription,
@@ -149,7 +195,7 @@ async fn claim_and_start(start: &Start<'_>, slots: &Arc<Semaphore>, finished: &A
         let finished = Arc::clone(finished);
         tokio::spawn(async move {
             let id = delivery.subscription.id;
-            if let Err(error) = delivery.run().await {
+            if let Err(error) = delivery.run(hold).await {
                 // The lease runs out and the subscription is taken again; nothing is lost.
                 tracing::warn!(subscription = %id, error = %error, "webhook delivery stopped");
             }
@@ -164,35 +210,52 @@ struct Delivery {
     pool: Database,
     client: reqwest::Client,
     settings: Settings,
+    hub: EventsHub,
+    shutdown: watch::Receiver<bool>,
+    /// This instance's delivery slots (one of which this delivery holds).
+    slots: Arc<Semaphore>,
     instance: Uuid,
     floor: u64,
     subscription: Claimed,
 }
 
+/// What ended a delivery task's wait for events.
+enum Woken {
+    /// New events may be readable: read again.
+    Events,
+    /// Give the subscription up.
+    Release,
+    /// The subscription is no longer this instance's.
+    Lost,
+}
+
 impl Delivery {
-    /// Sends the subscription's pending events in order until none is left, one fails, or the lease is lost.
-    ///
-    /// The cursor moves after every event delivered, but is written at most every `CURSOR_EVERY` (and before a
-    /// wait or a failure): a write per event would cost a commit per event and cap one subscription's rate at the
-    /// disk's flushes. An instance that dies in between sends those events again, which at-least-once allows; each
-    /// write also renews the lease, and a lease outlasts one request by far more than `CURSOR_EVERY`.
-    async fn run(self) -> Result<(), crate::storage::StorageError> {
-        let (pool, settings, subscription) = (&self.pool, &self.settings, &self.subscription);
-        let mut cursor = subscription.cursor;
-        let mut attempts = u32::try_from(subscription.attempts).unwrap_or(0);
-        // Delivered but not yet written: how many, and since when.
-        let mut unwritten = 0i64;
-        let mut written_at = Instant::now();
+    /// Sends the subscription's events in order, each as soon as the hub says it is readable, until the
+    /// subscription is given up (a quiet spell, a failure, shutdown) or taken over.
+    async fn run(mut self, mut hold: Hold) -> Result<(), crate::storage::StorageError> {
+        let mut waiter = self.hub.waiter();
+        let mut cursor = self.subscription.cursor;
+        let mut attempts = u32::try_from(self.subscription.attempts).unwrap_or(0);
         loop {
+            // Seen before reading: an event that becomes readable during the read ends the wait below at once.
+            let floor = waiter.mark_seen().max(self.floor);
             let events =
-                webhooks::pending_events(pool, subscription, cursor, self.floor, BATCH).await?;
+                webhooks::pending_events(&self.pool, &self.subscription, cursor, floor, BATCH)
+                    .await?;
             if events.is_empty() {
-                if !self.flush(cursor, &mut unwritten).await? {
-                    return Ok(());
+                match self.wait(&mut waiter, &mut hold).await? {
+                    Woken::Events => continue,
+                    Woken::Release => return hold.release().await,
+                    Woken::Lost => return self.lost(),
                 }
-                return webhooks::release(pool, subscription.id, self.instance).await;
             }
             for event in &events {
+                if self.stopping() {
+                    return hold.release().await;
+                }
+                if !hold.check().await? || !hold.ensure().await? {
+                    return self.lost();
+                }
                 let envelope = Envelope::of(event);
                 let body = serde_json::to_vec(&envelope).map_err(|error| {
                     crate::storage::StorageError::Corrupt(format!(
@@ -201,40 +264,41 @@ impl Delivery {
                     ))
                 })?;
                 let timestamp = chrono::Utc::now().timestamp();
-                let outcome = match sign::sign(&subscription.secret, &envelope.id, timestamp, &body)
-                {
-                    Ok(signed) => {
-                        let started = Instant::now();
-                        let outcome = deliver::post(
-                            &self.client,
-                            &settings.limits,
-                            &subscription.url,
-                            &signed,
-                            body,
-                        )
-                        .await;
-                        metrics::webhook_attempt(outcome.is_ok(), started.elapsed());
-                        outcome.map_err(|error| error.to_string())
-                    }
-                    Err(error) => Err(error),
-                };
+                let outcome =
+                    match sign::sign(&self.subscription.secret, &envelope.id, timestamp, &body) {
+                        Ok(signed) => {
+                            let started = Instant::now();
+                            let outcome = deliver::post(
+                                &self.client,
+                                &self.settings.limits,
+                                &self.subscription.url,
+                                &signed,
+                                body,
+                            )
+                            .await;
+                            metrics::webhook_attempt(outcome.is_ok(), started.elapsed());
+                            outcome.map_err(|error| error.to_string())
+                        }
+                        Err(error) => Err(error),
+                    };
                 if let Err(error) = outcome {
-                    // After deliveries in this round, this failure is the first since a success.
-                    let attempts = if unwritten > 0 { 1 } else { attempts + 1 };
-                    if !self.flush(cursor, &mut unwritten).await? {
-                        return Ok(());
+                    // The attempts at this event so far (none after a success), this one included.
+                    let attempts = attempts + 1;
+                    if !hold.flush().await? {
+                        return self.lost();
                     }
+                    let settings = &self.settings;
                     let retry_in = retry::backoff(
                         attempts,
                         settings.backoff_base,
                         settings.backoff_max,
                         retry::jitter(),
                     );
-                    tracing::info!(subscription = %subscription.id, event = %envelope.id, attempts,
+                    tracing::info!(subscription = %self.subscription.id, event = %envelope.id, attempts,
                         retry_in_ms = retry_in.as_millis() as u64, error = %error, "webhook delivery failed");
                     return webhooks::failed(
-                        pool,
-                        subscription.id,
+                        &self.pool,
+                        self.subscription.id,
                         self.instance,
                         &error,
                         retry_in,
@@ -248,38 +312,56 @@ impl Delivery {
                 metrics::webhook_delivered(lag);
                 cursor = event.position;
                 attempts = 0;
-                unwritten += 1;
-                if written_at.elapsed() >= CURSOR_EVERY {
-                    if !self.flush(cursor, &mut unwritten).await? {
-                        tracing::warn!(subscription = %subscription.id, "another instance took the subscription over");
-                        return Ok(());
-                    }
-                    written_at = Instant::now();
-                }
+                hold.delivered(cursor);
             }
         }
     }
 
-    /// Writes the cursor past the `unwritten` events delivered since the last write (nothing when there are none),
-    /// renewing the lease. `false`: another instance took the subscription over, so this one stops.
-    async fn flush(
-        &self,
-        cursor: Position,
-        unwritten: &mut i64,
-    ) -> Result<bool, crate::storage::StorageError> {
-        if *unwritten == 0 {
-            return Ok(true);
+    /// Waits, with no event left to send, for the hub to report new ones, writing the cursor meanwhile when that
+    /// falls due; gives the subscription up after `IDLE_HOLD`, on shutdown, or at once when every slot of this
+    /// instance is taken (another subscription may be waiting for one).
+    async fn wait(
+        &mut self,
+        waiter: &mut super::hub::Waiter,
+        hold: &mut Hold,
+    ) -> Result<Woken, crate::storage::StorageError> {
+        let until = tokio::time::Instant::now() + IDLE_HOLD;
+        loop {
+            if self.stopping()
+                || tokio::time::Instant::now() >= until
+                || self.slots.available_permits() == 0
+            {
+                return Ok(Woken::Release);
+            }
+            let write_due = hold.write_due_at();
+            let write_due = async {
+                match write_due {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = waiter.changed() => return Ok(Woken::Events),
+                () = tokio::time::sleep_until(until) => {}
+                () = write_due => hold.write_if_due(),
+                held = hold.written() => if !held? {
+                    return Ok(Woken::Lost);
+                },
+                _ = self.shutdown.changed() => {}
+            }
         }
-        let held = webhooks::delivered(
-            &self.pool,
-            self.subscription.id,
-            self.instance,
-            cursor,
-            *unwritten,
-            self.settings.lease,
-        )
-        .await?;
-        *unwritten = 0;
-        Ok(held)
+    }
+
+    /// Whether this instance is stopping (its dispatcher's sender says so, or is gone).
+    fn stopping(&self) -> bool {
+        self.shutdown.has_changed().is_err() || *self.shutdown.borrow()
+    }
+
+    /// Notes that the subscription is no longer this instance's (removed, or taken over by another instance after
+    /// this one outlived its lease); it stops.
+    fn lost(&self) -> Result<(), crate::storage::StorageError> {
+        tracing::warn!(subscription = %self.subscription.id,
+            "the webhook subscription is no longer held here (removed, or taken over by another instance)");
+        Ok(())
     }
 }
