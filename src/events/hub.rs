@@ -2,7 +2,8 @@
 //! dispatcher.
 //!
 //! One task per instance polls the position of the newest readable event (`storage::events::readable`), every
-//! poll interval while anyone waits, and at once when a request of this instance commits an event. Waiters watch
+//! poll interval while anyone waits, and soon after a request of this instance commits an event (at most one poll
+//! every `LEAST_GAP`, however many commits). Waiters watch
 //! that position and read again when it moves. So N waiting requests cost one small query per interval, not N, and
 //! an event committed by another instance is seen within one interval. The nudge after a local commit is a hint
 //! that shortens the wait; nothing relies on it.
@@ -127,9 +128,17 @@ impl Drop for Waiter {
     }
 }
 
+/// The least time between two polls. Every local commit nudges the poller, so under load a poll per decision would
+/// follow, and each reads the snapshot and `pg_stat_activity` (`events_readable_below`): measured at 1 to 1.8 ms of
+/// Postgres CPU per decision while a subscription was held (BENCHMARKS.md), more than the decision's own statements.
+/// Nudges that come within the gap are answered together by the next poll, a few milliseconds later.
+const LEAST_GAP: Duration = Duration::from_millis(10);
+
 /// The polling task. It holds the hub only weakly, so that dropping the last handle ends it.
 async fn poll(inner: Weak<Inner>, nudge: Arc<Notify>, pool: Database, interval: Duration) {
+    let gap = LEAST_GAP.min(interval);
     loop {
+        tokio::time::sleep(gap).await;
         // Woken early by a local commit, or at the interval.
         let _ = tokio::time::timeout(interval, nudge.notified()).await;
         let Some(inner) = inner.upgrade() else { return };

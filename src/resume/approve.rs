@@ -63,7 +63,7 @@ pub async fn finish_turn(
     } else {
         None
     };
-    run_calls(resumer, &run, &mut calls, edited_by, None).await?;
+    run_calls(resumer, &run, &mut calls, edited_by, None, false).await?;
     close_locked(resumer, tenant, run_id).await
 }
 
@@ -81,10 +81,19 @@ pub(super) async fn finish_taken(
         first_started,
     } = taken;
     let decided_by = decision.decided_by()?;
-    let all_ours = run_calls(resumer, &run, &mut calls, Some(decided_by), first_started).await?;
-    if !all_ours {
+    let ran = run_calls(
+        resumer,
+        &run,
+        &mut calls,
+        Some(decided_by),
+        first_started,
+        true,
+    )
+    .await?;
+    if !ran.all_ours {
         // A call had a result this instance did not store (another instance's, after a takeover): what was carried
         // through is not what is stored, so the turn is closed from a fresh read under the lock.
+        store_kept(resumer, &run, &ran.last).await?;
         return close_locked(resumer, &run.tenant, run.id).await;
     }
     let results = super::stored_results(&calls)?;
@@ -98,14 +107,29 @@ pub(super) async fn finish_taken(
             outcomes: results.iter().map(|result| result.outcome).collect(),
         }),
     );
+    // The last call's result is stored by the closing statement itself, whether or not it closes the turn: one
+    // commit fewer per approval, and a turn taken over meanwhile still finds the result stored.
+    let last: Vec<(i32, &ToolResult)> = ran.last.iter().map(|(p, r)| (*p, r)).collect();
     let closing = ClosingTurn {
         run: &run,
         sealer: resumer.pool.sealer(),
-        results: &[],
+        results: &last,
         events: &events,
         resumed_event: &resumed_event,
     };
-    if !deciding::close_held_turn(&resumer.pool, &closing, resumer.instance_id).await? {
+    let closed = match deciding::close_held_turn(&resumer.pool, &closing, resumer.instance_id).await
+    {
+        Ok(closed) => closed,
+        Err(error) => {
+            // The closing statement did not commit, so neither did the result it carried: store it on its own if
+            // the database lets us, so that whoever finishes the turn finds it.
+            if let Err(also) = store_kept(resumer, &run, &ran.last).await {
+                tracing::warn!(run_id = %run.id, error = %also, "could not store the last call's result either");
+            }
+            return Err(error.into());
+        }
+    };
+    if !closed {
         // Our lease ran out and another instance took the turn over (or already finished it).
         return Err(ResumeError::ResumeInProgress);
     }
@@ -113,40 +137,84 @@ pub(super) async fn finish_taken(
     Resumed::from_reads(run.id, decision, results, transcript, &earlier_calls)
 }
 
+/// What [`run_calls`] did.
+struct Ran {
+    /// `false` when some call already had a stored outcome this instance did not know of.
+    all_ours: bool,
+    /// The last call's result, when it was kept for the closing statement to store.
+    last: Option<(i32, ToolResult)>,
+}
+
 /// Runs every call of `calls` that has no outcome, in order, storing each outcome as soon as it is known and
-/// keeping it in `calls`. `false` when some call already had a stored outcome this instance did not know of.
+/// keeping it in `calls`. With `keep_last`, the last call's outcome is not stored but handed back, for the statement
+/// that closes the turn to store: a service that dies between the two answers that call `interrupted` (it was sent,
+/// its outcome is unknown), as it does for one that dies while the call runs; it is never sent again.
 async fn run_calls(
     resumer: &Resumer,
     run: &RunRow,
     calls: &mut [CallRow],
     edited_by: Option<DecidedBy>,
     first_started: Option<i32>,
-) -> Result<bool, ResumeError> {
-    let mut all_ours = true;
+    keep_last: bool,
+) -> Result<Ran, ResumeError> {
+    let mut ran = Ran {
+        all_ours: true,
+        last: None,
+    };
+    let last_to_run = calls
+        .iter()
+        .rev()
+        .find(|call| call.outcome.is_none())
+        .map(|call| call.position);
     for call in calls.iter_mut().filter(|call| call.outcome.is_none()) {
         let started = first_started == Some(call.position);
         let mut result = run_call(resumer, run, call, started).await?;
         if let (Some(arguments), Some(decided_by)) = (&call.edited_arguments, edited_by) {
             result = results::with_edit_note(result, decided_by, arguments);
         }
-        let stored = decisions::store_result(
+        let kept = keep_last && last_to_run == Some(call.position);
+        let stored = kept
+            || decisions::store_result(
+                &resumer.pool,
+                resumer.pool.sealer(),
+                run.id,
+                run.turn_index,
+                call.position,
+                &result,
+            )
+            .await?;
+        if stored {
+            call.outcome = Some(result.outcome.as_str().to_owned());
+            call.is_error = Some(result.is_error);
+            call.content = Some(result.content.clone());
+            if kept {
+                ran.last = Some((call.position, result));
+            }
+        } else {
+            ran.all_ours = false;
+        }
+    }
+    Ok(ran)
+}
+
+/// Stores the result [`run_calls`] kept for the closing statement, when the turn is closed otherwise (or not at all).
+async fn store_kept(
+    resumer: &Resumer,
+    run: &RunRow,
+    kept: &Option<(i32, ToolResult)>,
+) -> Result<(), ResumeError> {
+    if let Some((position, result)) = kept {
+        decisions::store_result(
             &resumer.pool,
             resumer.pool.sealer(),
             run.id,
             run.turn_index,
-            call.position,
-            &result,
+            *position,
+            result,
         )
         .await?;
-        if stored {
-            call.outcome = Some(result.outcome.as_str().to_owned());
-            call.is_error = Some(result.is_error);
-            call.content = Some(result.content);
-        } else {
-            all_ours = false;
-        }
     }
-    Ok(all_ours)
+    Ok(())
 }
 
 /// Closes a turn whose calls all have a stored result, under the run's lock and from what is stored then.

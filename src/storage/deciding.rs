@@ -266,9 +266,10 @@ pub async fn close_turn(
     Ok(())
 }
 
-/// Closes a turn whose results are all stored (the approve path, after its executors ran) in one statement and
-/// without the run's lock, only while `lease_owner` still holds the turn's lease; `false` when it no longer does
-/// (the lease ran out and another instance took the turn over, or finished it), and then nothing was written.
+/// Closes a turn (the approve path, after its executors ran) in one statement and without the run's lock, only while
+/// `lease_owner` still holds the turn's lease; `false` when it no longer does (the lease ran out and another instance
+/// took the turn over, or finished it), and then only `closing.results` were written: the results not stored yet
+/// (the last call's), which a turn taken over must find like any other stored result.
 pub async fn close_held_turn(
     db: impl PgExecutor<'_>,
     closing: &ClosingTurn<'_>,
