@@ -78,10 +78,6 @@ pub fn spawn(
         // How many subscriptions exist, looked up at start and at each sweep, not at every new event.
         let mut subscriptions = 0i64;
         let mut looked_up: Option<Instant> = None;
-        // The last claim found every unheld subscription not yet due (held by another instance, or waiting out a
-        // retry's backoff): claiming again at each new event would cost a statement per decision for nothing, so
-        // the next claim waits for the sweep, or for a delivery of this instance to give its subscription up.
-        let mut nothing_due = false;
         loop {
             let sweep = looked_up.is_none_or(|at| at.elapsed() >= settings.sweep_interval);
             if sweep {
@@ -103,7 +99,7 @@ pub fn spawn(
             // sweep claims anyway: retries that came due, subscriptions added since the last look).
             let held = settings.concurrency - slots.available_permits();
             if let Some(floor) = floor
-                && (sweep || (!nothing_due && (held as i64) < subscriptions))
+                && (sweep || (held as i64) < subscriptions)
             {
                 let start = Start {
                     pool: &pool,
@@ -114,7 +110,7 @@ pub fn spawn(
                     instance,
                     floor,
                 };
-                nothing_due = claim_and_start(&start, &slots, &finished).await;
+                claim_and_start(&start, &slots, &finished).await;
             }
             let new_events = async {
                 match waiter.as_mut() {
@@ -124,7 +120,7 @@ pub fn spawn(
             };
             tokio::select! {
                 () = new_events => {}
-                () = finished.notified() => nothing_due = false,
+                () = finished.notified() => {}
                 () = tokio::time::sleep(settings.sweep_interval) => {}
                 _ = shutdown.changed() => {
                     let all = u32::try_from(settings.concurrency).unwrap_or(u32::MAX);
@@ -148,16 +144,11 @@ struct Start<'a> {
     floor: u64,
 }
 
-/// Claims as many due subscriptions as there are free slots and starts a delivery task for each. `true`: the claim
-/// found fewer than it could take, so no other subscription is due now.
-async fn claim_and_start(
-    start: &Start<'_>,
-    slots: &Arc<Semaphore>,
-    finished: &Arc<Notify>,
-) -> bool {
+/// Claims as many due subscriptions as there are free slots and starts a delivery task for each.
+async fn claim_and_start(start: &Start<'_>, slots: &Arc<Semaphore>, finished: &Arc<Notify>) {
     let free = slots.available_permits();
     if free == 0 {
-        return false;
+        return;
     }
     let (pool, instance) = (start.pool, start.instance);
     let claimed_at = Instant::now();
@@ -173,10 +164,9 @@ async fn claim_and_start(
         Ok(claimed) => claimed,
         Err(error) => {
             tracing::warn!(error = %error, "could not claim webhook subscriptions");
-            return false;
+            return;
         }
     };
-    let nothing_more_due = claimed.len() < free;
     for subscription in claimed {
         let Ok(slot) = Arc::clone(slots).try_acquire_owned() else {
             // Cannot happen (we claimed at most `free`), but a claimed subscription must not stay held.
@@ -213,7 +203,6 @@ async fn claim_and_start(
             finished.notify_one();
         });
     }
-    nothing_more_due
 }
 
 /// One claimed subscription being delivered by this instance.
