@@ -12,15 +12,12 @@
 #[path = "faults/cluster.rs"]
 mod cluster;
 mod common;
+#[path = "common/observed.rs"]
+mod observed;
 
 use regex::Regex;
-use serde_json::json;
-use sqlx::{Connection, PgConnection};
-use uuid::Uuid;
 
-use cluster::Cluster;
-use common::executor::LoopbackExecutor;
-use common::{Service, TestDatabase, add_client, call};
+use observed::Observed;
 
 /// Tables whose rows belong to one run: distributed by run id.
 const RUN_SCOPED: [&str; 4] = ["runs", "turn_calls", "approval_events", "tool_events"];
@@ -77,93 +74,40 @@ fn the_check_tells_a_statement_pinned_to_one_run_from_one_that_is_not() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_statement_on_the_decision_path_addresses_one_run() {
-    let cluster = tokio::task::block_in_place(|| {
-        Cluster::start_new_with("shared_preload_libraries = 'pg_stat_statements'")
-    });
-    let name = format!("approval_resume_dist_{}", Uuid::new_v4().simple());
-    let database = TestDatabase {
-        url: cluster.url(&name),
-        name,
-    };
-    let key = add_client(
-        &database,
-        &["users:write", "runs:write", "runs:read", "decisions:write"],
-    )
-    .await;
-    let executor = LoopbackExecutor::start().await;
-    let tools = executor.tools_config();
     // No recovery sweep or purge during the decisions: those are periodic scans, not the decision path.
-    let service = Service::start_with(
-        &database,
-        &[
-            ("TOOLS_CONFIG", tools.as_str()),
-            ("RECOVERY_INTERVAL_SECS", "3600"),
-        ],
+    let observed = Observed::start(
+        "approval_resume_dist",
+        &[("RECOVERY_INTERVAL_SECS", "3600")],
     )
     .await;
-    let client = reqwest::Client::new();
-    let send = |method: reqwest::Method, path: String, body: serde_json::Value| {
-        let (client, url, key) = (client.clone(), service.url(&path), key.clone());
-        async move { call(&client, method, url, &key, Some(body)).await }
-    };
-    let user = json!({"username": "ada", "is_admin": false, "can_approve_others": false, "disabled": false});
-    let (status, _) = send(reqwest::Method::PUT, "/v1/users/1".into(), user).await;
-    assert_eq!(status, 200);
-    let mut runs = Vec::new();
-    for _ in 0..4 {
-        let id = Uuid::new_v4();
-        let body = json!({
-            "id": id, "owner_uid": 1,
-            "messages": [
-                {"role": "user", "content": "Shorten page 12."},
-                {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
-                    "function": {"name": "update_page", "arguments": "{\"page\": 12}"}}]},
-            ],
-            "tools": [{"name": "update_page", "effect": "write"}],
-        });
-        let (status, run) = send(reqwest::Method::POST, "/v1/runs".into(), body).await;
-        assert_eq!(status, 201, "{run}");
-        runs.push((id, run["turn"]["digest"].as_str().unwrap().to_owned()));
-    }
-
-    let mut admin = PgConnection::connect(&database.url)
-        .await
-        .expect("a direct connection");
-    sqlx::raw_sql(
-        "create extension if not exists pg_stat_statements; select pg_stat_statements_reset()",
-    )
-    .execute(&mut admin)
-    .await
-    .expect("pg_stat_statements is loaded");
-    let decide = |(id, digest): &(Uuid, String), approved: bool| {
-        let body = json!({"approved": approved, "decider_uid": 1, "turn_digest": digest});
-        send(
-            reqwest::Method::POST,
-            format!("/v1/runs/{id}/decision"),
-            body,
-        )
-    };
-    assert_eq!(decide(&runs[0], false).await.0, 200);
-    assert_eq!(decide(&runs[1], true).await.0, 200);
-    assert_eq!(decide(&runs[0], false).await.0, 200, "a replay");
+    let runs = observed.waiting_runs(4).await;
+    let admin = observed.start_recording().await;
+    assert_eq!(observed.decide(&runs[0], false).await.0, 200);
+    assert_eq!(observed.decide(&runs[1], true).await.0, 200);
+    assert_eq!(observed.decide(&runs[0], false).await.0, 200, "a replay");
     assert_eq!(
-        decide(&runs[1], false).await.0,
+        observed.decide(&runs[1], false).await.0,
         409,
         "a conflicting decision"
     );
     let stale = (runs[2].0, "0".repeat(64));
-    assert_eq!(decide(&stale, false).await.0, 409, "a stale digest");
-    assert_eq!(decide(&runs[3], false).await.0, 200);
+    assert_eq!(
+        observed.decide(&stale, false).await.0,
+        409,
+        "a stale digest"
+    );
+    assert_eq!(observed.decide(&runs[3], false).await.0, 200);
+    assert_eq!(
+        observed.sends_of(&runs[1]),
+        1,
+        "the approved call was sent once, replays and conflicts sent nothing"
+    );
 
-    let statements: Vec<String> = sqlx::query_scalar(
-        "select query from pg_stat_statements
-         where dbid = (select oid from pg_database where datname = current_database())
-           and query not ilike '%pg_stat_statements%'",
-    )
-    .fetch_all(&mut admin)
-    .await
-    .expect("the statements can be read");
-    admin.close().await.expect("the connection closes");
+    let statements: Vec<String> = Observed::recorded(admin, &[])
+        .await
+        .into_iter()
+        .map(|(query, _)| query)
+        .collect();
 
     let on_tables: Vec<&String> = statements
         .iter()

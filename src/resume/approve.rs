@@ -98,15 +98,7 @@ pub(super) async fn finish_taken(
     }
     let results = super::stored_results(&calls)?;
     let events = tool_events(resumer, &run, &calls, &results, decided_by).await?;
-    let resumed_event = closing_event(
-        &run,
-        Some(&events::Verdict {
-            decided_by,
-            decider_uid: decision.decider_uid,
-            approved: decision.approved,
-            outcomes: results.iter().map(|result| result.outcome).collect(),
-        }),
-    );
+    let resumed_event = approved_event(&run, &decision, decided_by, &results);
     // The last call's result is stored by the closing statement itself, whether or not it closes the turn: one
     // commit fewer per approval, and a turn taken over meanwhile still finds the result stored.
     let last: Vec<(i32, &ToolResult)> = ran.last.iter().map(|(p, r)| (*p, r)).collect();
@@ -135,6 +127,24 @@ pub(super) async fn finish_taken(
     }
     tracing::info!(run_id = %run.id, turn = run.turn_index, calls = calls.len(), "approved turn resumed");
     Resumed::from_reads(run.id, decision, results, transcript, &earlier_calls)
+}
+
+/// The `run.resumed` event of an approved turn: the decision's verdict with every call's outcome.
+fn approved_event(
+    run: &RunRow,
+    decision: &DecisionRow,
+    decided_by: DecidedBy,
+    results: &[ToolResult],
+) -> serde_json::Value {
+    closing_event(
+        run,
+        Some(&events::Verdict {
+            decided_by,
+            decider_uid: decision.decider_uid,
+            approved: decision.approved,
+            outcomes: results.iter().map(|result| result.outcome).collect(),
+        }),
+    )
 }
 
 /// What [`run_calls`] did.
@@ -245,15 +255,7 @@ async fn close_locked(
     let results = super::stored_results(&calls)?;
     let decided_by = decision.decided_by()?;
     let events = tool_events(resumer, &run, &calls, &results, decided_by).await?;
-    let resumed_event = closing_event(
-        &run,
-        Some(&events::Verdict {
-            decided_by,
-            decider_uid: decision.decider_uid,
-            approved: decision.approved,
-            outcomes: results.iter().map(|result| result.outcome).collect(),
-        }),
-    );
+    let resumed_event = approved_event(&run, &decision, decided_by, &results);
     let closing = ClosingTurn {
         run: &run,
         sealer,

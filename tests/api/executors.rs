@@ -469,9 +469,9 @@ async fn a_turn_whose_lease_still_runs_is_left_to_its_instance() {
     assert_eq!(status, "resuming");
 }
 
-#[tokio::test]
-async fn a_slow_executor_within_its_timeout_is_waited_for() {
-    let (_database, pool) = TestDatabase::create().await;
+/// An app whose one tool, `slow_tool`, goes to the fake executor's `slow` behaviour (it answers "late" after 2 s)
+/// within a timeout of 5 s.
+async fn slow_tool_app(pool: PgPool) -> (TestApp, FakeExecutor) {
     let fake = FakeExecutor::start().await;
     let mut tools = HashMap::new();
     tools.insert(
@@ -489,6 +489,13 @@ async fn a_slow_executor_within_its_timeout_is_waited_for() {
         },
     )
     .await;
+    (app, fake)
+}
+
+#[tokio::test]
+async fn a_slow_executor_within_its_timeout_is_waited_for() {
+    let (_database, pool) = TestDatabase::create().await;
+    let (app, fake) = slow_tool_app(pool).await;
     let (run_id, digest) = run_calling(&app, &["slow_tool"]).await;
     let answer = app.decide(run_id, true, Some(7), &digest).await;
     assert_eq!(results(&answer), vec![("ok".into(), "late".into(), false)]);
@@ -501,23 +508,7 @@ async fn a_slow_executor_within_its_timeout_is_waited_for() {
 #[tokio::test]
 async fn an_approval_whose_turn_was_taken_over_while_its_call_ran_closes_nothing() {
     let (_database, pool) = TestDatabase::create().await;
-    let fake = FakeExecutor::start().await;
-    let mut tools = HashMap::new();
-    tools.insert(
-        "slow_tool".to_owned(),
-        ToolExecutor {
-            timeout: Duration::from_secs(5),
-            ..fake.executor("slow")
-        },
-    );
-    let app = support::app_with(
-        pool.clone(),
-        Options {
-            executors: Executors::from_tools(tools),
-            ..Options::default()
-        },
-    )
-    .await;
+    let (app, fake) = slow_tool_app(pool.clone()).await;
     let (run_id, digest) = run_calling(&app, &["slow_tool"]).await;
     let other_instance = Uuid::new_v4();
     // While the executor holds the call (it answers after 2 s), another instance takes the lease.
