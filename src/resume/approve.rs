@@ -96,37 +96,49 @@ pub(super) async fn finish_taken(
         store_kept(resumer, &run, &ran.last).await?;
         return close_locked(resumer, &run.tenant, run.id).await;
     }
-    let results = super::stored_results(&calls)?;
-    let events = tool_events(resumer, &run, &calls, &results, decided_by).await?;
-    let resumed_event = approved_event(&run, &decision, decided_by, &results);
+    let results = match close_taken(resumer, &run, &decision, &calls, &ran.last).await {
+        Ok(results) => results,
+        Err(error) => {
+            // Whatever stopped the close, the result it carried may not be stored: store it on its own if the
+            // database lets us (it never overwrites one stored meanwhile), so that whoever finishes the turn finds it.
+            if let Err(also) = store_kept(resumer, &run, &ran.last).await {
+                tracing::warn!(run_id = %run.id, error = %also, "could not store the last call's result either");
+            }
+            return Err(error);
+        }
+    };
+    tracing::info!(run_id = %run.id, turn = run.turn_index, calls = calls.len(), "approved turn resumed");
+    Resumed::from_reads(run.id, decision, results, transcript, &earlier_calls)
+}
+
+/// Closes a taken turn whose calls all have an outcome (`kept`: the last one's, not stored yet) in one statement,
+/// only while this instance holds the lease; answers the turn's results.
+async fn close_taken(
+    resumer: &Resumer,
+    run: &RunRow,
+    decision: &DecisionRow,
+    calls: &[CallRow],
+    kept: &Option<(i32, ToolResult)>,
+) -> Result<Vec<ToolResult>, ResumeError> {
+    let decided_by = decision.decided_by()?;
+    let results = super::stored_results(calls)?;
+    let events = tool_events(resumer, run, calls, &results, decided_by).await?;
+    let resumed_event = approved_event(run, decision, decided_by, &results);
     // The last call's result is stored by the closing statement itself, whether or not it closes the turn: one
     // commit fewer per approval, and a turn taken over meanwhile still finds the result stored.
-    let last: Vec<(i32, &ToolResult)> = ran.last.iter().map(|(p, r)| (*p, r)).collect();
+    let last: Vec<(i32, &ToolResult)> = kept.iter().map(|(p, r)| (*p, r)).collect();
     let closing = ClosingTurn {
-        run: &run,
+        run,
         sealer: resumer.pool.sealer(),
         results: &last,
         events: &events,
         resumed_event: &resumed_event,
     };
-    let closed = match deciding::close_held_turn(&resumer.pool, &closing, resumer.instance_id).await
-    {
-        Ok(closed) => closed,
-        Err(error) => {
-            // The closing statement did not commit, so neither did the result it carried: store it on its own if
-            // the database lets us, so that whoever finishes the turn finds it.
-            if let Err(also) = store_kept(resumer, &run, &ran.last).await {
-                tracing::warn!(run_id = %run.id, error = %also, "could not store the last call's result either");
-            }
-            return Err(error.into());
-        }
-    };
-    if !closed {
+    if !deciding::close_held_turn(&resumer.pool, &closing, resumer.instance_id).await? {
         // Our lease ran out and another instance took the turn over (or already finished it).
         return Err(ResumeError::ResumeInProgress);
     }
-    tracing::info!(run_id = %run.id, turn = run.turn_index, calls = calls.len(), "approved turn resumed");
-    Resumed::from_reads(run.id, decision, results, transcript, &earlier_calls)
+    Ok(results)
 }
 
 /// The `run.resumed` event of an approved turn: the decision's verdict with every call's outcome.
@@ -178,11 +190,14 @@ async fn run_calls(
         .map(|call| call.position);
     for call in calls.iter_mut().filter(|call| call.outcome.is_none()) {
         let started = first_started == Some(call.position);
+        // Only a result of a call this instance sends is kept back: one answered without being sent (no executor)
+        // is stored at once, so that nobody finishing the turn sends it after all.
+        let sends = call.started_at.is_none() && resumer.executors.enabled(&call.tool).is_some();
         let mut result = run_call(resumer, run, call, started).await?;
         if let (Some(arguments), Some(decided_by)) = (&call.edited_arguments, edited_by) {
             result = results::with_edit_note(result, decided_by, arguments);
         }
-        let kept = keep_last && last_to_run == Some(call.position);
+        let kept = keep_last && sends && last_to_run == Some(call.position);
         let stored = kept
             || decisions::store_result(
                 &resumer.pool,

@@ -249,7 +249,7 @@ const CLOSE_EXPIRED_TURN: &str = close_turn_ctes!("run.expired", "");
 /// that nothing is written (no tool event, no `run.resumed`), because the turn belongs to whoever took it over.
 const CLOSE_HELD_TURN: &str = close_turn_ctes!(
     "run.resumed",
-    " and status = 'resuming' and lease_owner = $22"
+    " and status = 'resuming' and turn_index = $2 and lease_owner = $22"
 );
 
 /// Closes a turn whose results are all stored (the approve path, after its executors ran).

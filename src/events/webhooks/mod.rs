@@ -238,7 +238,9 @@ impl Delivery {
         let mut attempts = u32::try_from(self.subscription.attempts).unwrap_or(0);
         loop {
             // Seen before reading: an event that becomes readable during the read ends the wait below at once.
-            let floor = waiter.mark_seen().max(self.floor);
+            // The claim's bound serves the first read only: the hub's own may have moved back since (after a
+            // database error, perhaps a failover, it starts again from 0), and a held subscription must follow it.
+            let floor = waiter.mark_seen().max(std::mem::take(&mut self.floor));
             let events =
                 webhooks::pending_events(&self.pool, &self.subscription, cursor, floor, BATCH)
                     .await?;
