@@ -23,7 +23,7 @@ select r.*,
        e.turn_digest as decision_turn_digest, e.client_name, e.decided_at
 from (select id, tenant, owner_uid, status, privacy_level, require_second_approver, registration_hash,
              tools, turn_index, turn_digest, turn_request_hash, lease_owner, lease_until, created_at,
-             updated_at, case when true then messages end as messages
+             updated_at, messages, messages_from_jsonb, messages_sealed
       from runs where id = md5('floor' || :n)::uuid and tenant = :tenant for update) r
 left join backend_users u on u.tenant = r.tenant and u.uid = :uid
 left join approval_events e on e.run_id = r.id and e.turn_index = r.turn_index;

@@ -16,6 +16,7 @@ use crate::domain::model_input::{self, ModelInputFormat};
 use crate::domain::results::ToolResult;
 use crate::domain::scopes::Scope;
 use crate::domain::tokens::{DenialReason, RunStatus};
+use crate::domain::transcript_text::TranscriptText;
 use crate::domain::verdicts::{CallVerdict, DecisionForm};
 use crate::resume::{self, Actor, DecisionRequest, Resumed};
 use crate::state::AppState;
@@ -139,13 +140,25 @@ fn answer(resumed: Resumed, format: ModelInputFormat) -> Result<JsonPieces, ApiE
 
 /// The model input of a resumed turn as JSON text pieces.
 fn rendered(format: ModelInputFormat, resumed: &Resumed) -> Result<Vec<Bytes>, ApiError> {
-    model_input::render_text(
+    render_turn(
         format,
+        resumed.run_id,
         &resumed.transcript,
         &resumed.results,
         &resumed.earlier_results,
     )
-    .map_err(|error| StorageError::Corrupt(format!("run {}: {error}", resumed.run_id)).into())
+}
+
+/// The model input of `run_id`'s turn as JSON text pieces; a stored transcript that is not one is a 500.
+fn render_turn(
+    format: ModelInputFormat,
+    run_id: Uuid,
+    transcript: &TranscriptText,
+    results: &[ToolResult],
+    earlier_results: &[ToolResult],
+) -> Result<Vec<Bytes>, ApiError> {
+    model_input::render_text(format, transcript, results, earlier_results)
+        .map_err(|error| StorageError::Corrupt(format!("run {run_id}: {error}")).into())
 }
 
 pub async fn decide(
@@ -244,13 +257,13 @@ pub async fn model_input(
     let mut tx = state.pool.begin().await?;
     let turn = resume::load_turn(&mut tx, state.pool.sealer(), run.id, turn_index).await?;
     tx.commit().await?;
-    let model_input = model_input::render_text(
+    let model_input = render_turn(
         query.format,
+        run.id,
         &turn.transcript,
         &turn.results,
         &turn.earlier_results,
-    )
-    .map_err(|error| StorageError::Corrupt(format!("run {}: {error}", run.id)))?;
+    )?;
     Ok(JsonPieces(model_input))
 }
 

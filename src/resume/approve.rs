@@ -15,6 +15,7 @@ use uuid::Uuid;
 
 use super::{ResumeError, Resumed, Resumer, closing_event, tool_events};
 use crate::domain::events;
+use crate::domain::privacy::ToolEvent;
 use crate::domain::results::{self, ToolResult};
 use crate::domain::tokens::{DecidedBy, RunStatus};
 use crate::domain::transcript_text::TranscriptText;
@@ -33,7 +34,7 @@ pub(super) struct TakenTurn {
     /// The earlier turns' calls that have a result ([`deciding::calls_through`]).
     pub earlier_calls: Vec<CallRow>,
     /// The transcript read under the lock, carried as it was read into the answer.
-    pub transcript: Option<TranscriptText>,
+    pub transcript: TranscriptText,
     /// The call the decision marked started (with a fresh lease), if it marked one.
     pub first_started: Option<i32>,
 }
@@ -120,10 +121,11 @@ async fn close_taken(
     calls: &[CallRow],
     kept: &Option<(i32, ToolResult)>,
 ) -> Result<Vec<ToolResult>, ResumeError> {
-    let decided_by = decision.decided_by()?;
-    let results = super::stored_results(calls)?;
-    let events = tool_events(resumer, run, calls, &results, decided_by).await?;
-    let resumed_event = approved_event(run, decision, decided_by, &results);
+    let ApprovedClose {
+        results,
+        events,
+        resumed_event,
+    } = approved_close(resumer, run, decision, calls).await?;
     // The last call's result is stored by the closing statement itself, whether or not it closes the turn: one
     // commit fewer per approval, and a turn taken over meanwhile still finds the result stored.
     let last: Vec<(i32, &ToolResult)> = kept.iter().map(|(p, r)| (*p, r)).collect();
@@ -141,14 +143,24 @@ async fn close_taken(
     Ok(results)
 }
 
-/// The `run.resumed` event of an approved turn: the decision's verdict with every call's outcome.
-fn approved_event(
+/// What closing an approved turn writes, from its calls as they stand (every one with an outcome): their results,
+/// the tool events at the privacy level, and the `run.resumed` event with the decision's verdict.
+struct ApprovedClose {
+    results: Vec<ToolResult>,
+    events: Vec<(i32, ToolEvent)>,
+    resumed_event: serde_json::Value,
+}
+
+async fn approved_close(
+    resumer: &Resumer,
     run: &RunRow,
     decision: &DecisionRow,
-    decided_by: DecidedBy,
-    results: &[ToolResult],
-) -> serde_json::Value {
-    closing_event(
+    calls: &[CallRow],
+) -> Result<ApprovedClose, ResumeError> {
+    let decided_by = decision.decided_by()?;
+    let results = super::stored_results(calls)?;
+    let events = tool_events(resumer, run, calls, &results, decided_by).await?;
+    let resumed_event = closing_event(
         run,
         Some(&events::Verdict {
             decided_by,
@@ -156,7 +168,12 @@ fn approved_event(
             approved: decision.approved,
             outcomes: results.iter().map(|result| result.outcome).collect(),
         }),
-    )
+    );
+    Ok(ApprovedClose {
+        results,
+        events,
+        resumed_event,
+    })
 }
 
 /// What [`run_calls`] did.
@@ -250,7 +267,7 @@ async fn close_locked(
 ) -> Result<Resumed, ResumeError> {
     let sealer = resumer.pool.sealer();
     let mut tx = resumer.pool.begin().await?;
-    let locked = deciding::lock_run(&mut tx, sealer, tenant, run_id, None, true)
+    let locked = deciding::lock_run(&mut tx, sealer, tenant, run_id, None)
         .await?
         .ok_or(ResumeError::RunNotFound)?;
     let LockedRun {
@@ -267,10 +284,11 @@ async fn close_locked(
     }
     let (calls, earlier_calls) =
         deciding::calls_through(&mut tx, sealer, run.id, run.turn_index).await?;
-    let results = super::stored_results(&calls)?;
-    let decided_by = decision.decided_by()?;
-    let events = tool_events(resumer, &run, &calls, &results, decided_by).await?;
-    let resumed_event = approved_event(&run, &decision, decided_by, &results);
+    let ApprovedClose {
+        results,
+        events,
+        resumed_event,
+    } = approved_close(resumer, &run, &decision, &calls).await?;
     let closing = ClosingTurn {
         run: &run,
         sealer,

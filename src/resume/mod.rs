@@ -130,7 +130,6 @@ pub async fn decide(
         &actor.tenant,
         request.run_id,
         request.decider_uid,
-        true,
     )
     .await?
     .ok_or(ResumeError::RunNotFound)?;
@@ -332,12 +331,9 @@ impl Resumed {
         run_id: Uuid,
         decision: DecisionRow,
         results: Vec<ToolResult>,
-        transcript: Option<TranscriptText>,
+        transcript: TranscriptText,
         earlier_calls: &[CallRow],
     ) -> Result<Self, ResumeError> {
-        let transcript = transcript.ok_or_else(|| {
-            StorageError::Corrupt("the transcript asked for with the run was not read".into())
-        })?;
         Ok(Resumed {
             run_id,
             decision,

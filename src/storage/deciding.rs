@@ -33,8 +33,8 @@ pub struct LockedRun {
     pub approvable_tools: Option<Vec<String>>,
     /// The decision of the run's current turn, if it has one.
     pub decision: Option<DecisionRow>,
-    /// The working transcript, when it was asked for.
-    pub transcript: Option<TranscriptText>,
+    /// The working transcript, which every decision answers with.
+    pub transcript: TranscriptText,
     /// The current turn's `expires_at` has passed, by the database's clock once the lock was granted.
     pub past_expiry: bool,
     /// The current turn expired (its expiry is recorded).
@@ -42,7 +42,7 @@ pub struct LockedRun {
 }
 
 /// Locks the run (the same row lock every writer takes first) and reads, in the same statement, the decider's
-/// row, the current turn's decision and, when `with_transcript`, the transcript. `None`: no such run in the tenant.
+/// row, the current turn's decision and the transcript. `None`: no such run in the tenant.
 /// The decider's row may be as old as the lock wait; users are not serialized with decisions in any case.
 pub async fn lock_run(
     conn: &mut PgConnection,
@@ -50,7 +50,6 @@ pub async fn lock_run(
     tenant: &str,
     run_id: Uuid,
     decider_uid: Option<i64>,
-    with_transcript: bool,
 ) -> Result<Option<LockedRun>, StorageError> {
     let row = sql::query(
         "select r.*,
@@ -62,8 +61,7 @@ pub async fn lock_run(
                 x.turn_index is not null as expired
          from (select id, tenant, owner_uid, status, privacy_level, require_second_approver, registration_hash,
                       tools, turn_index, turn_digest, turn_request_hash, lease_owner, lease_until, expires_at,
-                      created_at, updated_at, case when $4 then messages end as messages, messages_from_jsonb,
-                      case when $4 then messages_sealed end as messages_sealed
+                      created_at, updated_at, messages, messages_from_jsonb, messages_sealed
                from runs where id = $1 and tenant = $2 for update) r
          left join backend_users u on u.tenant = r.tenant and u.uid = $3
          left join approval_events e on e.run_id = r.id and e.turn_index = r.turn_index
@@ -72,15 +70,12 @@ pub async fn lock_run(
     .bind(run_id)
     .bind(tenant)
     .bind(decider_uid)
-    .bind(with_transcript)
     .fetch_optional(&mut *conn)
     .await?;
     let Some(mut locked) = row.map(|row| locked_run(sealer, &row)).transpose()? else {
         return Ok(None);
     };
-    if let Some(transcript) = &locked.transcript {
-        runs::release_buffers(&mut *conn, transcript.text_len());
-    }
+    runs::release_buffers(&mut *conn, locked.transcript.text_len());
     // The joined rows are read with the statement's snapshot, taken before the lock was granted, while the run row
     // is its newest version. So when another transaction decided the turn while this one waited for the lock, the
     // run shows the status it set but the join misses its decision. Every decision changes the run's status in the
@@ -128,17 +123,13 @@ fn locked_run(sealer: &Sealer, row: &PgRow) -> Result<LockedRun, StorageError> {
     let run = RunRow::from_row(row)?;
     let clear: Option<String> = row.try_get("messages")?;
     let sealed: Option<Vec<u8>> = row.try_get("messages_sealed")?;
-    let transcript = if clear.is_some() || sealed.is_some() {
-        Some(runs::open_transcript(
-            sealer,
-            run.id,
-            clear,
-            sealed.as_deref(),
-            row.try_get("messages_from_jsonb")?,
-        )?)
-    } else {
-        None
-    };
+    let transcript = runs::open_transcript(
+        sealer,
+        run.id,
+        clear,
+        sealed.as_deref(),
+        row.try_get("messages_from_jsonb")?,
+    )?;
     Ok(LockedRun {
         run,
         decider,
