@@ -1,5 +1,6 @@
-//! The round trips of an approval (issue 17): one statement or transaction to take the turn, the executor call, one
-//! statement to close it, and nothing else on the way. Counted over what Postgres actually ran, as
+//! The round trips of an approval and of a deny (issue 17): for an approval, one statement to read the run (the
+//! key's lookup in it), one to take the turn, the executor call, one to close it, and nothing else on the way; for a
+//! deny, the read and one write. Counted over what Postgres actually ran, as
 //! tests/distribution.rs does: the real binary on a private cluster with `pg_stat_statements`, one approval of a
 //! one-call turn through a loopback executor, and the executions recorded from just before it to just after it
 //! (each execution is one round trip; `BEGIN` and `COMMIT` are counted too). A count, not a time.
@@ -16,8 +17,15 @@ use observed::Observed;
 /// The issue's bound on the statements of a one-call approval, the API key's lookup included.
 const MOST_STATEMENTS: i64 = 10;
 
+/// A one-call approval's statements: the read (the key's lookup in it), taking the turn, closing it.
+const APPROVAL_STATEMENTS: i64 = 3;
+
+/// A deny's statements: the run read without its lock, with the API key's lookup in it, and the one write that
+/// records the decision only while the run still waits (src/storage/run_snapshot.rs); no `BEGIN` or `COMMIT`.
+const DENY_STATEMENTS: i64 = 2;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_one_call_approval_makes_at_most_ten_statements() {
+async fn a_one_call_approval_makes_at_most_ten_statements_and_a_deny_two_outside_any_transaction() {
     // The periodic tasks that can be slowed are, so that none of their statements falls inside the count.
     let observed = Observed::start(
         "approval_resume_trips",
@@ -28,7 +36,7 @@ async fn a_one_call_approval_makes_at_most_ten_statements() {
         ],
     )
     .await;
-    let runs = observed.waiting_runs(2).await;
+    let runs = observed.waiting_runs(3).await;
     // One approval first, so that the pool's connections are open before the count starts.
     let (status, answer) = observed.decide(&runs[0], true).await;
     assert_eq!(status, 200, "{answer}");
@@ -42,9 +50,32 @@ async fn a_one_call_approval_makes_at_most_ten_statements() {
         1,
         "the approved call was sent once"
     );
+    let (total, listing) = counted(admin).await;
+    eprintln!("{total} statements in one one-call approval:\n{listing}");
+    assert!(
+        total <= MOST_STATEMENTS,
+        "{total} statements, more than {MOST_STATEMENTS}:\n{listing}"
+    );
+    assert_eq!(total, APPROVAL_STATEMENTS, "{listing}");
 
+    let admin = observed.start_recording().await;
+    let (status, answer) = observed.decide(&runs[2], false).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["results"][0]["outcome"], "denied", "{answer}");
+    let (total, listing) = counted(admin).await;
+    eprintln!("{total} statements in one deny:\n{listing}");
+    assert_eq!(total, DENY_STATEMENTS, "{listing}");
+    let lowered = listing.to_lowercase();
+    assert!(
+        !lowered.contains("× begin") && !lowered.contains("× commit"),
+        "a deny opened a transaction:\n{listing}"
+    );
+}
+
+/// The statements recorded since `admin` started recording, in all and one line each.
+async fn counted(admin: sqlx::PgConnection) -> (i64, String) {
     // The webhook dispatcher looks for subscriptions once a second whatever happens (not a setting); that look is
-    // not the approval's.
+    // not the decision's.
     let executed = Observed::recorded(admin, &["webhook_subscriptions"]).await;
     let total: i64 = executed.iter().map(|(_, calls)| calls).sum();
     let listing: Vec<String> = executed
@@ -54,13 +85,5 @@ async fn a_one_call_approval_makes_at_most_ten_statements() {
             format!("{calls} × {}", text.chars().take(120).collect::<String>())
         })
         .collect();
-    eprintln!(
-        "{total} statements in one one-call approval:\n{}",
-        listing.join("\n")
-    );
-    assert!(
-        total <= MOST_STATEMENTS,
-        "{total} statements, more than {MOST_STATEMENTS}:\n{}",
-        listing.join("\n")
-    );
+    (total, listing.join("\n"))
 }

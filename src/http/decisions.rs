@@ -6,8 +6,9 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::decision_credential::{self, DecisionCredential};
 use super::error::ApiError;
-use super::extract::{Credential, Json, KeyOrToken, Query, RunId, scope};
+use super::extract::{Caller, Json, KeyOrToken, Query, RunId, scope};
 use super::integer;
 use super::json_pieces::JsonPieces;
 use super::views::DecisionView;
@@ -18,7 +19,7 @@ use crate::domain::scopes::Scope;
 use crate::domain::tokens::{DenialReason, RunStatus};
 use crate::domain::transcript_text::TranscriptText;
 use crate::domain::verdicts::{CallVerdict, DecisionForm};
-use crate::resume::{self, Actor, DecisionRequest, Resumed};
+use crate::resume::{self, Actor, DecisionRequest, Reader, Resumed};
 use crate::state::AppState;
 use crate::storage::{StorageError, decisions};
 use axum::http::StatusCode;
@@ -161,34 +162,62 @@ fn render_turn(
         .map_err(|error| StorageError::Corrupt(format!("run {run_id}: {error}")).into())
 }
 
+/// `POST /v1/runs/{id}/decision`. With an API key, the key is looked up in the statement that reads the run
+/// (`http::decision_credential`); every refusal is still the one a key checked first would get.
 pub async fn decide(
     State(state): State<AppState>,
-    KeyOrToken(credential, _): KeyOrToken<scope::Decisions>,
-    RunId(run_id): RunId,
-    Query(query): Query<FormatQuery>,
-    Json(mut body): Json<DecisionBody>,
+    credential: DecisionCredential,
+    run_id: Result<RunId, ApiError>,
+    query: Result<Query<FormatQuery>, ApiError>,
+    body: Result<Json<DecisionBody>, ApiError>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let (actor, decider_uid) = match &credential {
-        Credential::Key(caller) => {
-            let decider_uid = body.decider_uid.ok_or_else(|| {
-                ApiError::unprocessable(
-                    "decider_uid_required",
-                    "with an API key, name the decider: a uid, or null for a decision by nobody",
+    let run_id = match run_id {
+        Ok(RunId(run_id)) => run_id,
+        Err(refused) => return Err(credential.refuse(&state, refused).await),
+    };
+    let query = match query {
+        Ok(Query(query)) => query,
+        Err(refused) => return Err(credential.refuse(&state, refused).await),
+    };
+    let mut body = match body {
+        Ok(Json(body)) => body,
+        Err(refused) => return Err(credential.refuse(&state, refused).await),
+    };
+    let form = body.form(state.limits.work.max_arguments_bytes);
+    let (actor, request, snapshot) = match &credential {
+        DecisionCredential::Key(hash) => {
+            // A body that is refused anyway is refused after the key's own lookup, in the order of the checks
+            // below; one that passes them has the key checked by the run's read.
+            let read_first = body
+                .decider_uid
+                .is_some_and(|uid| uid.is_none_or(|uid| uid >= 1))
+                && form.is_ok();
+            let (caller, snapshot) = if read_first {
+                let decider_uid = body.decider_uid.flatten();
+                let mut snapshot = resume::read(
+                    &state.resumer,
+                    Reader::KeyHash(hash.as_bytes()),
+                    run_id,
+                    decider_uid,
                 )
-            })?;
-            match decider_uid {
-                Some(_) => caller.require(Scope::DecisionsWrite)?,
-                None => caller.require(Scope::DecisionsAnonymous)?,
-            }
-            let actor = Actor {
-                tenant: caller.tenant.clone(),
-                client_name: caller.name.clone(),
-                may_decide_anonymously: caller.has(Scope::DecisionsAnonymous),
-                token_kid: None,
+                .await?;
+                let caller = decision_credential::caller_of(snapshot.key_holder.take())?;
+                (caller, Some(snapshot))
+            } else {
+                (decision_credential::lookup(&state, hash).await?, None)
             };
-            (actor, decider_uid)
+            let (actor, decider_uid) = key_actor(&caller, &body)?;
+            let request = decision_request(run_id, decider_uid, body.turn_digest, form)?;
+            let snapshot = match snapshot {
+                Some(snapshot) => snapshot,
+                None => {
+                    let reader = Reader::Tenant(&actor.tenant);
+                    resume::read(&state.resumer, reader, run_id, decider_uid).await?
+                }
+            };
+            (actor, request, snapshot)
         }
-        Credential::Token(holder) => {
+        DecisionCredential::Token(holder) => {
             // The decider is the person the token was minted for; the body may only agree (DESIGN.md §13).
             if body
                 .decider_uid
@@ -200,33 +229,67 @@ pub async fn decide(
                     "decider_uid must be left out or equal to the token's sub",
                 ));
             }
-            visible::run(&state, &credential, run_id).await?;
+            visible::run_of_token(&state, holder, run_id).await?;
             let actor = Actor {
                 tenant: holder.tenant.clone(),
                 client_name: holder.client_name.clone(),
                 may_decide_anonymously: false,
                 token_kid: Some(holder.kid.clone()),
             };
-            (actor, Some(holder.uid))
+            let request = decision_request(run_id, Some(holder.uid), body.turn_digest, form)?;
+            let reader = Reader::Tenant(&holder.tenant);
+            let snapshot =
+                resume::read(&state.resumer, reader, run_id, request.decider_uid).await?;
+            (actor, request, snapshot)
         }
     };
+    let resumed = resume::decide(&state.resumer, &actor, &request, snapshot).await?;
+    // A replay committed nothing; the nudge is only a hint, so a needless one costs a poll.
+    state.events.committed();
+    answer(resumed, query.format)
+}
+
+/// With an API key: the decider the body names, which it must (a uid, or `null` for nobody), and the scope that
+/// takes (422, then 403).
+fn key_actor(caller: &Caller, body: &DecisionBody) -> Result<(Actor, Option<i64>), ApiError> {
+    let decider_uid = body.decider_uid.ok_or_else(|| {
+        ApiError::unprocessable(
+            "decider_uid_required",
+            "with an API key, name the decider: a uid, or null for a decision by nobody",
+        )
+    })?;
+    match decider_uid {
+        Some(_) => caller.require(Scope::DecisionsWrite)?,
+        None => caller.require(Scope::DecisionsAnonymous)?,
+    }
+    let actor = Actor {
+        tenant: caller.tenant.clone(),
+        client_name: caller.name.clone(),
+        may_decide_anonymously: caller.has(Scope::DecisionsAnonymous),
+        token_kid: None,
+    };
+    Ok((actor, decider_uid))
+}
+
+/// The decision as `resume` takes it, once the decider's uid and the body's form pass (422 otherwise).
+fn decision_request(
+    run_id: Uuid,
+    decider_uid: Option<i64>,
+    turn_digest: String,
+    form: Result<DecisionForm, ApiError>,
+) -> Result<DecisionRequest, ApiError> {
     if decider_uid.is_some_and(|uid| uid < 1) {
         return Err(ApiError::unprocessable(
             "invalid_uid",
             "decider_uid must be a uid of at least 1, or null",
         ));
     }
-    let form = body.form(state.limits.work.max_arguments_bytes)?;
-    let request = DecisionRequest {
+    Ok(DecisionRequest {
         run_id,
         decider_uid,
-        turn_digest: body.turn_digest,
-        form,
-    };
-    let resumed = resume::decide(&state.resumer, &actor, &request).await?;
-    // A replay committed nothing; the nudge is only a hint, so a needless one costs a poll.
-    state.events.committed();
-    answer(resumed, query.format)
+        turn_digest,
+        form: form?,
+    })
 }
 
 pub async fn model_input(

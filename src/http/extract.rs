@@ -29,6 +29,14 @@ pub struct Caller {
 }
 
 impl Caller {
+    pub(super) fn new(name: String, tenant: String, scopes: Vec<String>) -> Self {
+        Caller {
+            name,
+            tenant,
+            scopes,
+        }
+    }
+
     pub fn has(&self, scope: Scope) -> bool {
         self.scopes.iter().any(|held| held == scope.as_str())
     }
@@ -59,14 +67,19 @@ async fn key_or_token(
 ) -> Result<Credential, ApiError> {
     let credential = bearer(parts)?;
     if tokens::looks_like_jwt(credential) {
-        let now = u64::try_from(chrono::Utc::now().timestamp()).unwrap_or_default();
-        let holder = tokens::verify(&state.pool, credential, now).await?;
-        tracing::Span::current().record("client", holder.client_name.as_str());
-        return Ok(Credential::Token(holder));
+        return Ok(Credential::Token(verified_token(state, credential).await?));
     }
-    client_by_key(state, credential, any_of)
+    client_by_key(state, &keys::hash(credential), any_of)
         .await
         .map(Credential::Key)
+}
+
+/// The holder of a decision token, verified now.
+pub(super) async fn verified_token(state: &AppState, token: &str) -> Result<TokenHolder, ApiError> {
+    let now = u64::try_from(chrono::Utc::now().timestamp()).unwrap_or_default();
+    let holder = tokens::verify(&state.pool, token, now).await?;
+    tracing::Span::current().record("client", holder.client_name.as_str());
+    Ok(holder)
 }
 
 /// The bearer key of a route only a key may use, its client holding at least one of `any_of`.
@@ -81,13 +94,17 @@ async fn key_only(parts: &Parts, state: &AppState, any_of: &[Scope]) -> Result<C
             "a decision token may only read the runs its user may decide and post decisions on them",
         ));
     }
-    client_by_key(state, key, any_of).await
+    client_by_key(state, &keys::hash(key), any_of).await
 }
 
-/// The live client holding this API key, if it holds at least one of `any_of`: the one key and scope check of both
-/// extractors.
-async fn client_by_key(state: &AppState, key: &str, any_of: &[Scope]) -> Result<Caller, ApiError> {
-    let client = clients::find_active_by_key_hash(&state.pool, &keys::hash(key))
+/// The live client holding the API key of this hash, if it holds at least one of `any_of`: the one key and scope
+/// check of the extractors.
+pub(super) async fn client_by_key(
+    state: &AppState,
+    key_hash: &[u8],
+    any_of: &[Scope],
+) -> Result<Caller, ApiError> {
+    let client = clients::find_active_by_key_hash(&state.pool, key_hash)
         .await?
         .ok_or_else(|| ApiError::unauthorized("the key is unknown or revoked"))?;
     tracing::Span::current().record("client", client.name.as_str());
@@ -101,7 +118,7 @@ async fn client_by_key(state: &AppState, key: &str, any_of: &[Scope]) -> Result<
 }
 
 /// The credential of `Authorization: Bearer <credential>`.
-fn bearer(parts: &Parts) -> Result<&str, ApiError> {
+pub(super) fn bearer(parts: &Parts) -> Result<&str, ApiError> {
     let header = parts
         .headers
         .get(AUTHORIZATION)
@@ -136,7 +153,7 @@ where
     }
 }
 
-fn require_any(caller: &Caller, any_of: &[Scope]) -> Result<(), ApiError> {
+pub(super) fn require_any(caller: &Caller, any_of: &[Scope]) -> Result<(), ApiError> {
     if any_of.iter().any(|scope| caller.has(*scope)) {
         Ok(())
     } else {

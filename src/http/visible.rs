@@ -6,6 +6,7 @@ use uuid::Uuid;
 
 use super::error::ApiError;
 use super::extract::Credential;
+use super::tokens::TokenHolder;
 use crate::state::AppState;
 use crate::storage::runs::{self, RunRow};
 use crate::storage::users;
@@ -17,24 +18,31 @@ pub async fn run(state: &AppState, credential: &Credential, id: Uuid) -> Result<
         Credential::Key(caller) => runs::find(&state.pool, &caller.tenant, id)
             .await?
             .ok_or_else(not_found),
-        Credential::Token(holder) => {
-            if holder.run.is_some_and(|bound| bound != id) {
-                return Err(not_found());
-            }
-            let run = runs::find(&state.pool, &holder.tenant, id)
-                .await?
-                .ok_or_else(not_found)?;
-            let user = users::find(&state.pool, &holder.tenant, holder.uid).await?;
-            let may_decide = user.is_some_and(|user| {
-                !user.disabled
-                    && (run.owner_uid == holder.uid || user.is_admin || user.can_approve_others)
-            });
-            if may_decide {
-                Ok(run)
-            } else {
-                Err(not_found())
-            }
-        }
+        Credential::Token(holder) => run_of_token(state, holder, id).await,
+    }
+}
+
+/// The run `id`, if the decision token's user may decide it.
+pub async fn run_of_token(
+    state: &AppState,
+    holder: &TokenHolder,
+    id: Uuid,
+) -> Result<RunRow, ApiError> {
+    let not_found = || ApiError::not_found("run");
+    if holder.run.is_some_and(|bound| bound != id) {
+        return Err(not_found());
+    }
+    let run = runs::find(&state.pool, &holder.tenant, id)
+        .await?
+        .ok_or_else(not_found)?;
+    let user = users::find(&state.pool, &holder.tenant, holder.uid).await?;
+    let may_decide = user.is_some_and(|user| {
+        !user.disabled && (run.owner_uid == holder.uid || user.is_admin || user.can_approve_others)
+    });
+    if may_decide {
+        Ok(run)
+    } else {
+        Err(not_found())
     }
 }
 

@@ -1,7 +1,6 @@
-//! The approve path: the decision takes the turn in its transaction (one statement, with the first call marked
-//! started), the turn's calls run one after another through their executors, outside any transaction, each outcome
+//! The approve path: the decision takes the turn in one statement (with the first call marked started), the turn's calls run one after another through their executors, outside any transaction, each outcome
 //! stored as soon as it is known; then one statement writes the tool events and resumes the run, only while this
-//! instance still holds the turn's lease. What the decision read under the run's lock (run, calls, transcript) is
+//! instance still holds the turn's lease. What the decision read (run, calls, transcript) is
 //! carried through, so nothing is read again on the way.
 //!
 //! A `resuming` turn is held by a lease. If the instance holding it dies, the lease runs out and the recovery task
@@ -20,7 +19,7 @@ use crate::domain::results::{self, ToolResult};
 use crate::domain::tokens::{DecidedBy, RunStatus};
 use crate::domain::transcript_text::TranscriptText;
 use crate::executor::ExecutorCall;
-use crate::storage::deciding::{self, ClosingTurn, LockedRun};
+use crate::storage::deciding::{self, ClosingTurn, RunForDecision};
 use crate::storage::decisions::{self, DecisionRow};
 use crate::storage::runs::{self, CallRow, RunRow};
 
@@ -270,7 +269,7 @@ async fn close_locked(
     let locked = deciding::lock_run(&mut tx, sealer, tenant, run_id, None)
         .await?
         .ok_or(ResumeError::RunNotFound)?;
-    let LockedRun {
+    let RunForDecision {
         run,
         decision,
         transcript,

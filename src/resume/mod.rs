@@ -1,4 +1,5 @@
-//! Recording a decision and resuming the run: the rules of DESIGN.md §4 and §5 over the run's row lock.
+//! Recording a decision and resuming the run: the rules of DESIGN.md §4 and §5, applied to a read of the run that
+//! took no lock when the write can tell that nothing overtook it, and under the run's row lock otherwise.
 //!
 //! A decision is never cancelled half-way, in particular never inside `BEGIN`, where sqlx 0.9 would return the
 //! connection to the pool still inside a transaction (transact-rs/sqlx#4393): the HTTP layer runs every handler
@@ -13,7 +14,7 @@ use std::time::Duration;
 
 use crate::storage::Database;
 use serde_json::Value;
-use sqlx::PgConnection;
+use sqlx::{PgConnection, PgExecutor};
 use uuid::Uuid;
 
 pub use approve::{finish_turn, spawn_recovery};
@@ -31,8 +32,10 @@ use crate::executor::Executors;
 use crate::metrics;
 use crate::sealing::Sealer;
 use crate::storage::StorageError;
-use crate::storage::deciding::{self, ClosingTurn, LockedRun, TakingTurn};
+use crate::storage::deciding::{self, ClosingTurn, RunForDecision, TakingTurn};
 use crate::storage::decisions::{DecisionRow, NewDecision};
+use crate::storage::run_snapshot::{self, RunSnapshot};
+pub use crate::storage::run_snapshot::{KeyHolder, Reader, Snapshot};
 use crate::storage::runs::{self, CallRow, RunRow};
 
 /// What the decision path needs, shared by every request and the recovery task.
@@ -116,7 +119,100 @@ impl From<sqlx::Error> for ResumeError {
 }
 
 /// Records a decision exactly once and resumes the run; the same decision again returns the stored outcome.
+///
+/// The usual decision, on a waiting turn nobody has decided, is made from `snapshot`, one read of the run that took
+/// no lock ([`read`]), and recorded by one write that moves the run on only while it still waits on the turn that was
+/// read: two statements, and no transaction held open between them. Every other case (the same decision again, a
+/// conflict, a refusal, a late decision, or a write that a concurrent change came before) is decided under the run's
+/// row lock ([`decide_under_lock`]), by the same rules, from what is stored then.
 pub async fn decide(
+    resumer: &Resumer,
+    actor: &Actor,
+    request: &DecisionRequest,
+    snapshot: Snapshot,
+) -> Result<Resumed, ResumeError> {
+    let Snapshot {
+        run, connection, ..
+    } = snapshot;
+    let run = run.ok_or(ResumeError::RunNotFound)?;
+    match plain_decision(resumer, actor, request, run) {
+        Some(plain) => {
+            // The connection goes back to the pool once the write is done, before an approval's calls run.
+            let recorded = match connection {
+                Some(mut conn) => plain.record(resumer, actor, request, &mut *conn).await?,
+                None => plain.record(resumer, actor, request, &resumer.pool).await?,
+            };
+            if let Some(recorded) = recorded {
+                return recorded.finish(resumer).await;
+            }
+        }
+        // Given back before the lock is taken on a connection of its own: holding one while waiting for another
+        // is how as many deciders as the pool has connections would wait for each other forever.
+        None => drop(connection),
+    }
+    decide_under_lock(resumer, actor, request).await
+}
+
+/// Reads the run for a decision without its lock, and the key's client with it ([`decide`]'s first statement).
+pub async fn read(
+    resumer: &Resumer,
+    reader: Reader<'_>,
+    run_id: Uuid,
+    decider_uid: Option<i64>,
+) -> Result<Snapshot, ResumeError> {
+    Ok(run_snapshot::read(&resumer.pool, reader, run_id, decider_uid).await?)
+}
+
+/// A decision on a turn that, as last read, waits for one and has none: what recording it needs.
+struct PlainDecision {
+    facts: RunForDecision,
+    calls: Vec<CallRow>,
+    earlier_calls: Vec<CallRow>,
+    verdicts: Verdicts,
+    decided_by: DecidedBy,
+}
+
+/// The snapshot's decision when it is the usual case that every rule lets through, or `None`: anything else is
+/// answered under the lock, where the rules run in their order (a replay before the decider's rules, §5).
+fn plain_decision(
+    resumer: &Resumer,
+    actor: &Actor,
+    request: &DecisionRequest,
+    snapshot: RunSnapshot,
+) -> Option<PlainDecision> {
+    let RunSnapshot {
+        facts,
+        calls,
+        earlier_calls,
+    } = snapshot;
+    let waiting = request.turn_digest == facts.run.turn_digest
+        && facts.decision.is_none()
+        && !facts.expired
+        && !facts.past_expiry
+        && facts.run.status() == RunStatus::WaitingForApproval;
+    if !waiting {
+        return None;
+    }
+    let verdicts = Verdicts::resolve(&request.form, &turn_calls(resumer, &calls)).ok()?;
+    let decided_by = authorize_decider(
+        actor,
+        &facts,
+        request.decider_uid,
+        request.form.approves_any(),
+    )
+    .ok()?;
+    gate_approval(&facts, request.decider_uid, &verdicts).ok()?;
+    Some(PlainDecision {
+        facts,
+        calls,
+        earlier_calls,
+        verdicts,
+        decided_by,
+    })
+}
+
+/// Decides under the run's row lock: every case, in the order of DESIGN.md §4 and §5.
+async fn decide_under_lock(
     resumer: &Resumer,
     actor: &Actor,
     request: &DecisionRequest,
@@ -182,90 +278,181 @@ pub async fn decide(
     // Nothing has been recorded yet: a write released by someone who could not run it is refused here (§4).
     gate_approval(&locked, request.decider_uid, &verdicts)?;
 
-    let recorded = verdicts.recorded();
-    let new_decision = NewDecision {
-        run_id: run.id,
-        turn_index: run.turn_index,
-        approved: verdicts.summary(),
-        decider_uid: request.decider_uid,
+    let plain = PlainDecision {
+        facts: locked,
+        calls,
+        earlier_calls,
+        verdicts,
         decided_by,
-        reason: whole_turn_reason(&request.form),
-        turn_digest: &run.turn_digest,
-        client_name: &actor.client_name,
-        token_kid: actor.token_kid.as_deref(),
-        calls: &recorded,
     };
-    let results = denial_results(&verdicts, decided_by);
+    // Under the lock, with the run seen waiting on this turn, the write always records.
+    let recorded = plain
+        .record(resumer, actor, request, &mut *tx)
+        .await?
+        .ok_or_else(|| {
+            StorageError::Corrupt(format!("run {} changed under its lock", request.run_id))
+        })?;
+    tx.commit().await?;
+    recorded.finish(resumer).await
+}
 
-    if approves {
-        let positioned: Vec<(i32, &ToolResult)> = results
-            .iter()
-            .map(|(position, result)| (*position, result))
-            .collect();
-        let edits: Vec<(i32, &str)> = verdicts
-            .approved()
-            .filter_map(|v| v.edited_arguments.as_deref().map(|a| (v.position, a)))
-            .collect();
-        // The calls as they are once this commits, so that nothing needs reading again before the turn closes.
-        let mut calls = calls;
-        as_taken(&mut calls, &positioned, &edits);
-        let first_sent = approve::first_sent(resumer, &calls);
-        let (decision, first_started) = deciding::take_turn(
-            &mut tx,
-            &TakingTurn {
-                decision: &new_decision,
-                sealer: resumer.pool.sealer(),
-                denied: &positioned,
-                edits: &edits,
-                lease_owner: resumer.instance_id,
-                lease: resumer.lease(),
-                first_sent,
-            },
-        )
-        .await?;
-        tx.commit().await?;
-        metrics::decision(true, decided_by.as_str());
-        tracing::info!(run_id = %run.id, turn = run.turn_index, decided_by = decided_by.as_str(),
-            denied = positioned.len(), edited = edits.len(), "turn approved");
-        let taken = approve::TakenTurn {
-            run: locked.run,
-            decision,
+/// A decision recorded (not yet committed when recorded under the lock): what is left to do once it is.
+struct Recorded {
+    decided_by: DecidedBy,
+    outcome: RecordedOutcome,
+}
+
+// One value per decision, moved once from the write to `finish`: boxing either variant would only add an allocation.
+#[allow(clippy::large_enum_variant)]
+enum RecordedOutcome {
+    /// A denial: the answer is complete.
+    Denied(Resumed),
+    /// An approval, with how many of its calls were denied and edited: its calls are still to run.
+    Taken {
+        taken: approve::TakenTurn,
+        denied: usize,
+        edited: usize,
+    },
+}
+
+impl PlainDecision {
+    /// Writes the decision in one statement through `db`; `None` when the run no longer waits on the turn read.
+    async fn record(
+        self,
+        resumer: &Resumer,
+        actor: &Actor,
+        request: &DecisionRequest,
+        db: impl PgExecutor<'_>,
+    ) -> Result<Option<Recorded>, ResumeError> {
+        let PlainDecision {
+            facts,
             calls,
             earlier_calls,
-            transcript: locked.transcript,
-            first_started: first_sent.filter(|_| first_started),
-        };
-        return approve::finish_taken(resumer, taken).await;
-    }
-
-    let results: Vec<ToolResult> = results.into_iter().map(|(_, result)| result).collect();
-    let positioned: Vec<(i32, &ToolResult)> = calls
-        .iter()
-        .map(|c| c.position)
-        .zip(results.iter())
-        .collect();
-    let events = tool_events(resumer, run, &calls, &results, decided_by).await?;
-    let resumed_event = closing_event(
-        run,
-        Some(&events::Verdict {
+            verdicts,
             decided_by,
+        } = self;
+        let run = &facts.run;
+        let recorded = verdicts.recorded();
+        let new_decision = NewDecision {
+            run_id: run.id,
+            turn_index: run.turn_index,
+            approved: verdicts.summary(),
             decider_uid: request.decider_uid,
-            approved: Some(false),
-            outcomes: results.iter().map(|result| result.outcome).collect(),
-        }),
-    );
-    let closing = ClosingTurn {
-        run,
-        sealer: resumer.pool.sealer(),
-        results: &positioned,
-        events: &events,
-        resumed_event: &resumed_event,
-    };
-    let decision = deciding::record_denial(&mut tx, &new_decision, &closing).await?;
-    tx.commit().await?;
-    metrics::decision(false, decided_by.as_str());
-    tracing::info!(run_id = %run.id, turn = run.turn_index, decided_by = decided_by.as_str(), "turn denied");
-    Resumed::from_reads(run.id, decision, results, locked.transcript, &earlier_calls)
+            decided_by,
+            reason: whole_turn_reason(&request.form),
+            turn_digest: &run.turn_digest,
+            client_name: &actor.client_name,
+            token_kid: actor.token_kid.as_deref(),
+            calls: &recorded,
+        };
+        let results = denial_results(&verdicts, decided_by);
+
+        if request.form.approves_any() {
+            let positioned: Vec<(i32, &ToolResult)> = results
+                .iter()
+                .map(|(position, result)| (*position, result))
+                .collect();
+            let edits: Vec<(i32, &str)> = verdicts
+                .approved()
+                .filter_map(|v| v.edited_arguments.as_deref().map(|a| (v.position, a)))
+                .collect();
+            // The calls as they are once this commits, so that nothing needs reading again before the turn closes.
+            let mut calls = calls;
+            as_taken(&mut calls, &positioned, &edits);
+            let first_sent = approve::first_sent(resumer, &calls);
+            let taken = deciding::take_turn(
+                db,
+                &TakingTurn {
+                    decision: &new_decision,
+                    sealer: resumer.pool.sealer(),
+                    denied: &positioned,
+                    edits: &edits,
+                    lease_owner: resumer.instance_id,
+                    lease: resumer.lease(),
+                    first_sent,
+                },
+            )
+            .await?;
+            let Some((decision, first_started)) = taken else {
+                return Ok(None);
+            };
+            let (denied, edited) = (positioned.len(), edits.len());
+            let taken = approve::TakenTurn {
+                decision,
+                calls,
+                earlier_calls,
+                transcript: facts.transcript,
+                first_started: first_sent.filter(|_| first_started),
+                run: facts.run,
+            };
+            return Ok(Some(Recorded {
+                decided_by,
+                outcome: RecordedOutcome::Taken {
+                    taken,
+                    denied,
+                    edited,
+                },
+            }));
+        }
+
+        let results: Vec<ToolResult> = results.into_iter().map(|(_, result)| result).collect();
+        let positioned: Vec<(i32, &ToolResult)> = calls
+            .iter()
+            .map(|c| c.position)
+            .zip(results.iter())
+            .collect();
+        let events = tool_events(resumer, run, &calls, &results, decided_by).await?;
+        let resumed_event = closing_event(
+            run,
+            Some(&events::Verdict {
+                decided_by,
+                decider_uid: request.decider_uid,
+                approved: Some(false),
+                outcomes: results.iter().map(|result| result.outcome).collect(),
+            }),
+        );
+        let closing = ClosingTurn {
+            run,
+            sealer: resumer.pool.sealer(),
+            results: &positioned,
+            events: &events,
+            resumed_event: &resumed_event,
+        };
+        let Some(decision) = deciding::record_denial(db, &new_decision, &closing).await? else {
+            return Ok(None);
+        };
+        let resumed =
+            Resumed::from_reads(run.id, decision, results, facts.transcript, &earlier_calls)?;
+        Ok(Some(Recorded {
+            decided_by,
+            outcome: RecordedOutcome::Denied(resumed),
+        }))
+    }
+}
+
+impl Recorded {
+    /// Once the decision committed: counts it, and runs an approval's calls.
+    async fn finish(self, resumer: &Resumer) -> Result<Resumed, ResumeError> {
+        let decided_by = self.decided_by.as_str();
+        match self.outcome {
+            RecordedOutcome::Denied(resumed) => {
+                metrics::decision(false, decided_by);
+                tracing::info!(run_id = %resumed.run_id, turn = resumed.decision.turn_index, decided_by,
+                    "turn denied");
+                Ok(resumed)
+            }
+            RecordedOutcome::Taken {
+                taken,
+                denied,
+                edited,
+            } => {
+                metrics::decision(true, decided_by);
+                tracing::info!(run_id = %taken.run.id, turn = taken.run.turn_index, decided_by, denied, edited,
+                    "turn approved");
+                approve::finish_taken(resumer, taken).await
+            }
+        }
+    }
 }
 
 /// Applies to calls read before an approval what its taking stores: the denied calls' results and the edited
@@ -348,7 +535,7 @@ impl Resumed {
 /// A decision that approves one call is an approval for these rules (DESIGN.md §4).
 fn authorize_decider(
     actor: &Actor,
-    locked: &LockedRun,
+    locked: &RunForDecision,
     decider_uid: Option<i64>,
     approves: bool,
 ) -> Result<DecidedBy, ResumeError> {
@@ -365,7 +552,7 @@ fn authorize_decider(
 
 /// The approver tool gate (DESIGN.md §4) over the calls this decision approves; denied calls release nothing.
 fn gate_approval(
-    locked: &LockedRun,
+    locked: &RunForDecision,
     decider_uid: Option<i64>,
     verdicts: &Verdicts,
 ) -> Result<(), Refusal> {

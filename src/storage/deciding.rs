@@ -1,6 +1,7 @@
-//! The statements of one decision, merged so a decision costs few round trips: everything the rules need is read
-//! under the run's row lock in one statement, and a turn is closed (results, tool events, status, the
-//! `run.resumed` event) in one more. A deny is the service's busiest path and its cost should be the commit (BENCHMARKS.md); each
+//! The statements of one decision, merged so a decision costs few round trips: everything the rules need is read in
+//! one statement (without the lock by `run_snapshot`, or under the run's row lock by [`lock_run`]), and a turn is
+//! taken or closed (results, tool events, status, the `run.resumed` event) in one more, which writes only while the
+//! run still waits on the turn that was read. A deny is the service's busiest path and its cost should be the commit (BENCHMARKS.md); each
 //! statement saved here is a network round trip and a pass through the executor of Postgres saved per click.
 
 use std::sync::LazyLock;
@@ -23,9 +24,10 @@ use crate::domain::tokens::RunStatus;
 use crate::domain::transcript_text::TranscriptText;
 use crate::sealing::Sealer;
 
-/// A run locked for a decision, with what the decision rules need about it.
+/// A run as a decision reads it, with what the decision rules need about it: under its lock ([`lock_run`]) or as
+/// of one snapshot (`run_snapshot::read`).
 #[derive(Debug)]
-pub struct LockedRun {
+pub struct RunForDecision {
     pub run: RunRow,
     /// `None` when the decider uid names no backend user of the run's tenant (or none was given).
     pub decider: Option<DeciderFacts>,
@@ -50,7 +52,7 @@ pub async fn lock_run(
     tenant: &str,
     run_id: Uuid,
     decider_uid: Option<i64>,
-) -> Result<Option<LockedRun>, StorageError> {
+) -> Result<Option<RunForDecision>, StorageError> {
     let row = sql::query(
         "select r.*,
                 u.uid is not null as decider_found, u.is_admin, u.can_approve_others, u.disabled,
@@ -72,7 +74,7 @@ pub async fn lock_run(
     .bind(decider_uid)
     .fetch_optional(&mut *conn)
     .await?;
-    let Some(mut locked) = row.map(|row| locked_run(sealer, &row)).transpose()? else {
+    let Some(mut locked) = row.map(|row| run_for_decision(sealer, &row)).transpose()? else {
         return Ok(None);
     };
     runs::release_buffers(&mut *conn, locked.transcript.text_len());
@@ -95,7 +97,11 @@ pub async fn lock_run(
     Ok(Some(locked))
 }
 
-fn locked_run(sealer: &Sealer, row: &PgRow) -> Result<LockedRun, StorageError> {
+/// The decision facts of a row of [`lock_run`]'s statement (or of the snapshot's, which has the same columns).
+pub(super) fn run_for_decision(
+    sealer: &Sealer,
+    row: &PgRow,
+) -> Result<RunForDecision, StorageError> {
     let decider = if row.try_get("decider_found")? {
         Some(DeciderFacts {
             is_admin: row.try_get("is_admin")?,
@@ -130,7 +136,7 @@ fn locked_run(sealer: &Sealer, row: &PgRow) -> Result<LockedRun, StorageError> {
         sealed.as_deref(),
         row.try_get("messages_from_jsonb")?,
     )?;
-    Ok(LockedRun {
+    Ok(RunForDecision {
         run,
         decider,
         approvable_tools: row.try_get("approvable_tools")?,
@@ -187,28 +193,34 @@ pub struct ClosingTurn<'a> {
 }
 
 /// The common-table expressions that close a turn, over the parameters `$1` to `$21` bound by [`bind_closing`]:
-/// store the results, write the tool events (with the times of the calls as just stored), move the run to
-/// `resumed` ending any lease, and write the `run.resumed` event (`run.expired` for [`CLOSE_EXPIRED_TURN`]) in the
-/// outbox. `$held` narrows which run moves on (see [`CLOSE_HELD_TURN`]); the tool events and the outbox row are
-/// written only for a run that did. Nothing here is sent anywhere before commit: a `pg_notify` would take a database-wide lock at every commit (BENCHMARKS.md), so consumers read
-/// the outbox after it (src/storage/events.rs).
+/// move the run to `resumed` ending any lease, store the results, write the tool events (with the times of the calls
+/// as just stored), and write the `run.resumed` event (`run.expired` for [`CLOSE_EXPIRED_TURN`]) in the outbox.
+/// `$moves` narrows which run moves on (see [`CLOSE_HELD_TURN`] and [`CLOSE_WAITING_TURN`]); the tool events and
+/// the outbox row are written only for a run that did, and the results too unless `$stores` leaves them unbound to
+/// it. Nothing here is sent anywhere before commit: a `pg_notify` would take a database-wide lock at every commit
+/// (BENCHMARKS.md), so consumers read the outbox after it (src/storage/events.rs).
+///
+/// The run's row is updated first (the other expressions wait for `resumed`), so its lock is taken before any row of
+/// its calls, in the order every writer takes them.
 macro_rules! close_turn_ctes {
-    ($event_type:literal, $held:literal) => {
+    ($event_type:literal, $moves:literal, $stores:literal) => {
         concat!(
             "
-    stored as (
+    resumed as (
+        update runs set status = 'resumed', lease_owner = null, lease_until = null, updated_at = now()
+        where id = $1",
+            $moves,
+            "
+        returning id, tenant
+    ), stored as (
         update turn_calls c set outcome = r.outcome, is_error = r.is_error, content = r.content,
                                 content_sealed = r.content_sealed, finished_at = now()
         from unnest($3::int[], $4::text[], $5::bool[], $6::text[], $19::bytea[])
              as r(position, outcome, is_error, content, content_sealed)
-        where c.run_id = $1 and c.turn_index = $2 and c.position = r.position and c.outcome is null
-        returning c.position, c.finished_at
-    ), resumed as (
-        update runs set status = 'resumed', lease_owner = null, lease_until = null, updated_at = now()
-        where id = $1",
-            $held,
+        where c.run_id = $1 and c.turn_index = $2 and c.position = r.position and c.outcome is null",
+            $stores,
             "
-        returning id, tenant
+        returning c.position, c.finished_at
     ), events as (
         insert into tool_events (run_id, turn_index, position, call_id, tool, outcome, is_error, decided_by,
                                  privacy_level, arguments_bytes, result_bytes, arguments, result,
@@ -234,13 +246,24 @@ macro_rules! close_turn_ctes {
     };
 }
 
-const CLOSE_TURN: &str = close_turn_ctes!("run.resumed", "");
-const CLOSE_EXPIRED_TURN: &str = close_turn_ctes!("run.expired", "");
+const CLOSE_TURN: &str = close_turn_ctes!("run.resumed", "", " and exists (select from resumed)");
+const CLOSE_EXPIRED_TURN: &str =
+    close_turn_ctes!("run.expired", "", " and exists (select from resumed)");
 /// [`CLOSE_TURN`] without the run's lock: the run moves on only while `$22` still holds its lease, and without
-/// that nothing is written (no tool event, no `run.resumed`), because the turn belongs to whoever took it over.
+/// that nothing but the results is written (no tool event, no `run.resumed`), because the turn belongs to whoever
+/// took it over, and a turn taken over must find the results stored like any other.
 const CLOSE_HELD_TURN: &str = close_turn_ctes!(
     "run.resumed",
-    " and status = 'resuming' and turn_index = $2 and lease_owner = $22"
+    " and status = 'resuming' and turn_index = $2 and lease_owner = $22",
+    ""
+);
+/// [`CLOSE_TURN`] for a turn decided from a read without the lock (`run_snapshot`): the run moves on only while it
+/// still waits on the turn that was read, and otherwise nothing at all is written. Under the lock, with the run seen
+/// waiting, it always moves on.
+const CLOSE_WAITING_TURN: &str = close_turn_ctes!(
+    "run.resumed",
+    " and status = 'waiting_for_approval' and turn_index = $2",
+    " and exists (select from resumed)"
 );
 
 /// Closes a turn whose results are all stored (the approve path, after its executors ran).
@@ -293,19 +316,26 @@ pub struct TakingTurn<'a> {
     pub first_sent: Option<i32>,
 }
 
-/// Records an approval and takes its turn, in one statement under the run's lock the caller holds: the approval
-/// event, the denied calls' results and the edited calls' arguments, the run to `resuming` under this instance's
-/// lease, and the first call to be sent marked started. Returns the decision and whether that call was marked.
+/// Records an approval and takes its turn, in one statement: the run to `resuming` under this instance's lease, the
+/// approval event, the denied calls' results and the edited calls' arguments, and the first call to be sent marked
+/// started. It writes only while the run still waits on `taking.decision`'s turn (always so under the run's lock,
+/// once it was seen waiting; from a snapshot, not if a concurrent change came first), and nothing otherwise: `None`.
+/// Returns the decision and whether that call was marked.
 pub async fn take_turn(
-    conn: &mut PgConnection,
+    db: impl PgExecutor<'_>,
     taking: &TakingTurn<'_>,
-) -> Result<(DecisionRow, bool), StorageError> {
+) -> Result<Option<(DecisionRow, bool)>, StorageError> {
     static SQL: LazyLock<String> = LazyLock::new(|| {
         format!(
-            "with decision as (
+            "with resuming as (
+                 update runs set status = 'resuming', lease_owner = $19,
+                     lease_until = now() + make_interval(secs => $20), updated_at = now()
+                 where id = $1 and status = 'waiting_for_approval' and turn_index = $2
+                 returning id
+             ), decision as (
                  insert into approval_events (run_id, turn_index, approved, decider_uid, decided_by, reason,
                                               turn_digest, client_name, token_kid, calls)
-                 values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+                 select $1, $2, $3, $4, $5, $6, $7, $8, $9, $10 from resuming
                  returning {DECISION_COLUMNS}
              ), denied as (
                  update turn_calls c set outcome = r.outcome, is_error = r.is_error, content = r.content,
@@ -313,6 +343,7 @@ pub async fn take_turn(
                  from unnest($11::int[], $12::text[], $13::bool[], $14::text[], $15::bytea[])
                       as r(position, outcome, is_error, content, content_sealed)
                  where c.run_id = $1 and c.turn_index = $2 and c.position = r.position and c.outcome is null
+                   and exists (select from resuming)
                  returning c.position
              ), edited as (
                  update turn_calls c set edited_arguments = e.arguments, edited_arguments_sealed = e.arguments_sealed,
@@ -321,24 +352,21 @@ pub async fn take_turn(
                                                           then now() else c.started_at end
                  from unnest($16::int[], $17::text[], $18::bytea[]) as e(position, arguments, arguments_sealed)
                  where c.run_id = $1 and c.turn_index = $2 and c.position = e.position
+                   and exists (select from resuming)
                  returning c.position
              ), started as (
                  update turn_calls c set started_at = now()
                  where c.run_id = $1 and c.turn_index = $2 and c.position = $21
                    and c.started_at is null and c.outcome is null
                    and c.position <> all($16::int[])
+                   and exists (select from resuming)
                  returning c.position
-             ), resuming as (
-                 update runs set status = 'resuming', lease_owner = $19,
-                     lease_until = now() + make_interval(secs => $20), updated_at = now()
-                 where id = $1
-                 returning id
              )
              select decision.*,
                     exists (select 1 from turn_calls c
                             where c.run_id = $1 and c.turn_index = $2 and c.position = $21
                               and c.started_at is null and c.outcome is null) as first_started
-             from decision cross join resuming"
+             from decision"
         )
     });
     let decision = taking.decision;
@@ -387,37 +415,43 @@ pub async fn take_turn(
         .bind(taking.lease_owner)
         .bind(taking.lease.as_secs_f64())
         .bind(taking.first_sent)
-        .fetch_one(conn)
+        .fetch_optional(db)
         .await?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
     let first_started: bool = row.try_get("first_started")?;
-    Ok((
+    Ok(Some((
         DecisionRow::from_row(&row)?,
         first_started && taking.first_sent.is_some(),
-    ))
+    )))
 }
 
-/// Records a deny decision and closes its turn with the denial results, in one statement.
+/// Records a deny decision and closes its turn with the denial results, in one statement, only while the run still
+/// waits on the decision's turn (see [`take_turn`]); `None` when it no longer does, and then nothing is written.
 pub async fn record_denial(
-    conn: &mut PgConnection,
+    db: impl PgExecutor<'_>,
     decision: &NewDecision<'_>,
     closing: &ClosingTurn<'_>,
-) -> Result<DecisionRow, StorageError> {
+) -> Result<Option<DecisionRow>, StorageError> {
     static SQL: LazyLock<String> = LazyLock::new(|| {
         format!(
-            "with decision as (
+            "with {CLOSE_WAITING_TURN}, decision as (
                  insert into approval_events (run_id, turn_index, approved, decider_uid, decided_by, reason,
                                               turn_digest, client_name, token_kid, calls)
-                 values ($1, $2, $22, $23, $24, $25, $26, $27, $28, $29)
+                 select $1, $2, $22, $23, $24, $25, $26, $27, $28, $29 from resumed
                  returning {DECISION_COLUMNS}
-             ), {CLOSE_TURN}
-             select decision.* from decision cross join resumed cross join outboxed"
+             )
+             select decision.* from decision cross join outboxed"
         )
     });
     let query = bind_closing(sql::query(sqlx::AssertSqlSafe(SQL.as_str())), closing);
     let row = decisions::bind_decision(query, decision)
-        .fetch_one(conn)
+        .fetch_optional(db)
         .await?;
-    Ok(DecisionRow::from_row(&row)?)
+    row.map(|row| DecisionRow::from_row(&row))
+        .transpose()
+        .map_err(StorageError::from)
 }
 
 /// Expires a turn nobody decided: stores the expired results, writes the tool events, records the expiry (never

@@ -100,21 +100,21 @@ pub struct CallRow {
 /// A call as its row holds it: arguments and content in clear or sealed (storage::sealed).
 #[derive(sqlx::FromRow)]
 pub(super) struct StoredCall {
-    pub turn_index: i32,
-    position: i32,
-    call_id: String,
-    tool: String,
-    arguments: Option<String>,
-    arguments_sealed: Option<Vec<u8>>,
-    effect: String,
-    started_at: Option<DateTime<Utc>>,
-    outcome: Option<String>,
-    is_error: Option<bool>,
-    content: Option<String>,
-    content_sealed: Option<Vec<u8>>,
-    finished_at: Option<DateTime<Utc>>,
-    edited_arguments: Option<String>,
-    edited_arguments_sealed: Option<Vec<u8>>,
+    pub(super) turn_index: i32,
+    pub(super) position: i32,
+    pub(super) call_id: String,
+    pub(super) tool: String,
+    pub(super) arguments: Option<String>,
+    pub(super) arguments_sealed: Option<Vec<u8>>,
+    pub(super) effect: String,
+    pub(super) started_at: Option<DateTime<Utc>>,
+    pub(super) outcome: Option<String>,
+    pub(super) is_error: Option<bool>,
+    pub(super) content: Option<String>,
+    pub(super) content_sealed: Option<Vec<u8>>,
+    pub(super) finished_at: Option<DateTime<Utc>>,
+    pub(super) edited_arguments: Option<String>,
+    pub(super) edited_arguments_sealed: Option<Vec<u8>>,
 }
 
 /// The columns a [`StoredCall`] is read from.

@@ -443,3 +443,76 @@ async fn with_every_connection_taken_a_request_waits_the_acquire_timeout_then_ge
     assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.body);
     assert_eq!(idle_in_transaction(&pool).await, 0);
 }
+
+/// A decision made from a read that another decision's commit overtook (src/storage/run_snapshot.rs): its write
+/// records nothing, and it is answered under the run's lock from what the winner stored, a conflict for another
+/// decision and the winner's outcome for the same one, while the winner's rows stay the only ones.
+#[tokio::test]
+async fn a_decision_whose_read_another_commit_overtook_records_nothing_and_is_answered_from_the_winner()
+ {
+    use approval_resume::domain::verdicts::DecisionForm;
+    use approval_resume::resume::{self, Actor, DecisionRequest, Reader, ResumeError};
+
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool.clone()).await;
+    app.user(8, false, true, false).await;
+    let (run_id, digest) = support::owned_run(&app).await;
+    let resumer = &app.state.resumer;
+    let deny_by = |uid: i64| DecisionRequest {
+        run_id,
+        decider_uid: Some(uid),
+        turn_digest: digest.clone(),
+        form: DecisionForm::WholeTurn {
+            approved: false,
+            reason: None,
+        },
+    };
+    let actor = Actor {
+        tenant: "default".to_owned(),
+        client_name: "admin".to_owned(),
+        may_decide_anonymously: false,
+        token_kid: None,
+    };
+    // Both read while the turn still waits.
+    let read = || resume::read(resumer, Reader::Tenant("default"), run_id, Some(7));
+    let stale_same = read().await.unwrap();
+    let stale_other = resume::read(resumer, Reader::Tenant("default"), run_id, Some(8))
+        .await
+        .unwrap();
+
+    let winner = app.decide(run_id, false, Some(7), &digest).await;
+    assert_eq!(winner.status, StatusCode::OK, "{:?}", winner.body);
+
+    let refused = resume::decide(resumer, &actor, &deny_by(8), stale_other)
+        .await
+        .expect_err("another decision on a decided turn is a conflict");
+    assert!(
+        matches!(refused, ResumeError::AlreadyDecided),
+        "{refused:?}"
+    );
+    let replayed = resume::decide(resumer, &actor, &deny_by(7), stale_same)
+        .await
+        .expect("the same decision again gets the winner's outcome");
+    let stored: chrono::DateTime<chrono::Utc> =
+        sqlx::query_scalar("select decided_at from approval_events where run_id = $1")
+            .bind(run_id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        replayed.decision.decided_at, stored,
+        "the winner's decision, not a new one"
+    );
+    for (table, rows) in [("approval_events", 1), ("tool_events", 2), ("events", 2)] {
+        assert_eq!(
+            count(
+                &pool,
+                &format!("select count(*) from {table} where run_id = $1"),
+                run_id
+            )
+            .await,
+            rows,
+            "{table}"
+        );
+    }
+}

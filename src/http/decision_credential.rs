@@ -1,0 +1,83 @@
+//! The decision route's credential: a decision token, verified at once, or an API key whose lookup waits for the
+//! statement that reads the run (`storage::run_snapshot`), so that the busiest route spends no statement of its own
+//! on the key.
+//!
+//! The answers stay those of a key checked first. The key's client is judged before anything the run read says, and
+//! when the path, the query or the body is refused, the key is looked up on its own first, so a caller without a
+//! valid key (or without a decision scope) is told that and nothing else about its request.
+
+use axum::extract::{FromRef, FromRequestParts};
+use axum::http::request::Parts;
+
+use super::error::ApiError;
+use super::extract::{
+    Caller, RequiredScope, bearer, client_by_key, require_any, scope, verified_token,
+};
+use super::tokens::{self, TokenHolder};
+use crate::keys;
+use crate::resume::KeyHolder;
+use crate::state::AppState;
+
+/// Who posts a decision.
+pub enum DecisionCredential {
+    /// A verified decision token; its powers are fixed (the handler checks the run is one its user may decide).
+    Token(TokenHolder),
+    /// An API key, not looked up yet.
+    Key(KeyHash),
+}
+
+/// The hash of an API key, as `api_clients.key_hash` stores it.
+pub struct KeyHash([u8; 32]);
+
+impl KeyHash {
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl<S> FromRequestParts<S> for DecisionCredential
+where
+    AppState: FromRef<S>,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let credential = bearer(parts)?;
+        if tokens::looks_like_jwt(credential) {
+            let state = AppState::from_ref(state);
+            return Ok(DecisionCredential::Token(
+                verified_token(&state, credential).await?,
+            ));
+        }
+        Ok(DecisionCredential::Key(KeyHash(keys::hash(credential))))
+    }
+}
+
+impl DecisionCredential {
+    /// The answer to a request whose path, query or body is refused with `refused`: the key's own refusal when it
+    /// has one (it is looked up now, on its own), `refused` otherwise.
+    pub async fn refuse(&self, state: &AppState, refused: ApiError) -> ApiError {
+        match self {
+            DecisionCredential::Token(_) => refused,
+            DecisionCredential::Key(hash) => match lookup(state, hash).await {
+                Ok(_) => refused,
+                Err(error) => error,
+            },
+        }
+    }
+}
+
+/// The key's client, looked up on its own and holding a decision scope.
+pub async fn lookup(state: &AppState, hash: &KeyHash) -> Result<Caller, ApiError> {
+    client_by_key(state, hash.as_bytes(), scope::Decisions::ANY_OF).await
+}
+
+/// The key's client as the run's read found it (`None`: no live client holds the key), holding a decision scope.
+pub fn caller_of(holder: Option<KeyHolder>) -> Result<Caller, ApiError> {
+    let holder = holder.ok_or_else(|| ApiError::unauthorized("the key is unknown or revoked"))?;
+    tracing::Span::current().record("client", holder.name.as_str());
+    let caller = Caller::new(holder.name, holder.tenant, holder.scopes);
+    require_any(&caller, scope::Decisions::ANY_OF)?;
+    Ok(caller)
+}
