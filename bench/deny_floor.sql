@@ -1,12 +1,12 @@
--- The floor: the SQL statements that ONE deny decision issues in the service, in the same order, in the same
--- transaction shape, with nothing else (no HTTP, no JSON, no Rust). Run by `bash bench/run.sh` through pgbench
--- (-M prepared, as sqlx prepares and caches every statement). Six round trips, copied from:
---   src/http/extract.rs      the key lookup (storage/clients.rs find_active_by_key_hash), outside the transaction
---   src/resume/mod.rs        decide_to_completion, the deny path, one transaction:
---   src/storage/deciding.rs  lock_run (the run under its lock, the decider, the turn's decision, the transcript),
---                            calls_through (the turn's calls and the earlier turns' results),
---                            record_denial (decision, results, tool events, status and the run.resumed event in
---                            the outbox, in one statement; no notify since issue 12)
+-- The floor: the SQL statements that ONE deny decision issues in the service, in the same order, with nothing else
+-- (no HTTP, no JSON, no Rust). Run by `bash bench/run.sh` through pgbench (-M prepared, as sqlx prepares and caches
+-- every statement). Two round trips and no transaction block, copied from:
+--   src/storage/run_snapshot.rs  the run read without its lock, the API key's client, the decider, the turn's
+--                                decision and expiry, and the calls through the turn (one array per column), in one
+--                                statement
+--   src/storage/deciding.rs      record_denial: the run moved on only while it still waits on the turn read, then the
+--                                results, tool events, the decision and the run.resumed event in the outbox, in one
+--                                statement (no notify since issue 12)
 -- Each transaction decides a fresh waiting run: the harness seeds runs with ids md5('floor' || n) and each
 -- client walks its own arithmetic sequence of n (variables persist across a client's transactions).
 -- Variables given by the harness with -D: base, nc (clients), i (0), keyhash, tenant, turn, digest, client,
@@ -14,34 +14,46 @@
 \set n :base + :i * :nc + :client_id
 \set i :i + 1
 \set uid :n % 100 + 1
-select name, tenant, key_prefix, scopes, created_at, revoked_at
-from api_clients where key_hash = :keyhash and revoked_at is null;
-begin;
-select r.*,
-       u.uid is not null as decider_found, u.is_admin, u.can_approve_others, u.disabled,
+with reader as (select name, tenant, scopes from api_clients where key_hash = :keyhash and revoked_at is null)
+select reader.name as key_client_name, reader.tenant as key_client_tenant, reader.scopes as key_client_scopes,
+       r.id is not null as run_found,
+       r.id, r.tenant, r.owner_uid, r.status, r.privacy_level, r.require_second_approver,
+       r.registration_hash, r.tools, r.turn_index, r.turn_digest, r.turn_request_hash, r.lease_owner,
+       r.lease_until, r.expires_at, r.created_at, r.updated_at, r.messages, r.messages_from_jsonb,
+       r.messages_sealed,
+       u.uid is not null as decider_found, u.is_admin, u.can_approve_others, u.disabled, u.approvable_tools,
        e.turn_index as decision_turn_index, e.approved, e.decider_uid, e.decided_by, e.reason,
-       e.turn_digest as decision_turn_digest, e.client_name, e.decided_at
-from (select id, tenant, owner_uid, status, privacy_level, require_second_approver, registration_hash,
-             tools, turn_index, turn_digest, turn_request_hash, lease_owner, lease_until, created_at,
-             updated_at, messages, messages_from_jsonb, messages_sealed
-      from runs where id = md5('floor' || :n)::uuid and tenant = :tenant for update) r
+       e.turn_digest as decision_turn_digest, e.client_name, e.decided_at, e.token_kid, e.calls,
+       coalesce(r.expires_at <= clock_timestamp(), false) as past_expiry,
+       x.turn_index is not null as expired,
+       c.*
+from reader
+left join runs r on r.id = md5('floor' || :n)::uuid and r.tenant = reader.tenant
 left join backend_users u on u.tenant = r.tenant and u.uid = :uid
-left join approval_events e on e.run_id = r.id and e.turn_index = r.turn_index;
-select turn_index, position, call_id, tool, arguments, effect, started_at, outcome, is_error, content, finished_at
-from turn_calls
-where run_id = md5('floor' || :n)::uuid and turn_index <= :turn and (turn_index = :turn or outcome is not null)
-order by turn_index, position;
-with decision as (
-    insert into approval_events (run_id, turn_index, approved, decider_uid, decided_by, reason, turn_digest,
-                                 client_name)
-    values (md5('floor' || :n)::uuid, :turn, false, :uid, 'run_owner', null, :digest, :client)
-    returning turn_index, approved, decider_uid, decided_by, reason, turn_digest, client_name, decided_at
+left join approval_events e on e.run_id = r.id and e.turn_index = r.turn_index
+left join turn_expiries x on x.run_id = r.id and x.turn_index = r.turn_index
+left join lateral (
+    select array_agg(k.turn_index) as call_turn_index, array_agg(k.position) as call_position,
+           array_agg(k.call_id) as call_call_id, array_agg(k.tool) as call_tool,
+           array_agg(k.arguments) as call_arguments, array_agg(k.arguments_sealed) as call_arguments_sealed,
+           array_agg(k.effect) as call_effect, array_agg(k.started_at) as call_started_at,
+           array_agg(k.outcome) as call_outcome, array_agg(k.is_error) as call_is_error,
+           array_agg(k.content) as call_content, array_agg(k.content_sealed) as call_content_sealed,
+           array_agg(k.finished_at) as call_finished_at, array_agg(k.edited_arguments) as call_edited_arguments,
+           array_agg(k.edited_arguments_sealed) as call_edited_arguments_sealed
+    from turn_calls k
+    where k.run_id = r.id and k.turn_index <= r.turn_index and (k.turn_index = r.turn_index or k.outcome is not null)
+) c on true;
+with resumed as (
+    update runs set status = 'resumed', lease_owner = null, lease_until = null, updated_at = now()
+    where id = md5('floor' || :n)::uuid and status = 'waiting_for_approval' and turn_index = :turn
+    returning id, tenant
 ), stored as (
     update turn_calls c set outcome = r.outcome, is_error = r.is_error, content = r.content, finished_at = now()
     from unnest(array[0]::int[], array['denied']::text[], array[true]::bool[], array[:content]::text[])
          as r(position, outcome, is_error, content)
     where c.run_id = md5('floor' || :n)::uuid and c.turn_index = :turn and c.position = r.position
-      and c.outcome is null
+      and c.outcome is null and exists (select from resumed)
     returning c.position, c.finished_at
 ), events as (
     insert into tool_events (run_id, turn_index, position, call_id, tool, outcome, is_error, decided_by,
@@ -57,14 +69,15 @@ with decision as (
               arguments_bytes, result_bytes, arguments, result)
     join turn_calls c on c.run_id = md5('floor' || :n)::uuid and c.turn_index = :turn and c.position = e.position
     left join stored s on s.position = e.position
-), resumed as (
-    update runs set status = 'resumed', lease_owner = null, lease_until = null, updated_at = now()
-    where id = md5('floor' || :n)::uuid
-    returning id, tenant
+    cross join resumed
 ), outboxed as (
     insert into events (tenant, run_id, type, data)
     select tenant, id, 'run.resumed', :payload::jsonb from resumed
     returning id
+), decision as (
+    insert into approval_events (run_id, turn_index, approved, decider_uid, decided_by, reason, turn_digest,
+                                 client_name)
+    select md5('floor' || :n)::uuid, :turn, false, :uid, 'run_owner', null, :digest, :client from resumed
+    returning turn_index, approved, decider_uid, decided_by, reason, turn_digest, client_name, decided_at
 )
-select decision.* from decision cross join resumed cross join outboxed;
-commit;
+select decision.* from decision cross join outboxed;

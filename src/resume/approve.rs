@@ -1,7 +1,8 @@
-//! The approve path: the decision takes the turn in one statement (with the first call marked started), the turn's calls run one after another through their executors, outside any transaction, each outcome
-//! stored as soon as it is known; then one statement writes the tool events and resumes the run, only while this
-//! instance still holds the turn's lease. What the decision read (run, calls, transcript) is
-//! carried through, so nothing is read again on the way.
+//! The approve path: the decision takes the turn in one statement (with the first call marked started), the turn's
+//! calls run one after another through their executors, outside any transaction, each outcome stored as soon as it
+//! is known; then one statement writes the tool events and resumes the run, only while this instance still holds the
+//! turn's lease. What the decision read (run, calls, transcript) is carried through, so nothing is read again on the
+//! way.
 //!
 //! A `resuming` turn is held by a lease. If the instance holding it dies, the lease runs out and the recovery task
 //! of any instance takes the turn over: calls with an outcome keep it, a call that had started but has no outcome
