@@ -1,11 +1,12 @@
 //! Logs never carry arguments, results or transcripts: canaries planted in all three, with logging at debug for
-//! every crate, must not appear in what was logged.
+//! every crate, must not appear in what was logged, written as the service writes it (`telemetry::json_subscriber`).
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use axum::http::StatusCode;
 use serde_json::json;
+use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::MakeWriter;
 use uuid::Uuid;
 
@@ -38,11 +39,8 @@ impl<'a> MakeWriter<'a> for Captured {
 async fn no_argument_result_or_transcript_reaches_the_logs_even_at_debug() {
     let (_database, pool) = TestDatabase::create().await;
     let captured = Captured::default();
-    let subscriber = tracing_subscriber::fmt()
-        .json()
-        .with_env_filter("debug")
-        .with_writer(captured.clone())
-        .finish();
+    let subscriber =
+        approval_resume::telemetry::json_subscriber(EnvFilter::new("debug"), captured.clone());
     // Decisions run on spawned tasks, possibly on other threads: only a global subscriber sees them all.
     tracing::subscriber::set_global_default(subscriber)
         .expect("no other subscriber in this test process");
@@ -110,6 +108,12 @@ async fn no_argument_result_or_transcript_reaches_the_logs_even_at_debug() {
     assert!(
         logged.contains("executor answered"),
         "the approve path logged: {logged:.2000}"
+    );
+    assert!(
+        logged
+            .lines()
+            .all(|line| serde_json::from_str::<serde_json::Value>(line).is_ok()),
+        "JSON lines only: {logged:.2000}"
     );
     for planted in [&in_prompt, &in_arguments, &in_next_turn] {
         assert!(

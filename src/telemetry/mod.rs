@@ -3,13 +3,19 @@
 //! Logs carry method, matched route, request id, client, status and latency, never a body: arguments, results and
 //! transcripts stay out of logs at every level.
 
+mod json_line;
+mod timestamp;
+
 use std::io::IsTerminal;
 use std::time::Duration;
 
 use axum::extract::MatchedPath;
 use axum::http::{Request, Response};
-use tracing::Span;
+use tracing::{Span, Subscriber};
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
 
 use crate::config::LogFormat;
 use crate::http::error::InternalCause;
@@ -22,20 +28,29 @@ pub fn init(format: LogFormat, filter: &str) {
         LogFormat::Pretty => false,
         LogFormat::Auto => !std::io::stderr().is_terminal(),
     };
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    // A second init (tests that start several services in one process) keeps the first subscriber.
-    let _ = if json {
-        builder
-            .json()
-            .flatten_event(true)
-            .with_current_span(true)
-            .with_span_list(false)
-            .try_init()
+    // A second init (tests that start several services in one process) keeps the first subscriber. Both kinds
+    // also forward the `log` crate's records (`try_init` installs tracing-log's bridge).
+    if json {
+        let _ = json_subscriber(filter, std::io::stderr).try_init();
     } else {
-        builder.try_init()
-    };
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
+}
+
+/// The JSON-lines subscriber `init` installs, writing to `writer`; tests capture what it logs.
+///
+/// Its lines are those of tracing-subscriber's `fmt().json().flatten_event(true).with_current_span(true)
+/// .with_span_list(false)`, written by `json_line` at a fraction of the cost (issue 17).
+pub fn json_subscriber<W>(filter: EnvFilter, writer: W) -> impl Subscriber + Send + Sync
+where
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(json_line::JsonLine::new(writer))
 }
 
 /// The span of one request. `client` is filled in once the key is checked.
