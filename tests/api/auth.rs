@@ -640,3 +640,53 @@ async fn a_decision_needs_either_decision_scope_before_its_body_is_read() {
     );
     support::assert_nothing_recorded(&app.pool, id).await;
 }
+
+/// The decision route looks its key up in the statement that reads the run (src/http/decision_credential.rs); a
+/// request refused for its path or body must still be answered as a key checked first would be.
+#[tokio::test]
+async fn a_decision_refused_for_its_body_is_told_of_a_bad_key_or_a_missing_scope_first() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool).await;
+    let (id, digest) = waiting_run(&app).await;
+    let decision = format!("/v1/runs/{id}/decision");
+    let not_a_key = "ar_this-key-was-never-issued";
+    let anonymous_only = app.client("anonymous-only", &["decisions:anonymous"]).await;
+
+    let broken_form = json!({"approved": true, "reason": "skip", "decider_uid": 7, "turn_digest": digest});
+    for body in [json!({"approved": "maybe"}), broken_form.clone()] {
+        let answer = app
+            .call(Method::POST, &decision, Some(not_a_key), Some(body))
+            .await;
+        assert_problem(&answer, StatusCode::UNAUTHORIZED, "unauthorized");
+    }
+    let answer = app
+        .call(
+            Method::POST,
+            "/v1/runs/not-a-uuid/decision",
+            Some(not_a_key),
+            Some(broken_form.clone()),
+        )
+        .await;
+    assert_problem(&answer, StatusCode::UNAUTHORIZED, "unauthorized");
+
+    // Naming a uid takes decisions:write, which is checked before the form: the key's 403, not the form's 422.
+    let answer = app
+        .call(Method::POST, &decision, Some(&anonymous_only), Some(broken_form))
+        .await;
+    assert_problem(&answer, StatusCode::FORBIDDEN, "missing_scope");
+    assert_eq!(
+        answer.body["detail"],
+        "this client lacks the scope decisions:write"
+    );
+    // The same key with a form that passes is refused the same way by the read that checks the key.
+    let answer = app
+        .call(
+            Method::POST,
+            &decision,
+            Some(&anonymous_only),
+            Some(json!({"approved": false, "decider_uid": 7, "turn_digest": digest})),
+        )
+        .await;
+    assert_problem(&answer, StatusCode::FORBIDDEN, "missing_scope");
+    support::assert_nothing_recorded(&app.pool, id).await;
+}
