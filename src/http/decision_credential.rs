@@ -5,8 +5,14 @@
 //! The answers stay those of a key checked first. The key's client is judged before anything the run read says, and
 //! when the path, the query or the body is refused, the key is looked up on its own first, so a caller without a
 //! valid key (or without a decision scope) is told that and nothing else about its request.
+//!
+//! Deferring the lookup means the body is read and parsed before the key is known. Only a body that says it is small
+//! (`Content-Length` at most [`DEFERRED_KEY_MAX_BODY`], far more than a decision needs) is; any other request has
+//! its key looked up first, as on every other route, so that a caller without a key cannot make the service read
+//! and parse more than that.
 
 use axum::extract::{FromRef, FromRequestParts};
+use axum::http::header::CONTENT_LENGTH;
 use axum::http::request::Parts;
 
 use super::error::ApiError;
@@ -18,12 +24,17 @@ use crate::keys;
 use crate::resume::KeyHolder;
 use crate::state::AppState;
 
+/// The largest body whose key's lookup waits for the run's read.
+pub const DEFERRED_KEY_MAX_BODY: u64 = 64 * 1024;
+
 /// Who posts a decision.
 pub enum DecisionCredential {
     /// A verified decision token; its powers are fixed (the handler checks the run is one its user may decide).
     Token(TokenHolder),
     /// An API key, not looked up yet.
     Key(KeyHash),
+    /// An API key looked up already (its body may be large), its client holding a decision scope.
+    Caller(Caller),
 }
 
 /// The hash of an API key, as `api_clients.key_hash` stores it.
@@ -50,7 +61,17 @@ where
                 verified_token(&state, credential).await?,
             ));
         }
-        Ok(DecisionCredential::Key(KeyHash(keys::hash(credential))))
+        let hash = KeyHash(keys::hash(credential));
+        let declared = parts
+            .headers
+            .get(CONTENT_LENGTH)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.parse::<u64>().ok());
+        if declared.is_some_and(|bytes| bytes <= DEFERRED_KEY_MAX_BODY) {
+            return Ok(DecisionCredential::Key(hash));
+        }
+        let state = AppState::from_ref(state);
+        Ok(DecisionCredential::Caller(lookup(&state, &hash).await?))
     }
 }
 
@@ -59,7 +80,7 @@ impl DecisionCredential {
     /// has one (it is looked up now, on its own), `refused` otherwise.
     pub async fn refuse(&self, state: &AppState, refused: ApiError) -> ApiError {
         match self {
-            DecisionCredential::Token(_) => refused,
+            DecisionCredential::Token(_) | DecisionCredential::Caller(_) => refused,
             DecisionCredential::Key(hash) => match lookup(state, hash).await {
                 Ok(_) => refused,
                 Err(error) => error,

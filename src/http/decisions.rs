@@ -19,7 +19,7 @@ use crate::domain::scopes::Scope;
 use crate::domain::tokens::{DenialReason, RunStatus};
 use crate::domain::transcript_text::TranscriptText;
 use crate::domain::verdicts::{CallVerdict, DecisionForm};
-use crate::resume::{self, Actor, DecisionRequest, Reader, Resumed};
+use crate::resume::{self, Actor, DecisionRequest, Reader, Resumed, Snapshot};
 use crate::state::AppState;
 use crate::storage::{StorageError, decisions};
 use axum::http::StatusCode;
@@ -186,36 +186,26 @@ pub async fn decide(
     let form = body.form(state.limits.work.max_arguments_bytes);
     let (actor, request, snapshot) = match &credential {
         DecisionCredential::Key(hash) => {
-            // A body that is refused anyway is refused after the key's own lookup, in the order of the checks
-            // below; one that passes them has the key checked by the run's read.
+            // A body that is refused anyway is refused after the key's own lookup, in the order of the checks in
+            // `keyed`; one that passes them has the key checked by the run's read.
             let read_first = body
                 .decider_uid
                 .is_some_and(|uid| uid.is_none_or(|uid| uid >= 1))
                 && form.is_ok();
-            let (caller, snapshot) = if read_first {
+            if read_first {
                 let decider_uid = body.decider_uid.flatten();
-                let mut snapshot = resume::read(
-                    &state.resumer,
-                    Reader::KeyHash(hash.as_bytes()),
-                    run_id,
-                    decider_uid,
-                )
-                .await?;
+                let reader = Reader::KeyHash(hash.as_bytes());
+                let mut snapshot =
+                    resume::read(&state.resumer, reader, run_id, decider_uid).await?;
                 let caller = decision_credential::caller_of(snapshot.key_holder.take())?;
-                (caller, Some(snapshot))
+                keyed(&state, &caller, run_id, body, form, Some(snapshot)).await?
             } else {
-                (decision_credential::lookup(&state, hash).await?, None)
-            };
-            let (actor, decider_uid) = key_actor(&caller, &body)?;
-            let request = decision_request(run_id, decider_uid, body.turn_digest, form)?;
-            let snapshot = match snapshot {
-                Some(snapshot) => snapshot,
-                None => {
-                    let reader = Reader::Tenant(&actor.tenant);
-                    resume::read(&state.resumer, reader, run_id, decider_uid).await?
-                }
-            };
-            (actor, request, snapshot)
+                let caller = decision_credential::lookup(&state, hash).await?;
+                keyed(&state, &caller, run_id, body, form, None).await?
+            }
+        }
+        DecisionCredential::Caller(caller) => {
+            keyed(&state, caller, run_id, body, form, None).await?
         }
         DecisionCredential::Token(holder) => {
             // The decider is the person the token was minted for; the body may only agree (DESIGN.md §13).
@@ -247,6 +237,27 @@ pub async fn decide(
     // A replay committed nothing; the nudge is only a hint, so a needless one costs a poll.
     state.events.committed();
     answer(resumed, query.format)
+}
+
+/// With an API key whose client is known: the checks in their order, then the run's read unless it was made.
+async fn keyed(
+    state: &AppState,
+    caller: &Caller,
+    run_id: Uuid,
+    body: DecisionBody,
+    form: Result<DecisionForm, ApiError>,
+    snapshot: Option<Snapshot>,
+) -> Result<(Actor, DecisionRequest, Snapshot), ApiError> {
+    let (actor, decider_uid) = key_actor(caller, &body)?;
+    let request = decision_request(run_id, decider_uid, body.turn_digest, form)?;
+    let snapshot = match snapshot {
+        Some(snapshot) => snapshot,
+        None => {
+            let reader = Reader::Tenant(&actor.tenant);
+            resume::read(&state.resumer, reader, run_id, decider_uid).await?
+        }
+    };
+    Ok((actor, request, snapshot))
 }
 
 /// With an API key: the decider the body names, which it must (a uid, or `null` for nobody), and the scope that

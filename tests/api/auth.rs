@@ -652,7 +652,8 @@ async fn a_decision_refused_for_its_body_is_told_of_a_bad_key_or_a_missing_scope
     let not_a_key = "ar_this-key-was-never-issued";
     let anonymous_only = app.client("anonymous-only", &["decisions:anonymous"]).await;
 
-    let broken_form = json!({"approved": true, "reason": "skip", "decider_uid": 7, "turn_digest": digest});
+    let broken_form =
+        json!({"approved": true, "reason": "skip", "decider_uid": 7, "turn_digest": digest});
     for body in [json!({"approved": "maybe"}), broken_form.clone()] {
         let answer = app
             .call(Method::POST, &decision, Some(not_a_key), Some(body))
@@ -671,7 +672,12 @@ async fn a_decision_refused_for_its_body_is_told_of_a_bad_key_or_a_missing_scope
 
     // Naming a uid takes decisions:write, which is checked before the form: the key's 403, not the form's 422.
     let answer = app
-        .call(Method::POST, &decision, Some(&anonymous_only), Some(broken_form))
+        .call(
+            Method::POST,
+            &decision,
+            Some(&anonymous_only),
+            Some(broken_form),
+        )
         .await;
     assert_problem(&answer, StatusCode::FORBIDDEN, "missing_scope");
     assert_eq!(
@@ -689,4 +695,34 @@ async fn a_decision_refused_for_its_body_is_told_of_a_bad_key_or_a_missing_scope
         .await;
     assert_problem(&answer, StatusCode::FORBIDDEN, "missing_scope");
     support::assert_nothing_recorded(&app.pool, id).await;
+}
+
+/// Only a body that says it is small waits with its key's lookup (src/http/decision_credential.rs): a caller without
+/// a key cannot make the service read a large body, or one of no declared length. The body here never arrives, so
+/// an answer at all says it was not waited for.
+#[tokio::test]
+async fn a_decision_with_a_large_or_unsized_body_has_its_key_refused_before_the_body_is_read() {
+    use approval_resume::http::decision_credential::DEFERRED_KEY_MAX_BODY;
+
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool).await;
+    let (id, _) = waiting_run(&app).await;
+    for declared in [Some(DEFERRED_KEY_MAX_BODY + 1), None] {
+        let never = futures::stream::pending::<Result<bytes::Bytes, std::io::Error>>();
+        let mut request = Request::builder()
+            .method(Method::POST)
+            .uri(format!("/v1/runs/{id}/decision"))
+            .header("authorization", "Bearer ar_this-key-was-never-issued")
+            .header("content-type", "application/json");
+        if let Some(length) = declared {
+            request = request.header("content-length", length);
+        }
+        let answer = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            app.send(request.body(Body::from_stream(never)).unwrap()),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("declared {declared:?}: the body was waited for"));
+        assert_problem(&answer, StatusCode::UNAUTHORIZED, "unauthorized");
+    }
 }
