@@ -14,7 +14,8 @@
 \set n :base + :i * :nc + :client_id
 \set i :i + 1
 \set uid :n % 100 + 1
-with reader as (select name, tenant, scopes from api_clients where key_hash = :keyhash and revoked_at is null)
+with reader as (select name, tenant, scopes, 'decisions:write' = any (scopes) as may_read
+                from api_clients where key_hash = :keyhash and revoked_at is null)
 select reader.name as key_client_name, reader.tenant as key_client_tenant, reader.scopes as key_client_scopes,
        r.id is not null as run_found,
        r.id, r.tenant, r.owner_uid, r.status, r.privacy_level, r.require_second_approver,
@@ -28,7 +29,7 @@ select reader.name as key_client_name, reader.tenant as key_client_tenant, reade
        x.turn_index is not null as expired,
        c.*
 from reader
-left join runs r on r.id = md5('floor' || :n)::uuid and r.tenant = reader.tenant
+left join runs r on r.id = md5('floor' || :n)::uuid and r.tenant = reader.tenant and reader.may_read
 left join backend_users u on u.tenant = r.tenant and u.uid = :uid
 left join approval_events e on e.run_id = r.id and e.turn_index = r.turn_index
 left join turn_expiries x on x.run_id = r.id and x.turn_index = r.turn_index
@@ -47,6 +48,7 @@ left join lateral (
 with resumed as (
     update runs set status = 'resumed', lease_owner = null, lease_until = null, updated_at = now()
     where id = md5('floor' || :n)::uuid and status = 'waiting_for_approval' and turn_index = :turn
+      and (expires_at is null or expires_at > clock_timestamp())
     returning id, tenant
 ), stored as (
     update turn_calls c set outcome = r.outcome, is_error = r.is_error, content = r.content, finished_at = now()

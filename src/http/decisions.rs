@@ -194,7 +194,15 @@ pub async fn decide(
                 && form.is_ok();
             if read_first {
                 let decider_uid = body.decider_uid.flatten();
-                let reader = Reader::KeyHash(hash.as_bytes());
+                // The scope the named decider (or nobody) calls for: without it the run is not even read.
+                let scope = match decider_uid {
+                    Some(_) => Scope::DecisionsWrite,
+                    None => Scope::DecisionsAnonymous,
+                };
+                let reader = Reader::KeyHash {
+                    hash: hash.as_bytes(),
+                    scope: scope.as_str(),
+                };
                 let mut snapshot =
                     resume::read(&state.resumer, reader, run_id, decider_uid).await?;
                 let caller = decision_credential::caller_of(snapshot.key_holder.take())?;

@@ -24,16 +24,16 @@ use crate::storage::deciding::{self, ClosingTurn, RunForDecision};
 use crate::storage::decisions::{self, DecisionRow};
 use crate::storage::runs::{self, CallRow, RunRow};
 
-/// An approved turn as the decision that took it left it, with what that decision read under the run's lock.
+/// An approved turn as the decision that took it left it, with what that decision read of the run.
 pub(super) struct TakenTurn {
     pub run: RunRow,
     pub decision: DecisionRow,
     /// The turn's calls as stored once the decision committed: denied ones with their results, edited ones with
     /// their edited arguments.
     pub calls: Vec<CallRow>,
-    /// The earlier turns' calls that have a result ([`deciding::calls_through`]).
+    /// The earlier turns' calls that have a result (as `run_snapshot` or [`deciding::calls_through`] read them).
     pub earlier_calls: Vec<CallRow>,
-    /// The transcript read under the lock, carried as it was read into the answer.
+    /// The transcript the decision read, carried as it was read into the answer.
     pub transcript: TranscriptText,
     /// The call the decision marked started (with a fresh lease), if it marked one.
     pub first_started: Option<i32>,

@@ -132,8 +132,23 @@ pub async fn decide(
     snapshot: Snapshot,
 ) -> Result<Resumed, ResumeError> {
     let Snapshot {
-        run, connection, ..
+        run,
+        connection,
+        run_id,
+        decider_uid,
+        ..
     } = snapshot;
+    if (run_id, decider_uid) != (request.run_id, request.decider_uid)
+        || run
+            .as_ref()
+            .is_some_and(|run| run.facts.run.tenant != actor.tenant)
+    {
+        return Err(StorageError::Corrupt(format!(
+            "a decision on run {} was given the read of run {run_id}",
+            request.run_id
+        ))
+        .into());
+    }
     let run = run.ok_or(ResumeError::RunNotFound)?;
     match plain_decision(resumer, actor, request, run) {
         Some(plain) => {
@@ -278,6 +293,8 @@ async fn decide_under_lock(
     // Nothing has been recorded yet: a write released by someone who could not run it is refused here (§4).
     gate_approval(&locked, request.decider_uid, &verdicts)?;
 
+    // Kept for the one way the write below can still record nothing under the lock.
+    let (expiring_run, expiring_calls) = (run.clone(), calls.clone());
     let plain = PlainDecision {
         facts: locked,
         calls,
@@ -285,13 +302,22 @@ async fn decide_under_lock(
         verdicts,
         decided_by,
     };
-    // Under the lock, with the run seen waiting on this turn, the write always records.
-    let recorded = plain
-        .record(resumer, actor, request, &mut *tx)
-        .await?
-        .ok_or_else(|| {
-            StorageError::Corrupt(format!("run {} changed under its lock", request.run_id))
-        })?;
+    let Some(recorded) = plain.record(resumer, actor, request, &mut *tx).await? else {
+        // Under the lock only the clock moved on: the turn's expiry passed between the read and the write. The
+        // expiry is written as the sweeper would write it, then the answer is 409 (DESIGN.md §5).
+        sweeper::expire_turn(
+            &mut tx,
+            resumer.pool.sealer(),
+            &expiring_run,
+            &expiring_calls,
+        )
+        .await?;
+        tx.commit().await?;
+        metrics::expired(1);
+        tracing::info!(run_id = %expiring_run.id, turn = expiring_run.turn_index,
+            "turn expired before a late decision");
+        return Err(ResumeError::Expired);
+    };
     tx.commit().await?;
     recorded.finish(resumer).await
 }
@@ -512,7 +538,7 @@ fn whole_turn_reason(form: &DecisionForm) -> Option<crate::domain::tokens::Denia
 }
 
 impl Resumed {
-    /// A turn resumed by this transaction, answered from what it read under the run's lock, so the answer is built
+    /// A turn resumed by this decision, answered from what it read of the run, so the answer is built
     /// from the very rows a replay later rebuilds it from ([`load_resumed`]), without reading them again.
     fn from_reads(
         run_id: Uuid,

@@ -37,7 +37,8 @@ pub struct RunForDecision {
     pub decision: Option<DecisionRow>,
     /// The working transcript, which every decision answers with.
     pub transcript: TranscriptText,
-    /// The current turn's `expires_at` has passed, by the database's clock once the lock was granted.
+    /// The current turn's `expires_at` has passed, by the database's clock when the row was read (once the lock was
+    /// granted, for [`lock_run`]).
     pub past_expiry: bool,
     /// The current turn expired (its expiry is recorded).
     pub expired: bool,
@@ -200,8 +201,9 @@ pub struct ClosingTurn<'a> {
 /// it. Nothing here is sent anywhere before commit: a `pg_notify` would take a database-wide lock at every commit
 /// (BENCHMARKS.md), so consumers read the outbox after it (src/storage/events.rs).
 ///
-/// The run's row is updated first (the other expressions wait for `resumed`), so its lock is taken before any row of
-/// its calls, in the order every writer takes them.
+/// The run's row is updated first, so its lock is taken before any row of its calls, in the order every writer
+/// takes them: the other expressions wait for `resumed`, but for [`CLOSE_HELD_TURN`]'s `stored`, which runs after it
+/// because the statement's own select reads `resumed` first and Postgres runs unreferenced expressions last.
 macro_rules! close_turn_ctes {
     ($event_type:literal, $moves:literal, $stores:literal) => {
         concat!(
@@ -258,11 +260,13 @@ const CLOSE_HELD_TURN: &str = close_turn_ctes!(
     ""
 );
 /// [`CLOSE_TURN`] for a turn decided from a read without the lock (`run_snapshot`): the run moves on only while it
-/// still waits on the turn that was read, and otherwise nothing at all is written. Under the lock, with the run seen
-/// waiting, it always moves on.
+/// still waits on the turn that was read and that turn has not expired (judged when the row's lock is granted, as
+/// under the lock), and otherwise nothing at all is written. Under the lock, with the run seen waiting, only the
+/// turn's expiry can still stop it.
 const CLOSE_WAITING_TURN: &str = close_turn_ctes!(
     "run.resumed",
-    " and status = 'waiting_for_approval' and turn_index = $2",
+    " and status = 'waiting_for_approval' and turn_index = $2
+          and (expires_at is null or expires_at > clock_timestamp())",
     " and exists (select from resumed)"
 );
 
@@ -318,8 +322,9 @@ pub struct TakingTurn<'a> {
 
 /// Records an approval and takes its turn, in one statement: the run to `resuming` under this instance's lease, the
 /// approval event, the denied calls' results and the edited calls' arguments, and the first call to be sent marked
-/// started. It writes only while the run still waits on `taking.decision`'s turn (always so under the run's lock,
-/// once it was seen waiting; from a snapshot, not if a concurrent change came first), and nothing otherwise: `None`.
+/// started. It writes only while the run still waits on `taking.decision`'s turn and that turn has not expired
+/// (under the run's lock, once it was seen waiting, only the expiry can stop it; from a snapshot, also a concurrent
+/// change that came first), and nothing otherwise: `None`.
 /// Returns the decision and whether that call was marked.
 pub async fn take_turn(
     db: impl PgExecutor<'_>,
@@ -331,6 +336,7 @@ pub async fn take_turn(
                  update runs set status = 'resuming', lease_owner = $19,
                      lease_until = now() + make_interval(secs => $20), updated_at = now()
                  where id = $1 and status = 'waiting_for_approval' and turn_index = $2
+                   and (expires_at is null or expires_at > clock_timestamp())
                  returning id
              ), decision as (
                  insert into approval_events (run_id, turn_index, approved, decider_uid, decided_by, reason,

@@ -25,7 +25,12 @@ use crate::sealing::Sealer;
 /// lookup costs no statement of its own), or a tenant already known (a verified decision token's).
 #[derive(Debug, Clone, Copy)]
 pub enum Reader<'a> {
-    KeyHash(&'a [u8]),
+    /// The key of this hash, whose client must hold `scope` for the run to be read at all: a client without it is
+    /// refused from the client's row alone, and nothing of the run (sealed or not) is opened for it.
+    KeyHash {
+        hash: &'a [u8],
+        scope: &'a str,
+    },
     Tenant(&'a str),
 }
 
@@ -43,8 +48,11 @@ pub struct Snapshot {
     /// For [`Reader::KeyHash`], the live client holding the key (`None`: the key is unknown or revoked, and nothing
     /// about the run was read); for [`Reader::Tenant`], `None`.
     pub key_holder: Option<KeyHolder>,
-    /// The run, if the reader's tenant has one of that id.
+    /// The run, if the reader's tenant has one of that id (and, for a key, its client holds the scope).
     pub run: Option<RunSnapshot>,
+    /// What was read, so that a decision can tell it is made from the read of its own run and decider.
+    pub run_id: Uuid,
+    pub decider_uid: Option<i64>,
     /// The connection it was read on, for the decision's write (one connection, so one release, per decision);
     /// `None` behind a transaction pooler, where each statement runs in a transaction of its own.
     pub connection: Option<PoolConnection<Postgres>>,
@@ -71,26 +79,36 @@ pub async fn read(
     run_id: Uuid,
     decider_uid: Option<i64>,
 ) -> Result<Snapshot, StorageError> {
-    if db.is_behind_pooler() {
+    let (key_holder, run, connection) = if db.is_behind_pooler() {
         let mut tx = db.begin().await?;
-        let (key_holder, run) = read_on(&mut tx, db.sealer(), reader, run_id, decider_uid).await?;
-        tx.commit().await?;
-        return Ok(Snapshot {
-            key_holder,
-            run,
-            connection: None,
-        });
-    }
-    let mut conn = db.pool().acquire().await?;
-    let (key_holder, run) = read_on(&mut conn, db.sealer(), reader, run_id, decider_uid).await?;
+        match read_on(&mut tx, db.sealer(), reader, run_id, decider_uid).await {
+            Ok((key_holder, run)) => {
+                tx.commit().await?;
+                (key_holder, run, None)
+            }
+            Err(error) => {
+                // Said at once rather than on the connection's next use, so the pooler frees the server connection.
+                let _ = tx.rollback().await;
+                return Err(error);
+            }
+        }
+    } else {
+        let mut conn = db.pool().acquire().await?;
+        let (key_holder, run) =
+            read_on(&mut conn, db.sealer(), reader, run_id, decider_uid).await?;
+        (key_holder, run, Some(conn))
+    };
     Ok(Snapshot {
         key_holder,
         run,
-        connection: Some(conn),
+        run_id,
+        decider_uid,
+        connection,
     })
 }
 
-/// The statement, after the `reader` expression that names the tenant (and the key's client): the run and its
+/// The statement, after the `reader` expression that names the tenant (and the key's client, and whether the run may
+/// be read for it): the run and its
 /// decision facts as in `deciding::lock_run`, without `for update`, and the calls as one array per column (one row
 /// whatever the number of calls, so the transcript is sent once).
 macro_rules! snapshot_sql {
@@ -112,7 +130,7 @@ select reader.name as key_client_name, reader.tenant as key_client_tenant, reade
        x.turn_index is not null as expired,
        c.*
 from reader
-left join runs r on r.id = $1 and r.tenant = reader.tenant
+left join runs r on r.id = $1 and r.tenant = reader.tenant and reader.may_read
 left join backend_users u on u.tenant = r.tenant and u.uid = $3
 left join approval_events e on e.run_id = r.id and e.turn_index = r.turn_index
 left join turn_expiries x on x.run_id = r.id and x.turn_index = r.turn_index
@@ -132,13 +150,15 @@ left join lateral (
     };
 }
 
-/// `$2` is the key's hash: no row at all when no live client holds it.
+/// `$2` is the key's hash: no row at all when no live client holds it; `$4` the scope the run is read for.
 const BY_KEY: &str = snapshot_sql!(
-    "select name, tenant, scopes from api_clients where key_hash = $2 and revoked_at is null"
+    "select name, tenant, scopes, $4 = any (scopes) as may_read
+     from api_clients where key_hash = $2 and revoked_at is null"
 );
-/// `$2` is the tenant: always one row.
-const BY_TENANT: &str =
-    snapshot_sql!("select null::text as name, $2::text as tenant, null::text[] as scopes");
+/// `$2` is the tenant, whose reader was judged before: always one row.
+const BY_TENANT: &str = snapshot_sql!(
+    "select null::text as name, $2::text as tenant, null::text[] as scopes, true as may_read"
+);
 
 async fn read_on(
     conn: &mut PgConnection,
@@ -148,15 +168,22 @@ async fn read_on(
     decider_uid: Option<i64>,
 ) -> Result<(Option<KeyHolder>, Option<RunSnapshot>), StorageError> {
     let query = match reader {
-        Reader::KeyHash(hash) => sql::query(BY_KEY).bind(run_id).bind(hash),
-        Reader::Tenant(tenant) => sql::query(BY_TENANT).bind(run_id).bind(tenant),
+        Reader::KeyHash { hash, scope } => sql::query(BY_KEY)
+            .bind(run_id)
+            .bind(hash)
+            .bind(decider_uid)
+            .bind(scope),
+        Reader::Tenant(tenant) => sql::query(BY_TENANT)
+            .bind(run_id)
+            .bind(tenant)
+            .bind(decider_uid),
     };
-    let row = query.bind(decider_uid).fetch_optional(&mut *conn).await?;
+    let row = query.fetch_optional(&mut *conn).await?;
     let Some(row) = row else {
         return Ok((None, None));
     };
     let key_holder = match reader {
-        Reader::KeyHash(_) => Some(KeyHolder {
+        Reader::KeyHash { .. } => Some(KeyHolder {
             name: row.try_get("key_client_name")?,
             tenant: row.try_get("key_client_tenant")?,
             scopes: row.try_get("key_client_scopes")?,
@@ -167,8 +194,11 @@ async fn read_on(
         return Ok((key_holder, None));
     }
     let facts = deciding::run_for_decision(sealer, &row)?;
-    runs::release_buffers(conn, facts.transcript.text_len());
     let mut calls = CallColumns::from_row(&row)?.into_calls()?;
+    // The row's bytes share the allocation of the connection's read buffer: dropped before the buffers are given
+    // back, so that nothing holds a large transcript's allocation past this read.
+    drop(row);
+    runs::release_buffers(conn, facts.transcript.text_len());
     // An aggregate keeps no order of its own: the turn's order is restored here.
     calls.sort_by_key(|call| (call.turn_index, call.position));
     let turn_index = facts.run.turn_index;

@@ -516,3 +516,85 @@ async fn a_decision_whose_read_another_commit_overtook_records_nothing_and_is_an
         );
     }
 }
+
+/// The same, when the change that overtakes the read commits while the decision's write waits for the run's row
+/// lock: the write re-checks the run as that commit left it (Postgres's re-check of an `update` after a lock wait),
+/// records nothing, and the decision is answered under the lock. The read takes no lock, so a decision still
+/// pending while another transaction holds the row has reached its write.
+#[tokio::test]
+async fn a_decision_whose_write_waited_for_a_change_that_then_committed_records_nothing() {
+    use approval_resume::domain::verdicts::DecisionForm;
+    use approval_resume::resume::{self, Actor, DecisionRequest, Reader, ResumeError};
+
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool.clone()).await;
+    let (run_id, digest) = support::owned_run(&app).await;
+    let resumer = app.state.resumer.clone();
+    let snapshot = resume::read(&resumer, Reader::Tenant("default"), run_id, Some(7))
+        .await
+        .unwrap();
+
+    let mut holder = pool.begin().await.unwrap();
+    sqlx::query("select 1 from runs where id = $1 for update")
+        .bind(run_id)
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let deciding = tokio::spawn(async move {
+        let actor = Actor {
+            tenant: "default".to_owned(),
+            client_name: "admin".to_owned(),
+            may_decide_anonymously: false,
+            token_kid: None,
+        };
+        let request = DecisionRequest {
+            run_id,
+            decider_uid: Some(7),
+            turn_digest: digest,
+            form: DecisionForm::WholeTurn {
+                approved: false,
+                reason: None,
+            },
+        };
+        resume::decide(&resumer, &actor, &request, snapshot).await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !deciding.is_finished(),
+        "the decision's write did not wait for the run's row lock"
+    );
+    // The run is cancelled meanwhile, as POST /cancel does.
+    sqlx::query("update runs set status = 'cancelled', updated_at = now() where id = $1")
+        .bind(run_id)
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    holder.commit().await.unwrap();
+
+    let answer = deciding.await.unwrap();
+    assert!(
+        matches!(answer, Err(ResumeError::NotAwaitingApproval)),
+        "{answer:?}"
+    );
+    for table in ["approval_events", "tool_events"] {
+        assert_eq!(
+            count(
+                &pool,
+                &format!("select count(*) from {table} where run_id = $1"),
+                run_id
+            )
+            .await,
+            0,
+            "{table}"
+        );
+    }
+    assert_eq!(
+        count(
+            &pool,
+            "select count(*) from turn_calls where run_id = $1 and outcome is not null",
+            run_id
+        )
+        .await,
+        0
+    );
+}
