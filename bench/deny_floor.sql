@@ -9,12 +9,12 @@
 --                                statement (no notify since issue 12)
 -- Each transaction decides a fresh waiting run: the harness seeds runs with ids md5('floor' || n) and each
 -- client walks its own arithmetic sequence of n (variables persist across a client's transactions).
--- Variables given by the harness with -D: base, nc (clients), i (0), keyhash, tenant, turn, digest, client,
+-- Variables given by the harness with -D: base, nc (clients), i (0), keyhash, scope, tenant, turn, digest, client,
 -- content (the denial text), callid, tool, argbytes, resbytes, channel, payload.
 \set n :base + :i * :nc + :client_id
 \set i :i + 1
 \set uid :n % 100 + 1
-with reader as (select name, tenant, scopes, 'decisions:write' = any (scopes) as may_read
+with reader as (select name, tenant, scopes, :scope = any (scopes) as may_read
                 from api_clients where key_hash = :keyhash and revoked_at is null)
 select reader.name as key_client_name, reader.tenant as key_client_tenant, reader.scopes as key_client_scopes,
        r.id is not null as run_found,

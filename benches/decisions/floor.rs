@@ -184,6 +184,8 @@ impl Floor {
             ("nc", clients.to_string()),
             ("i", "0".into()),
             ("keyhash", format!("\\x{}", self.key_hash_hex)),
+            // A variable, not a literal: pgbench reads `:write` inside a quoted 'decisions:write' as one.
+            ("scope", "decisions:write".into()),
             ("tenant", "default".into()),
             ("turn", "0".into()),
             ("digest", self.digest.clone()),
