@@ -166,11 +166,21 @@ pub async fn calls_through(
     .bind(turn_index)
     .fetch_all(conn)
     .await?;
+    split_at_turn(sealer, run_id, turn_index, rows)
+}
+
+/// Calls in turn and call order, opened and split into `turn_index`'s own and the earlier turns'.
+pub(super) fn split_at_turn(
+    sealer: &Sealer,
+    run_id: Uuid,
+    turn_index: i32,
+    calls: Vec<StoredCall>,
+) -> Result<(Vec<CallRow>, Vec<CallRow>), StorageError> {
     let mut current = Vec::new();
     let mut earlier = Vec::new();
-    for row in rows {
-        let call_turn = row.turn_index;
-        let call = row.open(sealer, run_id)?;
+    for stored in calls {
+        let call_turn = stored.turn_index;
+        let call = stored.open(sealer, run_id)?;
         if call_turn == turn_index {
             current.push(call);
         } else {

@@ -201,22 +201,12 @@ async fn read_on(
     runs::release_buffers(conn, facts.transcript.text_len());
     // An aggregate keeps no order of its own: the turn's order is restored here.
     calls.sort_by_key(|call| (call.turn_index, call.position));
-    let turn_index = facts.run.turn_index;
-    let mut current = Vec::new();
-    let mut earlier = Vec::new();
-    for call in calls {
-        let call_turn = call.turn_index;
-        let call = call.open(sealer, run_id)?;
-        if call_turn == turn_index {
-            current.push(call);
-        } else {
-            earlier.push(call);
-        }
-    }
+    let (calls, earlier_calls) =
+        deciding::split_at_turn(sealer, run_id, facts.run.turn_index, calls)?;
     let run = RunSnapshot {
         facts,
-        calls: current,
-        earlier_calls: earlier,
+        calls,
+        earlier_calls,
     };
     Ok((key_holder, Some(run)))
 }

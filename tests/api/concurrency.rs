@@ -503,17 +503,19 @@ async fn a_decision_whose_read_another_commit_overtook_records_nothing_and_is_an
         replayed.decision.decided_at, stored,
         "the winner's decision, not a new one"
     );
-    for (table, rows) in [("approval_events", 1), ("tool_events", 2), ("events", 2)] {
-        assert_eq!(
-            count(
-                &pool,
-                &format!("select count(*) from {table} where run_id = $1"),
-                run_id
-            )
-            .await,
-            rows,
-            "{table}"
-        );
+    assert_rows_of_run(
+        &pool,
+        run_id,
+        &[("approval_events", 1), ("tool_events", 2), ("events", 2)],
+    )
+    .await;
+}
+
+/// Each table holds the given number of rows of the run.
+async fn assert_rows_of_run(pool: &PgPool, run_id: Uuid, expected: &[(&str, i64)]) {
+    for (table, rows) in expected {
+        let sql = format!("select count(*) from {table} where run_id = $1");
+        assert_eq!(count(pool, &sql, run_id).await, *rows, "{table}");
     }
 }
 
@@ -576,18 +578,7 @@ async fn a_decision_whose_write_waited_for_a_change_that_then_committed_records_
         matches!(answer, Err(ResumeError::NotAwaitingApproval)),
         "{answer:?}"
     );
-    for table in ["approval_events", "tool_events"] {
-        assert_eq!(
-            count(
-                &pool,
-                &format!("select count(*) from {table} where run_id = $1"),
-                run_id
-            )
-            .await,
-            0,
-            "{table}"
-        );
-    }
+    assert_rows_of_run(&pool, run_id, &[("approval_events", 0), ("tool_events", 0)]).await;
     assert_eq!(
         count(
             &pool,
