@@ -227,7 +227,21 @@ pub async fn decide(
                     "decider_uid must be left out or equal to the token's sub",
                 ));
             }
-            visible::run_of_token(&state, holder, run_id).await?;
+            // A run the token's user may not decide is answered like a missing one (http::visible), judged from
+            // the run and the user's row as the decision's own read found them.
+            let not_found = || ApiError::not_found("run");
+            if holder.run.is_some_and(|bound| bound != run_id) {
+                return Err(not_found());
+            }
+            let reader = Reader::Tenant(&holder.tenant);
+            let snapshot = resume::read(&state.resumer, reader, run_id, Some(holder.uid)).await?;
+            let may_decide = snapshot.run.as_ref().is_some_and(|run| {
+                let facts = &run.facts;
+                visible::token_user_may_decide(holder, facts.run.owner_uid, facts.decider.as_ref())
+            });
+            if !may_decide {
+                return Err(not_found());
+            }
             let actor = Actor {
                 tenant: holder.tenant.clone(),
                 client_name: holder.client_name.clone(),
@@ -235,9 +249,6 @@ pub async fn decide(
                 token_kid: Some(holder.kid.clone()),
             };
             let request = decision_request(run_id, Some(holder.uid), body.turn_digest, form)?;
-            let reader = Reader::Tenant(&holder.tenant);
-            let snapshot =
-                resume::read(&state.resumer, reader, run_id, request.decider_uid).await?;
             (actor, request, snapshot)
         }
     };

@@ -29,14 +29,6 @@ pub struct Caller {
 }
 
 impl Caller {
-    pub(super) fn new(name: String, tenant: String, scopes: Vec<String>) -> Self {
-        Caller {
-            name,
-            tenant,
-            scopes,
-        }
-    }
-
     pub fn has(&self, scope: Scope) -> bool {
         self.scopes.iter().any(|held| held == scope.as_str())
     }
@@ -104,14 +96,27 @@ pub(super) async fn client_by_key(
     key_hash: &[u8],
     any_of: &[Scope],
 ) -> Result<Caller, ApiError> {
-    let client = clients::find_active_by_key_hash(&state.pool, key_hash)
-        .await?
-        .ok_or_else(|| ApiError::unauthorized("the key is unknown or revoked"))?;
-    tracing::Span::current().record("client", client.name.as_str());
+    let client = clients::find_active_by_key_hash(&state.pool, key_hash).await?;
+    admit(
+        client.map(|client| (client.name, client.tenant, client.scopes)),
+        any_of,
+    )
+}
+
+/// The live client `(name, tenant, scopes)` a key's lookup found (`None`: the key is unknown or revoked, 401),
+/// admitted if it holds at least one of `any_of` (403 otherwise) and named in the request's span: the one check of a
+/// key, whichever statement looked it up.
+pub(super) fn admit(
+    found: Option<(String, String, Vec<String>)>,
+    any_of: &[Scope],
+) -> Result<Caller, ApiError> {
+    let (name, tenant, scopes) =
+        found.ok_or_else(|| ApiError::unauthorized("the key is unknown or revoked"))?;
+    tracing::Span::current().record("client", name.as_str());
     let caller = Caller {
-        name: client.name,
-        tenant: client.tenant,
-        scopes: client.scopes,
+        name,
+        tenant,
+        scopes,
     };
     require_any(&caller, any_of)?;
     Ok(caller)
@@ -153,7 +158,7 @@ where
     }
 }
 
-pub(super) fn require_any(caller: &Caller, any_of: &[Scope]) -> Result<(), ApiError> {
+fn require_any(caller: &Caller, any_of: &[Scope]) -> Result<(), ApiError> {
     if any_of.iter().any(|scope| caller.has(*scope)) {
         Ok(())
     } else {

@@ -7,6 +7,7 @@ use uuid::Uuid;
 use super::error::ApiError;
 use super::extract::Credential;
 use super::tokens::TokenHolder;
+use crate::domain::authorize::DeciderFacts;
 use crate::state::AppState;
 use crate::storage::runs::{self, RunRow};
 use crate::storage::users;
@@ -35,15 +36,30 @@ pub async fn run_of_token(
     let run = runs::find(&state.pool, &holder.tenant, id)
         .await?
         .ok_or_else(not_found)?;
-    let user = users::find(&state.pool, &holder.tenant, holder.uid).await?;
-    let may_decide = user.is_some_and(|user| {
-        !user.disabled && (run.owner_uid == holder.uid || user.is_admin || user.can_approve_others)
-    });
-    if may_decide {
+    let user = users::find(&state.pool, &holder.tenant, holder.uid)
+        .await?
+        .map(|user| DeciderFacts {
+            is_admin: user.is_admin,
+            can_approve_others: user.can_approve_others,
+            disabled: user.disabled,
+        });
+    if token_user_may_decide(holder, run.owner_uid, user.as_ref()) {
         Ok(run)
     } else {
         Err(not_found())
     }
+}
+
+/// Whether a decision token's user, whose row in the run's tenant is `user` (`None`: there is none), may decide a
+/// run owned by `owner_uid`: the one rule of every token route, whichever statement read the rows.
+pub fn token_user_may_decide(
+    holder: &TokenHolder,
+    owner_uid: i64,
+    user: Option<&DeciderFacts>,
+) -> bool {
+    user.is_some_and(|user| {
+        !user.disabled && (owner_uid == holder.uid || user.is_admin || user.can_approve_others)
+    })
 }
 
 /// The tenant a credential acts in.

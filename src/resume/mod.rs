@@ -237,13 +237,7 @@ async fn decide_under_lock(
         return Err(ResumeError::NotAwaitingApproval);
     }
     if locked.past_expiry {
-        // Too late, and the sweeper has not come by yet: this transaction writes the expiry exactly as it would,
-        // commits it, and only then answers 409 (DESIGN.md §5).
-        sweeper::expire_turn(&mut tx, resumer.pool.sealer(), run, &calls).await?;
-        tx.commit().await?;
-        metrics::expired(1);
-        tracing::info!(run_id = %run.id, turn = run.turn_index, "turn expired before a late decision");
-        return Err(ResumeError::Expired);
+        return Err(expire_late(tx, resumer.pool.sealer(), run, &calls).await?);
     }
     // Nothing has been recorded yet: a write released by someone who could not run it is refused here (§4).
     gate_approval(&locked, request.decider_uid, &verdicts)?;
@@ -258,23 +252,27 @@ async fn decide_under_lock(
         decided_by,
     };
     let Some(recorded) = plain.record(resumer, actor, request, &mut *tx).await? else {
-        // Under the lock only the clock moved on: the turn's expiry passed between the read and the write. The
-        // expiry is written as the sweeper would write it, then the answer is 409 (DESIGN.md §5).
-        sweeper::expire_turn(
-            &mut tx,
-            resumer.pool.sealer(),
-            &expiring_run,
-            &expiring_calls,
-        )
-        .await?;
-        tx.commit().await?;
-        metrics::expired(1);
-        tracing::info!(run_id = %expiring_run.id, turn = expiring_run.turn_index,
-            "turn expired before a late decision");
-        return Err(ResumeError::Expired);
+        // Under the lock only the clock moved on: the turn's expiry passed between the read and the write.
+        let sealer = resumer.pool.sealer();
+        return Err(expire_late(tx, sealer, &expiring_run, &expiring_calls).await?);
     };
     tx.commit().await?;
     recorded.finish(resumer).await
+}
+
+/// A decision that came too late, and the sweeper has not come by yet: the locked transaction writes the expiry
+/// exactly as the sweeper would, commits it, and only then is the answer 409 (DESIGN.md §5).
+async fn expire_late(
+    mut tx: sqlx::Transaction<'static, sqlx::Postgres>,
+    sealer: &Sealer,
+    run: &RunRow,
+    calls: &[CallRow],
+) -> Result<ResumeError, ResumeError> {
+    sweeper::expire_turn(&mut tx, sealer, run, calls).await?;
+    tx.commit().await?;
+    metrics::expired(1);
+    tracing::info!(run_id = %run.id, turn = run.turn_index, "turn expired before a late decision");
+    Ok(ResumeError::Expired)
 }
 
 /// The pending calls as the verdicts are resolved against them, each with the effect that applies.

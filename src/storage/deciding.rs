@@ -215,7 +215,7 @@ pub struct ClosingTurn<'a> {
 /// takes them: the other expressions wait for `resumed`, but for [`CLOSE_HELD_TURN`]'s `stored`, which runs after it
 /// because the statement's own select reads `resumed` first and Postgres runs unreferenced expressions last.
 macro_rules! close_turn_ctes {
-    ($event_type:literal, $moves:literal, $stores:literal) => {
+    ($event_type:literal, $moves:expr, $stores:literal) => {
         concat!(
             "
     resumed as (
@@ -269,14 +269,23 @@ const CLOSE_HELD_TURN: &str = close_turn_ctes!(
     " and status = 'resuming' and turn_index = $2 and lease_owner = $22",
     ""
 );
+/// The condition on the run's row under which a decision made from a read of turn `$2` may still be recorded: the
+/// run waits on that turn, and the turn has not expired (judged when the row's lock is granted). The one
+/// compare-and-set of [`record_denial`] and [`take_turn`].
+macro_rules! still_waiting {
+    () => {
+        " and status = 'waiting_for_approval' and turn_index = $2
+          and (expires_at is null or expires_at > clock_timestamp())"
+    };
+}
+
 /// [`CLOSE_TURN`] for a turn decided from a read without the lock (`run_snapshot`): the run moves on only while it
 /// still waits on the turn that was read and that turn has not expired (judged when the row's lock is granted, as
 /// under the lock), and otherwise nothing at all is written. Under the lock, with the run seen waiting, only the
 /// turn's expiry can still stop it.
 const CLOSE_WAITING_TURN: &str = close_turn_ctes!(
     "run.resumed",
-    " and status = 'waiting_for_approval' and turn_index = $2
-          and (expires_at is null or expires_at > clock_timestamp())",
+    still_waiting!(),
     " and exists (select from resumed)"
 );
 
@@ -345,8 +354,7 @@ pub async fn take_turn(
             "with resuming as (
                  update runs set status = 'resuming', lease_owner = $19,
                      lease_until = now() + make_interval(secs => $20), updated_at = now()
-                 where id = $1 and status = 'waiting_for_approval' and turn_index = $2
-                   and (expires_at is null or expires_at > clock_timestamp())
+                 where id = $1{still_waiting}
                  returning id
              ), decision as (
                  insert into approval_events (run_id, turn_index, approved, decider_uid, decided_by, reason,
@@ -382,7 +390,8 @@ pub async fn take_turn(
                     exists (select 1 from turn_calls c
                             where c.run_id = $1 and c.turn_index = $2 and c.position = $21
                               and c.started_at is null and c.outcome is null) as first_started
-             from decision"
+             from decision",
+            still_waiting = still_waiting!(),
         )
     });
     let decision = taking.decision;

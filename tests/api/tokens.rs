@@ -178,6 +178,14 @@ async fn a_token_sees_only_the_runs_its_user_may_decide() {
         .call(Method::GET, &format!("/v1/runs/{id}"), Some(&plain), None)
         .await;
     assert_problem(&read, StatusCode::NOT_FOUND, "not_found");
+    // Its decision too, judged from the decision's own read of the run and the user.
+    let refused = post_decision(&app, id, &plain, deny(&digest)).await;
+    assert_problem(&refused, StatusCode::NOT_FOUND, "not_found");
+    let missing = post_decision(&app, Uuid::new_v4(), &plain, deny(&digest)).await;
+    assert_eq!(
+        refused.body["detail"], missing.body["detail"],
+        "like a missing run"
+    );
     let approver = signer.token(9);
     let decided = post_decision(&app, id, &approver, deny(&digest)).await;
     assert_eq!(decided.status, StatusCode::OK, "{:?}", decided.body);
