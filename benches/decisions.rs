@@ -499,6 +499,8 @@ async fn floor_phase(
     let per_client = (400 / clients).max(30);
     let warm_count = (per_client * clients) as i64;
     let warm_base = floor.seed(&bench.pool, warm_count, tables).await?;
+    // pgbench's backends are not there yet: each run's CPU is read once they have all exited again.
+    let backends_before = service::postgres_process_count();
     let warm = floor.run(
         "warmup",
         &path,
@@ -519,6 +521,7 @@ async fn floor_phase(
     let count = (needed * 3.0) as i64 + 50 * clients as i64;
     let base = floor.seed(&bench.pool, count, tables).await?;
     eprintln!("measuring pgbench {file}, {clients} connections, {length:?}, {count} runs seeded");
+    service::wait_for_backends_reaped(backends_before, Duration::from_secs(10));
     let before = Cpu::read(None, bench.ticks);
     let measured_from = Instant::now();
     let outcome = floor.run(
@@ -529,6 +532,7 @@ async fn floor_phase(
         length,
     )?;
     let seconds = measured_from.elapsed().as_secs_f64();
+    service::wait_for_backends_reaped(backends_before, Duration::from_secs(10));
     let cpu = Cpu::read(None, bench.ticks).since(&before);
     Floor::clean(&bench.pool, warm_base, warm_count, tables).await?;
     Floor::clean(&bench.pool, base, count, tables).await?;

@@ -7,7 +7,6 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use serde_json::Value;
 use uuid::Uuid;
 
 use super::tokens::{DecidedBy, Outcome, RunStatus};
@@ -88,27 +87,61 @@ pub struct Verdict {
 }
 
 /// The `data` of an event: `{run_id, tenant, status, turn: {index, digest}}`, and for `run.resumed` also
-/// `decision: {approved, decided_by, decider_uid}` and `outcomes: {outcome: count}`.
-pub fn data(facts: &RunFacts<'_>, verdict: Option<&Verdict>) -> Value {
-    let mut data = serde_json::json!({
-        "run_id": facts.run_id,
-        "tenant": facts.tenant,
-        "status": facts.status.as_str(),
-        "turn": {"index": facts.turn_index, "digest": facts.turn_digest},
-    });
-    if let Some(verdict) = verdict {
-        let mut outcomes: BTreeMap<&str, u32> = BTreeMap::new();
-        for outcome in &verdict.outcomes {
-            *outcomes.entry(outcome.as_str()).or_default() += 1;
+/// `decision: {approved, decided_by, decider_uid}` and `outcomes: {outcome: count}`. Serialized straight into the
+/// outbox row: a decision builds no JSON tree for it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EventData {
+    run_id: Uuid,
+    tenant: String,
+    status: &'static str,
+    turn: TurnData,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    decision: Option<DecisionData>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    outcomes: Option<BTreeMap<&'static str, u32>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+struct TurnData {
+    index: i32,
+    digest: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+struct DecisionData {
+    approved: Option<bool>,
+    decided_by: &'static str,
+    decider_uid: Option<i64>,
+}
+
+/// The data of an event about `facts`, with the verdict of a resume.
+pub fn data(facts: &RunFacts<'_>, verdict: Option<&Verdict>) -> EventData {
+    let (decision, outcomes) = match verdict {
+        Some(verdict) => {
+            let mut outcomes: BTreeMap<&'static str, u32> = BTreeMap::new();
+            for outcome in &verdict.outcomes {
+                *outcomes.entry(outcome.as_str()).or_default() += 1;
+            }
+            let decision = DecisionData {
+                approved: verdict.approved,
+                decided_by: verdict.decided_by.as_str(),
+                decider_uid: verdict.decider_uid,
+            };
+            (Some(decision), Some(outcomes))
         }
-        data["decision"] = serde_json::json!({
-            "approved": verdict.approved,
-            "decided_by": verdict.decided_by.as_str(),
-            "decider_uid": verdict.decider_uid,
-        });
-        data["outcomes"] = serde_json::json!(outcomes);
+        None => (None, None),
+    };
+    EventData {
+        run_id: facts.run_id,
+        tenant: facts.tenant.to_owned(),
+        status: facts.status.as_str(),
+        turn: TurnData {
+            index: facts.turn_index,
+            digest: facts.turn_digest.to_owned(),
+        },
+        decision,
+        outcomes,
     }
-    data
 }
 
 #[cfg(test)]
@@ -131,7 +164,7 @@ mod tests {
             assert_eq!(EventType::parse(kind.as_str()), Some(kind));
             assert_eq!(
                 serde_json::to_value(kind).unwrap(),
-                Value::from(kind.as_str())
+                serde_json::Value::from(kind.as_str())
             );
         }
         assert_eq!(EventType::parse("run.deleted"), None);
@@ -145,7 +178,7 @@ mod tests {
             approved: Some(false),
             outcomes: vec![Outcome::Denied, Outcome::Denied],
         };
-        let data = data(&facts(RunStatus::Resumed), Some(&verdict));
+        let data = serde_json::to_value(data(&facts(RunStatus::Resumed), Some(&verdict))).unwrap();
         assert_eq!(
             data,
             serde_json::json!({
@@ -161,7 +194,7 @@ mod tests {
 
     #[test]
     fn a_waiting_run_tells_its_turn_only() {
-        let data = data(&facts(RunStatus::WaitingForApproval), None);
+        let data = serde_json::to_value(data(&facts(RunStatus::WaitingForApproval), None)).unwrap();
         assert_eq!(data["status"], "waiting_for_approval");
         assert!(data.get("decision").is_none() && data.get("outcomes").is_none());
     }

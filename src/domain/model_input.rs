@@ -54,6 +54,33 @@ pub fn tool_messages(results: &[ToolResult]) -> Vec<Value> {
         .collect()
 }
 
+/// One tool message of [`tool_messages`], written without building its tree. The fields are in the order an object
+/// `Value` keeps its keys (sorted), so the text is byte for byte what the tree serializes to.
+#[derive(Serialize)]
+struct ToolMessage<'a> {
+    content: &'a str,
+    role: &'static str,
+    tool_call_id: &'a str,
+}
+
+/// The text of [`tool_messages`] as the elements of an array, comma-separated and without the brackets: what a
+/// decision's answer appends to the stored transcript's messages.
+fn tool_messages_text(results: &[ToolResult]) -> Vec<u8> {
+    let mut text = Vec::with_capacity(results.iter().map(|r| r.content.len() + 64).sum());
+    for (index, result) in results.iter().enumerate() {
+        if index > 0 {
+            text.push(b',');
+        }
+        let message = ToolMessage {
+            content: &result.content,
+            role: "tool",
+            tool_call_id: &result.call_id,
+        };
+        serde_json::to_writer(&mut text, &message).expect("a struct of strings always serializes");
+    }
+    text
+}
+
 /// The whole model input: `transcript` is the validated OpenAI-chat transcript through the assistant turn whose
 /// calls `results` answer (earlier turns' tool messages already inside it). `earlier_results` are the results this
 /// service wrote for earlier turns: OpenAI chat does not carry `is_error`, so formats that do take it from there.
@@ -100,7 +127,7 @@ pub fn render_text(
         let text = serde_json::to_vec(&tree).expect("a JSON value always serializes");
         return Ok(vec![Bytes::from(text)]);
     }
-    let tools = TranscriptText::of(&tool_messages(results)).messages();
+    let tools = Bytes::from(tool_messages_text(results));
     let mut pieces = vec![Bytes::from_static(CHAT_HEAD), transcript.messages()];
     if !transcript.is_empty() && !tools.is_empty() {
         pieces.push(Bytes::from_static(b","));
@@ -392,6 +419,27 @@ mod tests {
                 format.as_str()
             );
         }
+    }
+
+    #[test]
+    fn tool_messages_written_without_a_tree_escape_their_text_as_the_tree_does() {
+        let awkward = [
+            "quote \" backslash \\ newline \n tab \t",
+            "control \u{1} and \u{1f} and delete \u{7f}",
+            "non-ASCII: ü, 漢字, 🦀, and the separators \u{2028}\u{2029}",
+            "",
+        ];
+        let results: Vec<ToolResult> = awkward
+            .iter()
+            .enumerate()
+            .map(|(i, content)| {
+                executed(&format!("call_\"{i}"), "t", (*content).into(), i % 2 == 0)
+            })
+            .collect();
+        let tree = serde_json::to_string(&tool_messages(&results)).unwrap();
+        let text = String::from_utf8(tool_messages_text(&results)).unwrap();
+        assert_eq!(format!("[{text}]"), tree);
+        assert!(tool_messages_text(&[]).is_empty());
     }
 
     #[test]

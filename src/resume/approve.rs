@@ -148,7 +148,7 @@ async fn close_taken(
 struct ApprovedClose {
     results: Vec<ToolResult>,
     events: Vec<(i32, ToolEvent)>,
-    resumed_event: serde_json::Value,
+    resumed_event: events::EventData,
 }
 
 async fn approved_close(

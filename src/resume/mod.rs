@@ -14,7 +14,6 @@ pub mod sweeper;
 use std::time::Duration;
 
 use crate::storage::Database;
-use serde_json::Value;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
@@ -474,7 +473,7 @@ fn stored_result(call: &CallRow) -> Result<ToolResult, StorageError> {
 
 /// The data of the event that closes `run`'s turn: `run.resumed` with the decision's verdict, or `run.expired`
 /// with none (nobody decided).
-fn closing_event(run: &RunRow, verdict: Option<&events::Verdict>) -> Value {
+fn closing_event(run: &RunRow, verdict: Option<&events::Verdict>) -> events::EventData {
     events::data(
         &events::RunFacts {
             run_id: run.id,

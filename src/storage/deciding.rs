@@ -7,7 +7,6 @@
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use serde_json::Value;
 use sqlx::postgres::PgRow;
 use sqlx::types::Json;
 use sqlx::{FromRow, PgConnection, PgExecutor, Row};
@@ -18,6 +17,7 @@ use super::runs::{self, CALL_COLUMNS, CallRow, RunRow, StoredCall};
 use super::sealed::{self, Column, Row as SealedRow};
 use super::{Query, StorageError, sql};
 use crate::domain::authorize::DeciderFacts;
+use crate::domain::events::EventData;
 use crate::domain::privacy::ToolEvent;
 use crate::domain::results::ToolResult;
 use crate::domain::tokens::RunStatus;
@@ -200,7 +200,7 @@ pub struct ClosingTurn<'a> {
     /// `(position, event)`, already filtered by the privacy level.
     pub events: &'a [(i32, ToolEvent)],
     /// The data of the `run.resumed` event (`domain::events::data`): ids and metadata only.
-    pub resumed_event: &'a Value,
+    pub resumed_event: &'a EventData,
 }
 
 /// The common-table expressions that close a turn, over the parameters `$1` to `$21` bound by [`bind_closing`]:

@@ -41,7 +41,7 @@ use uuid::Uuid;
 
 use super::runs::RunRow;
 use super::{StorageError, sql};
-use crate::domain::events::{self, EventType};
+use crate::domain::events::{self, EventData, EventType};
 
 /// A place in a tenant's events: after the event of transaction `xid` with id `id`. `Position::START` is before all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -112,7 +112,7 @@ pub async fn insert(
     tenant: &str,
     run_id: Uuid,
     kind: EventType,
-    data: &Value,
+    data: &EventData,
 ) -> Result<(), StorageError> {
     sql::query("insert into events (tenant, run_id, type, data) values ($1, $2, $3, $4)")
         .bind(tenant)
@@ -225,10 +225,10 @@ pub async fn purge_older_than(
     let mut deleted = 0;
     loop {
         let batch = sql::query(
-            // The oldest ids first, through the primary key: ids grow with time, so this stops at the first
-            // batch that is not all old instead of scanning the table for stragglers.
-            "delete from events where id in (
-                 select id from (select id, created_at from events order by id limit $2) oldest
+            // The oldest events first, through the primary key (xid, id): transaction ids grow with time, so this
+            // stops at the first batch that is not all old instead of scanning the table for stragglers.
+            "delete from events where (xid, id) in (
+                 select xid, id from (select xid, id, created_at from events order by xid, id limit $2) oldest
                  where created_at < now() - make_interval(secs => $1))",
         )
         .bind(max_age.as_secs_f64())

@@ -4,7 +4,8 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use approval_resume::domain::events::EventType;
+use approval_resume::domain::events::{self as event_data, EventType, RunFacts};
+use approval_resume::domain::tokens::RunStatus;
 use approval_resume::storage::{events, runs};
 use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -321,7 +322,16 @@ async fn late_commit(pool: PgPool, run_id: Uuid, hold: Duration) {
         "default",
         run_id,
         EventType::Cancelled,
-        &json!({"run_id": run_id, "late": true}),
+        &event_data::data(
+            &RunFacts {
+                run_id,
+                tenant: "default",
+                status: RunStatus::Cancelled,
+                turn_index: 0,
+                turn_digest: "late",
+            },
+            None,
+        ),
     )
     .await
     .unwrap();
