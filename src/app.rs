@@ -23,7 +23,7 @@ use crate::http::{
 };
 use crate::listen::{self, ConnectionLimits};
 use crate::metrics;
-use crate::state::AppState;
+use crate::state::{AppState, Limits};
 use crate::telemetry;
 
 /// Every route of DESIGN.md §8 and §9, with the layers each request passes through.
@@ -75,25 +75,19 @@ async fn method_not_allowed() -> ApiError {
 /// route of its own, one that panics say, through exactly these layers.
 pub fn layered(routes: Router<AppState>, state: AppState) -> Router {
     let limits = state.limits;
+    // Middleware written as one function each where the order allows it: every `from_fn` layer costs each request
+    // a clone of the service below it and a boxed future (BENCHMARKS.md, "Lighter writes per decision").
     routes
         .layer(DefaultBodyLimit::max(limits.max_body_bytes))
-        // Inside the timeout: a timeout or a client that goes away stops the wait, never the handler.
-        .layer(middleware::from_fn(detach::run_to_completion))
         .layer(middleware::from_fn(move |request: Request, next: Next| {
-            within_timeout(limits.request_timeout, request, next)
+            within_bounds(limits, request, next)
         }))
-        // Outside the request timeout, which is longer (Config::validate): a slow body is the client's fault
-        // (408), not a slow service's (503).
-        .layer(middleware::from_fn(move |request: Request, next: Next| {
-            body::read_within_timeout(limits.body_read_timeout, request, next)
-        }))
-        // Inside `with_request_id`, so that the 500 of a panic carries the request id like every other problem,
-        // and inside `count_request`, so that it is counted.
+        // Inside `counted_with_request_id`, so that the 500 of a panic carries the request id like every other
+        // problem, and is counted.
         .layer(CatchPanicLayer::custom(|_| {
             ApiError::internal("a handler panicked").into_response()
         }))
-        .layer(middleware::from_fn(with_request_id))
-        .layer(middleware::from_fn(count_request))
+        .layer(middleware::from_fn(counted_with_request_id))
         .layer(
             TraceLayer::new_for_http()
                 .make_span_with(telemetry::request_span)
@@ -106,13 +100,20 @@ pub fn layered(routes: Router<AppState>, state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Counts every request in the metrics by its matched route, never by its raw path (unbounded).
-async fn count_request(request: Request, next: Next) -> Response {
+/// Counts every request in the metrics by its matched route, never by its raw path (unbounded), and makes the
+/// request id available to errors built anywhere while the request is served.
+async fn counted_with_request_id(request: Request, next: Next) -> Response {
     // A `MatchedPath` clone shares its text; no copy of the route per request.
     let route = request.extensions().get::<MatchedPath>().cloned();
     let method = request.method().clone();
+    let id = request
+        .headers()
+        .get("x-request-id")
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
     let started = Instant::now();
-    let response = next.run(request).await;
+    let response = REQUEST_ID.scope(id, next.run(request)).await;
     metrics::http_request(
         route.as_ref().map_or("unmatched", MatchedPath::as_str),
         method.as_str(),
@@ -122,21 +123,24 @@ async fn count_request(request: Request, next: Next) -> Response {
     response
 }
 
-/// Makes the request id available to errors built anywhere while the request is served.
-async fn with_request_id(request: Request, next: Next) -> Response {
-    let id = request
-        .headers()
-        .get("x-request-id")
-        .and_then(|value| value.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
-    REQUEST_ID.scope(id, next.run(request)).await
+/// The bounds of serving one request, outermost first: its body must arrive within BODY_READ_TIMEOUT_MS, and a slow
+/// body is the client's fault (408), not a slow service's (503), so that answer wins; the answer must come within
+/// REQUEST_TIMEOUT_MS, which is longer (Config::validate); and the handler runs in a task of its own (`detach`), so
+/// a timeout or a client that goes away stops the wait, never the handler.
+async fn within_bounds(limits: Limits, request: Request, next: Next) -> Response {
+    body::read_within_timeout(limits.body_read_timeout, request, |request| {
+        within_timeout(
+            limits.request_timeout,
+            detach::run_to_completion(request, next),
+        )
+    })
+    .await
 }
 
 /// Answers 503 when a request takes longer than the configured bound. The handler keeps running in its own task
 /// (`detach`), so giving up here never cuts a transaction short; the client may ask again and gets its outcome.
-async fn within_timeout(timeout: Duration, request: Request, next: Next) -> Response {
-    match tokio::time::timeout(timeout, next.run(request)).await {
+async fn within_timeout(timeout: Duration, response: impl Future<Output = Response>) -> Response {
+    match tokio::time::timeout(timeout, response).await {
         Ok(response) => response,
         Err(_) => ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,

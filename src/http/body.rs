@@ -16,15 +16,19 @@ use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::Request;
 use axum::http::header::CONNECTION;
 use axum::http::{HeaderValue, StatusCode};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http_body::{Frame, SizeHint};
 use tokio::time::Sleep;
 
 use super::error::ApiError;
 
-/// Serves the request with its body under the deadline; answers 408 if the deadline cut the body short.
-pub async fn read_within_timeout(timeout: Duration, request: Request, next: Next) -> Response {
+/// Serves the request (with `serve`) with its body under the deadline; answers 408 if the deadline cut the body
+/// short, whatever `serve` answered.
+pub async fn read_within_timeout<F, Fut>(timeout: Duration, request: Request, serve: F) -> Response
+where
+    F: FnOnce(Request) -> Fut,
+    Fut: Future<Output = Response>,
+{
     let timed_out = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&timed_out);
     let request = request.map(|body| {
@@ -39,7 +43,7 @@ pub async fn read_within_timeout(timeout: Duration, request: Request, next: Next
             })
         }
     });
-    let response = next.run(request).await;
+    let response = serve(request).await;
     if !timed_out.load(Ordering::Acquire) {
         return response;
     }
