@@ -50,17 +50,29 @@ impl ModelInputFormat {
 pub fn tool_messages(results: &[ToolResult]) -> Vec<Value> {
     results
         .iter()
-        .map(|result| json!({"role": "tool", "tool_call_id": result.call_id, "content": result.content}))
+        .map(|result| {
+            serde_json::to_value(ToolMessage::of(result)).expect("a struct of strings is a value")
+        })
         .collect()
 }
 
-/// One tool message of [`tool_messages`], written without building its tree. The fields are in the order an object
-/// `Value` keeps its keys (sorted), so the text is byte for byte what the tree serializes to.
+/// One tool message, the one shape of [`tool_messages`] and [`tool_messages_text`]. The fields are in the order an
+/// object `Value` keeps its keys (sorted), so the text written from it is byte for byte what its tree serializes to.
 #[derive(Serialize)]
 struct ToolMessage<'a> {
     content: &'a str,
     role: &'static str,
     tool_call_id: &'a str,
+}
+
+impl<'a> ToolMessage<'a> {
+    fn of(result: &'a ToolResult) -> Self {
+        ToolMessage {
+            content: &result.content,
+            role: "tool",
+            tool_call_id: &result.call_id,
+        }
+    }
 }
 
 /// The text of [`tool_messages`] as the elements of an array, comma-separated and without the brackets: what a
@@ -71,12 +83,8 @@ fn tool_messages_text(results: &[ToolResult]) -> Vec<u8> {
         if index > 0 {
             text.push(b',');
         }
-        let message = ToolMessage {
-            content: &result.content,
-            role: "tool",
-            tool_call_id: &result.call_id,
-        };
-        serde_json::to_writer(&mut text, &message).expect("a struct of strings always serializes");
+        serde_json::to_writer(&mut text, &ToolMessage::of(result))
+            .expect("a struct of strings always serializes");
     }
     text
 }
