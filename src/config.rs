@@ -686,6 +686,12 @@ pub struct EventsConfig {
           default_value_t = 16, value_parser = clap::value_parser!(u64).range(0..=1024))]
     pub webhook_concurrency: u64,
 
+    /// Most requests one webhook subscription has in flight at once, each of a different run (a run's events are
+    /// sent one at a time, in order); 1 sends a subscription's events strictly one after another.
+    #[arg(long, env = "WEBHOOK_REQUESTS_PER_SUBSCRIPTION", value_name = "WEBHOOK_REQUESTS_PER_SUBSCRIPTION",
+          default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub webhook_requests_per_subscription: u64,
+
     /// Milliseconds one webhook request may take, connect to last byte.
     #[arg(long, env = "WEBHOOK_TIMEOUT_MS", value_name = "WEBHOOK_TIMEOUT_MS",
           default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(100..=300_000))]
@@ -731,6 +737,8 @@ impl EventsConfig {
         let timeout = Duration::from_millis(self.webhook_timeout_ms);
         WebhookSettings {
             concurrency: usize::try_from(self.webhook_concurrency).unwrap_or(usize::MAX),
+            requests_per_subscription: usize::try_from(self.webhook_requests_per_subscription)
+                .unwrap_or(1),
             lease: timeout + Duration::from_secs(10),
             limits: DeliveryLimits {
                 timeout,

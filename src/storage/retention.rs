@@ -40,18 +40,25 @@ pub async fn purge(pool: &Database, days: u32) -> Result<PurgeReport, StorageErr
         }
     }
     loop {
-        let deleted = sql::query(
-            "delete from runs where id in (select id from runs
-                 where status in ('cancelled', 'completed') and updated_at < now() - make_interval(days => $1)
-                 limit $2)",
+        // A run's events go with it in the same statement: the outbox has no foreign key to cascade from
+        // (migration 0010 says why).
+        let deleted: i64 = sql::query_scalar(
+            "with gone as (
+                 delete from runs where id in (select id from runs
+                     where status in ('cancelled', 'completed') and updated_at < now() - make_interval(days => $1)
+                     limit $2)
+                 returning id
+             ), events_gone as (
+                 delete from events where run_id in (select id from gone)
+             )
+             select count(*) from gone",
         )
         .bind(days)
         .bind(BATCH)
-        .execute(pool)
-        .await?
-        .rows_affected();
-        report.finished_runs_deleted += deleted;
-        if deleted < BATCH as u64 {
+        .fetch_one(pool)
+        .await?;
+        report.finished_runs_deleted += deleted as u64;
+        if deleted < BATCH {
             break;
         }
     }

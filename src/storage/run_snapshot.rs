@@ -135,11 +135,11 @@ left join backend_users u on u.tenant = r.tenant and u.uid = $3
 left join approval_events e on e.run_id = r.id and e.turn_index = r.turn_index
 left join turn_expiries x on x.run_id = r.id and x.turn_index = r.turn_index
 left join lateral (
-    select array_agg(k.turn_index) as call_turn_index, array_agg(k.position) as call_position,
-           array_agg(k.call_id) as call_call_id, array_agg(k.tool) as call_tool,
+    select array_agg(k.turn_index) as call_turn_index, array_agg(k.position::integer) as call_position,
+           array_agg(k.call_id) as call_call_id, array_agg(k.tool::text) as call_tool,
            array_agg(k.arguments) as call_arguments, array_agg(k.arguments_sealed) as call_arguments_sealed,
-           array_agg(k.effect) as call_effect, array_agg(k.started_at) as call_started_at,
-           array_agg(k.outcome) as call_outcome, array_agg(k.is_error) as call_is_error,
+           array_agg(k.effect::text) as call_effect, array_agg(k.started_at) as call_started_at,
+           array_agg(k.outcome::text) as call_outcome, array_agg(k.is_error) as call_is_error,
            array_agg(k.content) as call_content, array_agg(k.content_sealed) as call_content_sealed,
            array_agg(k.finished_at) as call_finished_at, array_agg(k.edited_arguments) as call_edited_arguments,
            array_agg(k.edited_arguments_sealed) as call_edited_arguments_sealed

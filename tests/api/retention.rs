@@ -108,11 +108,19 @@ async fn old_events_are_purged_and_a_run_takes_its_events_with_it() {
         .unwrap();
     assert_eq!(left, vec![recent]);
 
-    sqlx::query("delete from runs where id = $1")
+    // The recent run finishes, and the purge of finished runs deletes it long after: its events go with it,
+    // however young they are.
+    app.post(&format!("/v1/runs/{recent}/cancel"), serde_json::json!({}))
+        .await;
+    sqlx::query("update runs set updated_at = now() - interval '40 days' where id = $1")
         .bind(recent)
         .execute(&pool)
         .await
         .unwrap();
+    let report = retention::purge(&Database::direct(pool.clone()), 30)
+        .await
+        .unwrap();
+    assert_eq!(report.finished_runs_deleted, 1);
     let count: i64 = sqlx::query_scalar("select count(*) from events")
         .fetch_one(&pool)
         .await

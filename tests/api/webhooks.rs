@@ -60,6 +60,9 @@ struct ReceiverState {
     script: Script,
     in_flight: Arc<AtomicUsize>,
     most_in_flight: Arc<AtomicUsize>,
+    /// Requests in flight per run (the event's `data.run_id`), and whether one run ever had two at once.
+    runs_in_flight: Arc<Mutex<HashMap<String, usize>>>,
+    run_overlapped: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// An HTTP receiver on loopback that records every request and answers by its script.
@@ -96,6 +99,8 @@ impl Receiver {
             script: Arc::new(script),
             in_flight: Arc::default(),
             most_in_flight: Arc::default(),
+            runs_in_flight: Arc::default(),
+            run_overlapped: Arc::default(),
         };
         let router = axum::Router::new()
             .fallback(receive)
@@ -142,6 +147,11 @@ impl Receiver {
     pub fn most_in_flight(&self) -> usize {
         self.state.most_in_flight.load(Ordering::SeqCst)
     }
+
+    /// Whether two requests of one run were ever in flight at once.
+    pub fn run_overlapped(&self) -> bool {
+        self.state.run_overlapped.load(Ordering::SeqCst)
+    }
 }
 
 impl Drop for Receiver {
@@ -168,6 +178,22 @@ async fn receive(State(state): State<ReceiverState>, request: axum::extract::Req
     };
     let now = state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
     state.most_in_flight.fetch_max(now, Ordering::SeqCst);
+    let run = serde_json::from_slice::<Value>(&body)
+        .ok()
+        .and_then(|event| event["data"]["run_id"].as_str().map(str::to_owned))
+        .unwrap_or_default();
+    {
+        let mut runs = state.runs_in_flight.lock().unwrap();
+        let count = runs.entry(run.clone()).or_default();
+        *count += 1;
+        if *count > 1 {
+            state.run_overlapped.store(true, Ordering::SeqCst);
+        }
+    }
+    let _run_done = RunDone {
+        runs: Arc::clone(&state.runs_in_flight),
+        run,
+    };
     let reply = (state.script)(n);
     let status = match reply {
         Reply::Status(status) => status,
@@ -192,6 +218,7 @@ async fn receive(State(state): State<ReceiverState>, request: axum::extract::Req
 pub fn settings() -> Settings {
     Settings {
         concurrency: 4,
+        requests_per_subscription: 4,
         lease: Duration::from_secs(2),
         limits: deliver::Limits {
             timeout: Duration::from_millis(500),
@@ -202,6 +229,20 @@ pub fn settings() -> Settings {
         backoff_max: Duration::from_millis(800),
         retry_window: Duration::from_secs(3600),
         sweep_interval: Duration::from_millis(50),
+    }
+}
+
+/// Counts a request of its run out of flight when its answer is sent (or its handler dropped).
+struct RunDone {
+    runs: Arc<Mutex<HashMap<String, usize>>>,
+    run: String,
+}
+
+impl Drop for RunDone {
+    fn drop(&mut self) {
+        if let Some(count) = self.runs.lock().unwrap().get_mut(&self.run) {
+            *count -= 1;
+        }
     }
 }
 
@@ -365,9 +406,14 @@ async fn events_reach_each_subscription_signed_once_each_in_order_one_attempt_at
     let resumed_only = Receiver::start(|_| Reply::Status(200)).await;
     let (_, all_secret) = subscribe(&app, &all.url, None).await;
     let (_, resumed_secret) = subscribe(&app, &resumed_only.url, Some(&["run.resumed"])).await;
-    // Two instances deliver together.
-    let _first = dispatch(&pool, settings());
-    let _second = dispatch(&database.pool(4).await, settings());
+    // Two instances deliver together, each sending one request of a subscription at a time: two in flight at once
+    // would be both instances holding it.
+    let one_by_one = Settings {
+        requests_per_subscription: 1,
+        ..settings()
+    };
+    let _first = dispatch(&pool, one_by_one.clone());
+    let _second = dispatch(&database.pool(4).await, one_by_one);
 
     let runs = deny_runs(&app, 6).await;
     let got = all.wait_for(12, Duration::from_secs(20)).await;
@@ -404,6 +450,79 @@ async fn events_reach_each_subscription_signed_once_each_in_order_one_attempt_at
             .sum::<i64>(),
         0
     );
+}
+
+#[tokio::test]
+async fn a_subscription_s_requests_overlap_up_to_its_limit_but_each_run_s_events_go_one_at_a_time_in_order()
+ {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool.clone()).await;
+    let receiver = Receiver::start(|_| Reply::After(Duration::from_millis(100), 204)).await;
+    let (_, secret) = subscribe(&app, &receiver.url, None).await;
+    // A backlog first, in the feed's order run by run: waiting and resumed of the first run, then of the second...
+    let runs = deny_runs(&app, 8).await;
+    let _dispatcher = dispatch(&pool, settings());
+
+    let got = receiver.wait_for(16, Duration::from_secs(20)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(receiver.received().len(), 16, "each event once");
+    assert_eq!(
+        receiver.most_in_flight(),
+        settings().requests_per_subscription,
+        "the first event of each of four runs goes ahead of the second event of the first run"
+    );
+    assert!(
+        !receiver.run_overlapped(),
+        "never two requests of one run at once"
+    );
+    for request in &got {
+        verify(&secret, request);
+    }
+    let by_run = kinds_by_run(&got);
+    for run in &runs {
+        assert_eq!(by_run[&run.to_string()], ["run.waiting", "run.resumed"]);
+    }
+    assert_eq!(listed(&app).await[0]["backlog"], 0);
+}
+
+#[tokio::test]
+async fn a_failure_among_requests_in_flight_sends_the_events_from_it_again_and_loses_none() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool.clone()).await;
+    // The second request fails; the others in flight with it succeed, but the cursor stays before the failed one.
+    let receiver = Receiver::start(|n| match n {
+        1 => Reply::After(Duration::from_millis(50), 500),
+        _ => Reply::After(Duration::from_millis(50), 204),
+    })
+    .await;
+    subscribe(&app, &receiver.url, None).await;
+    let runs = deny_runs(&app, 4).await;
+    let _dispatcher = dispatch(&pool, settings());
+
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let first_arrivals = loop {
+        // Each event's first accepted arrival, in the order they came.
+        let mut seen = HashSet::new();
+        let accepted: Vec<Received> = receiver
+            .accepted()
+            .into_iter()
+            .filter(|r| seen.insert(r.header("webhook-id").to_owned()))
+            .collect();
+        if accepted.len() == 8 || Instant::now() > deadline {
+            break accepted;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(first_arrivals.len(), 8, "every event is delivered");
+    assert!(
+        receiver.received().len() > 8,
+        "events sent alongside the failed one are sent again"
+    );
+    let by_run = kinds_by_run(&first_arrivals);
+    for run in &runs {
+        assert_eq!(by_run[&run.to_string()], ["run.waiting", "run.resumed"]);
+    }
+    assert!(!receiver.run_overlapped());
 }
 
 #[tokio::test]
@@ -498,7 +617,15 @@ async fn failed_deliveries_are_retried_with_growing_waits_and_a_receiver_that_co
     // Nothing listens on the port at first: connections are refused.
     let port = support::free_port();
     let (_, secret) = subscribe(&app, &format!("http://127.0.0.1:{port}/hook"), None).await;
-    let _dispatcher = dispatch(&pool, settings());
+    // One request at a time, so that each attempt is of the first event (with several in flight, the first events
+    // of the other runs would be tried alongside it).
+    let _dispatcher = dispatch(
+        &pool,
+        Settings {
+            requests_per_subscription: 1,
+            ..settings()
+        },
+    );
     let runs = deny_runs(&app, 3).await;
     tokio::time::sleep(Duration::from_millis(700)).await;
     let refused = listed(&app).await;
@@ -796,11 +923,14 @@ async fn a_receiver_that_never_answers_delays_neither_decisions_nor_other_subscr
     }
     let got = fast.wait_for(10, Duration::from_secs(10)).await;
     assert_eq!(got.len(), 10);
+    // Its first event of each of four runs hangs; the next events of those runs wait behind them, and so does the
+    // fifth run's, since every request it may have in flight is taken.
     assert_eq!(
         stuck.received().len(),
-        1,
-        "the stuck subscription holds its first event"
+        settings().requests_per_subscription,
+        "the stuck subscription holds as many events as it may send at once"
     );
+    assert!(!stuck.run_overlapped());
     assert!(
         slowest < Duration::from_secs(2),
         "a decision took {slowest:?}"

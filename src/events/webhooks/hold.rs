@@ -74,10 +74,11 @@ impl Hold {
         }
     }
 
-    /// Records an event delivered, and starts writing the cursor if a write is due.
-    pub(super) fn delivered(&mut self, position: Position) {
+    /// Records `count` more events delivered, the last at `position`, and starts writing the cursor if a write is
+    /// due.
+    pub(super) fn delivered(&mut self, position: Position, count: i64) {
         self.delivered = position;
-        self.unwritten += 1;
+        self.unwritten += count;
         self.write_if_due();
     }
 

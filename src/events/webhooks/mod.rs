@@ -1,9 +1,10 @@
 //! Webhook delivery: every instance runs a dispatcher that claims subscriptions with events to send and sends
-//! them, one subscription's events one at a time and in order, signed (`sign`), under the SSRF guard (`ssrf`) and
-//! the request limits (`deliver`), retried with backoff (`retry`).
+//! them, signed (`sign`), under the SSRF guard (`ssrf`) and the request limits (`deliver`), retried with backoff
+//! (`retry`). A subscription is held by one instance at a time, which sends several of its events at once but never
+//! two of one run, so each run's events arrive in order (`window`).
 //!
-//! A claimed subscription stays with its delivery task while events keep coming: the task sends the next event as
-//! soon as the events hub says one is readable, writes the cursor with the lease's renewal in one statement in the
+//! A claimed subscription stays with its delivery task while events keep coming: the task sends the next events as
+//! soon as the events hub says they are readable, writes the cursor with the lease's renewal in one statement in the
 //! background (`hold`), and gives the subscription up only after a short quiet spell (`IDLE_HOLD`), on shutdown,
 //! or on a failure (then retried with backoff). So a steady stream costs one read per wake-up and a write per
 //! `hold::CURSOR_EVERY`, and no commit stands between an event and its delivery.
@@ -18,24 +19,31 @@ pub mod retry;
 pub mod sign;
 pub mod ssrf;
 pub mod subscription;
+mod window;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::storage::Database;
 use tokio::sync::{Notify, Semaphore, watch};
+use tokio::task::JoinSet;
 use uuid::Uuid;
 
 use super::{Envelope, EventsHub};
 use crate::metrics;
+use crate::storage::events::{Position, StoredEvent};
 use crate::storage::webhooks::{self, Claimed};
 use hold::Hold;
+use window::Window;
 
 /// How deliveries run.
 #[derive(Debug, Clone)]
 pub struct Settings {
     /// Subscriptions this instance delivers at once.
     pub concurrency: usize,
+    /// Most requests of one subscription in flight at once, each of a different run (`window`); 1 sends its
+    /// events strictly one after another.
+    pub requests_per_subscription: usize,
     /// How long a claimed subscription is held without news from its holder; longer than one request.
     pub lease: Duration,
     pub limits: deliver::Limits,
@@ -219,6 +227,15 @@ struct Delivery {
     subscription: Claimed,
 }
 
+/// A request's answer, as its task returns it.
+struct Sent {
+    position: Position,
+    /// The event's public id (`webhook-id`), for the log.
+    id: String,
+    created_at: chrono::DateTime<chrono::Utc>,
+    outcome: Result<(), String>,
+}
+
 /// What ended a delivery task's wait for events.
 enum Woken {
     /// New events may be readable: read again.
@@ -230,93 +247,181 @@ enum Woken {
 }
 
 impl Delivery {
-    /// Sends the subscription's events in order, each as soon as the hub says it is readable, until the
-    /// subscription is given up (a quiet spell, a failure, shutdown) or taken over.
+    /// Sends the subscription's events, each as soon as the hub says it is readable, several at once but never two
+    /// of one run (`window`), until the subscription is given up (a quiet spell, a failure, shutdown) or taken over.
     async fn run(mut self, mut hold: Hold) -> Result<(), crate::storage::StorageError> {
         let mut waiter = self.hub.waiter();
-        let mut cursor = self.subscription.cursor;
+        let mut window = Window::new(
+            self.subscription.cursor,
+            self.settings.requests_per_subscription,
+        );
+        let mut sending: JoinSet<Sent> = JoinSet::new();
         let mut attempts = u32::try_from(self.subscription.attempts).unwrap_or(0);
+        let mut failure: Option<String> = None;
         loop {
-            // Seen before reading: an event that becomes readable during the read ends the wait below at once.
-            // The claim's bound serves the first read only: the hub's own may have moved back since (after a
-            // database error, perhaps a failover, it starts again from 0), and a held subscription must follow it.
-            let floor = waiter.mark_seen().max(std::mem::take(&mut self.floor));
-            let events =
-                webhooks::pending_events(&self.pool, &self.subscription, cursor, floor, BATCH)
-                    .await?;
-            if events.is_empty() {
+            if self.stopping() {
+                return self.stop(window, sending, hold).await;
+            }
+            if !hold.check().await? {
+                return self.lost();
+            }
+            if let Some(error) = &failure
+                && window.sending() == 0
+            {
+                // Everything in flight has answered, and the cursor is past what was delivered before the failure.
+                return self.failed(hold, attempts + 1, error).await;
+            }
+            // Read on while the window has room and nothing failed. Seen before reading: an event that becomes
+            // readable during the read ends the wait below at once. The claim's bound serves the first read only:
+            // the hub's own may have moved back since (after a database error, perhaps a failover, it starts
+            // again from 0), and a held subscription must follow it.
+            let room = BATCH - window.len() as i64;
+            if failure.is_none() && room > 0 {
+                let floor = waiter.mark_seen().max(std::mem::take(&mut self.floor));
+                let events = webhooks::pending_events(
+                    &self.pool,
+                    &self.subscription,
+                    window.read_up_to(),
+                    floor,
+                    room,
+                )
+                .await?;
+                window.push(events);
+            }
+            if failure.is_none() {
+                while let Some(event) = window.next_to_send() {
+                    if !hold.check().await? || !hold.ensure().await? {
+                        return self.lost();
+                    }
+                    sending.spawn(self.send(event)?);
+                }
+            }
+            if window.is_empty() {
                 match self.wait(&mut waiter, &mut hold).await? {
                     Woken::Events => continue,
                     Woken::Release => return hold.release().await,
                     Woken::Lost => return self.lost(),
                 }
             }
-            for event in &events {
-                if self.stopping() {
-                    return hold.release().await;
+            let write_due = hold.write_due_at();
+            let write_due = async {
+                match write_due {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
                 }
-                if !hold.check().await? || !hold.ensure().await? {
-                    return self.lost();
-                }
-                let envelope = Envelope::of(event);
-                let body = serde_json::to_vec(&envelope).map_err(|error| {
-                    crate::storage::StorageError::Corrupt(format!(
-                        "event {}: {error}",
-                        event.position.id
-                    ))
-                })?;
-                let timestamp = chrono::Utc::now().timestamp();
-                let outcome =
-                    match sign::sign(&self.subscription.secret, &envelope.id, timestamp, &body) {
-                        Ok(signed) => {
-                            let started = Instant::now();
-                            let outcome = deliver::post(
-                                &self.client,
-                                &self.settings.limits,
-                                &self.subscription.url,
-                                &signed,
-                                body,
-                            )
-                            .await;
-                            metrics::webhook_attempt(outcome.is_ok(), started.elapsed());
-                            outcome.map_err(|error| error.to_string())
+            };
+            tokio::select! {
+                Some(sent) = sending.join_next() => {
+                    // A request's task is never aborted while this runs, so it answered or panicked.
+                    let sent = sent.unwrap_or_else(|error| std::panic::resume_unwind(error.into_panic()));
+                    window.finished(sent.position, sent.outcome.is_ok());
+                    match sent.outcome {
+                        Ok(()) => {
+                            let lag = (chrono::Utc::now() - sent.created_at).to_std().unwrap_or_default();
+                            metrics::webhook_delivered(lag);
                         }
-                        Err(error) => Err(error),
-                    };
-                if let Err(error) = outcome {
-                    // The attempts at this event so far (none after a success), this one included.
-                    let attempts = attempts + 1;
-                    if !hold.flush().await? {
-                        return self.lost();
+                        Err(error) => {
+                            tracing::info!(subscription = %self.subscription.id, event = %sent.id, error = %error,
+                                "webhook delivery failed");
+                            failure.get_or_insert(error);
+                        }
                     }
-                    let settings = &self.settings;
-                    let retry_in = retry::backoff(
-                        attempts,
-                        settings.backoff_base,
-                        settings.backoff_max,
-                        retry::jitter(),
-                    );
-                    tracing::info!(subscription = %self.subscription.id, event = %envelope.id, attempts,
-                        retry_in_ms = retry_in.as_millis() as u64, error = %error, "webhook delivery failed");
-                    return webhooks::failed(
-                        &self.pool,
-                        self.subscription.id,
-                        self.instance,
-                        &error,
-                        retry_in,
-                        settings.retry_window,
-                    )
-                    .await;
+                    if let Some((position, count)) = window.take_delivered() {
+                        attempts = 0;
+                        hold.delivered(position, count);
+                    }
                 }
-                let lag = (chrono::Utc::now() - event.created_at)
-                    .to_std()
-                    .unwrap_or_default();
-                metrics::webhook_delivered(lag);
-                cursor = event.position;
-                attempts = 0;
-                hold.delivered(cursor);
+                () = waiter.changed(), if failure.is_none() && (window.len() as i64) < BATCH => {}
+                () = write_due => hold.write_if_due(),
+                _ = self.shutdown.changed() => {}
             }
         }
+    }
+
+    /// Signs one event and returns its request, to run as a task of its own.
+    fn send(
+        &self,
+        event: StoredEvent,
+    ) -> Result<impl Future<Output = Sent> + Send + 'static, crate::storage::StorageError> {
+        let envelope = Envelope::of(&event);
+        let body = serde_json::to_vec(&envelope).map_err(|error| {
+            crate::storage::StorageError::Corrupt(format!("event {}: {error}", event.position.id))
+        })?;
+        let timestamp = chrono::Utc::now().timestamp();
+        let signed = sign::sign(&self.subscription.secret, &envelope.id, timestamp, &body);
+        let id = envelope.id;
+        let (client, limits, url) = (
+            self.client.clone(),
+            self.settings.limits,
+            self.subscription.url.clone(),
+        );
+        Ok(async move {
+            let outcome = match signed {
+                Ok(signed) => {
+                    let started = Instant::now();
+                    let outcome = deliver::post(&client, &limits, &url, &signed, body).await;
+                    metrics::webhook_attempt(outcome.is_ok(), started.elapsed());
+                    outcome.map_err(|error| error.to_string())
+                }
+                Err(error) => Err(error),
+            };
+            Sent {
+                position: event.position,
+                id,
+                created_at: event.created_at,
+                outcome,
+            }
+        })
+    }
+
+    /// Records a failed delivery once nothing is in flight: the cursor written up to the events delivered before
+    /// it, and the subscription given up until its retry falls due.
+    async fn failed(
+        &self,
+        mut hold: Hold,
+        attempts: u32,
+        error: &str,
+    ) -> Result<(), crate::storage::StorageError> {
+        if !hold.flush().await? {
+            return self.lost();
+        }
+        let settings = &self.settings;
+        let retry_in = retry::backoff(
+            attempts,
+            settings.backoff_base,
+            settings.backoff_max,
+            retry::jitter(),
+        );
+        tracing::info!(subscription = %self.subscription.id, attempts,
+            retry_in_ms = retry_in.as_millis() as u64, "webhook delivery will be retried");
+        webhooks::failed(
+            &self.pool,
+            self.subscription.id,
+            self.instance,
+            error,
+            retry_in,
+            settings.retry_window,
+        )
+        .await
+    }
+
+    /// Stops for shutdown: waits for the requests in flight (each within its timeout), moves the cursor past what
+    /// they delivered, and gives the subscription up.
+    async fn stop(
+        &self,
+        mut window: Window,
+        mut sending: JoinSet<Sent>,
+        mut hold: Hold,
+    ) -> Result<(), crate::storage::StorageError> {
+        while let Some(sent) = sending.join_next().await {
+            if let Ok(sent) = sent {
+                window.finished(sent.position, sent.outcome.is_ok());
+            }
+        }
+        if let Some((position, count)) = window.take_delivered() {
+            hold.delivered(position, count);
+        }
+        hold.release().await
     }
 
     /// Waits, with no event left to send, for the hub to report new ones, writing the cursor meanwhile when that
