@@ -258,6 +258,10 @@ impl Delivery {
         let mut sending: JoinSet<Sent> = JoinSet::new();
         let mut attempts = u32::try_from(self.subscription.attempts).unwrap_or(0);
         let mut failure: Option<String> = None;
+        // Whether events may be readable past those read: a read that filled its page leaves more, and the hub says
+        // when new ones become readable. Reading only then keeps reads to one per page or wake-up, not one per
+        // answer.
+        let mut unread = true;
         loop {
             if self.stopping() {
                 return self.stop(window, sending, hold).await;
@@ -271,12 +275,12 @@ impl Delivery {
                 // Everything in flight has answered, and the cursor is past what was delivered before the failure.
                 return self.failed(hold, attempts + 1, error).await;
             }
-            // Read on while the window has room and nothing failed. Seen before reading: an event that becomes
+            // Read on while the window has room, something may be unread and nothing failed. Seen before reading: an event that becomes
             // readable during the read ends the wait below at once. The claim's bound serves the first read only:
             // the hub's own may have moved back since (after a database error, perhaps a failover, it starts
             // again from 0), and a held subscription must follow it.
             let room = BATCH - window.len() as i64;
-            if failure.is_none() && room > 0 {
+            if failure.is_none() && unread && room > 0 {
                 let floor = waiter.mark_seen().max(std::mem::take(&mut self.floor));
                 let events = webhooks::pending_events(
                     &self.pool,
@@ -286,6 +290,7 @@ impl Delivery {
                     room,
                 )
                 .await?;
+                unread = events.len() as i64 == room;
                 window.push(events);
             }
             if failure.is_none() {
@@ -298,7 +303,10 @@ impl Delivery {
             }
             if window.is_empty() {
                 match self.wait(&mut waiter, &mut hold).await? {
-                    Woken::Events => continue,
+                    Woken::Events => {
+                        unread = true;
+                        continue;
+                    }
                     Woken::Release => return hold.release().await,
                     Woken::Lost => return self.lost(),
                 }
@@ -331,7 +339,7 @@ impl Delivery {
                         hold.delivered(position, count);
                     }
                 }
-                () = waiter.changed(), if failure.is_none() && (window.len() as i64) < BATCH => {}
+                () = waiter.changed(), if failure.is_none() && !unread => unread = true,
                 () = write_due => hold.write_if_due(),
                 _ = self.shutdown.changed() => {}
             }
