@@ -32,9 +32,16 @@ as_postgres() {
 psql_=(psql -h 127.0.0.1 -p "$port" -U postgres -q -v ON_ERROR_STOP=1)
 stop() {
     as_postgres "$bin/pg_ctl -D $work/data stop -m fast" >/dev/null 2>&1 || true
+    # Processes under valgrind write their counts as they exit, after the server says it stopped.
+    sleep 3
     rm -rf "$work"
 }
 trap stop EXIT
+
+if pg_isready -h 127.0.0.1 -p "$port" >/dev/null 2>&1; then
+    echo "port $port is taken by another server; set PORT" >&2
+    exit 1
+fi
 
 as_postgres "$bin/initdb -D $work/data -A trust -U postgres" >/dev/null
 as_postgres "cd $work && nohup valgrind --tool=callgrind --trace-children=yes --callgrind-out-file=$work/cg.%p \

@@ -3,9 +3,9 @@
 --
 -- Postgres compiles a table's CHECK constraints afresh for every statement that writes the table (it reads each
 -- stored expression, plans it and builds its evaluator: `ExecRelCheck`), and evaluates all of them on every UPDATE,
--- whatever columns it sets. A deny wrote to tables holding 20 of them. Counted with callgrind on a Postgres backend,
--- the deny's write statement (rolled back, so without its commit) was 1,519,530 instructions; without any CHECK at
--- all 864,430. A domain's check is compiled once per backend and kept (the type cache), and is run only on a value
+-- whatever columns it sets. A deny wrote to tables holding 20 of them. Counted with callgrind on a Postgres backend
+-- (bench/postgres_instructions.sh), the deny's write statement (rolled back, so without its commit) was 1,474,831
+-- instructions; without any CHECK at all 820,712. A domain's check is compiled once per backend and kept (the type cache), and is run only on a value
 -- assigned to the column.
 --
 -- 1. One domain per single-column rule: a row can hold exactly what it could before.
@@ -13,7 +13,7 @@
 -- 3. The outbox's foreign key to `runs` goes: every event is written by a statement that holds its run's row
 --    (inserting, updating or locking it), so an event of a missing run cannot be written; the key's check cost each
 --    event a query on `runs`. Its `on delete cascade` is now the retention purge's own delete of the run's events.
--- With all three the statement is 920,128 instructions (-39 %).
+-- With all three the statement is 932,686 instructions (-37 %).
 --
 -- Not rolling: the columns' types change, so an earlier instance still running fails the statements it prepared
 -- before this migration ("cached plan must not change result type"). Stop every instance of an earlier version
