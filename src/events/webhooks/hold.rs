@@ -31,6 +31,14 @@ fn confirmed_within(lease: Duration) -> Duration {
     (lease / 4).min(Duration::from_secs(2))
 }
 
+/// Sleeps until `due` (a holder's [`Hold::write_due_at`]), or for ever when it is `None`.
+pub(super) async fn sleep_until(due: Option<tokio::time::Instant>) {
+    match due {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// What a write answers: whether this instance still held the subscription.
 type Write = JoinHandle<Result<bool, StorageError>>;
 

@@ -311,13 +311,7 @@ impl Delivery {
                     Woken::Lost => return self.lost(),
                 }
             }
-            let write_due = hold.write_due_at();
-            let write_due = async {
-                match write_due {
-                    Some(at) => tokio::time::sleep_until(at).await,
-                    None => std::future::pending().await,
-                }
-            };
+            let write_due = hold::sleep_until(hold.write_due_at());
             tokio::select! {
                 Some(sent) = sending.join_next() => {
                     // A request's task is never aborted while this runs, so it answered or panicked.
@@ -448,13 +442,7 @@ impl Delivery {
             {
                 return Ok(Woken::Release);
             }
-            let write_due = hold.write_due_at();
-            let write_due = async {
-                match write_due {
-                    Some(at) => tokio::time::sleep_until(at).await,
-                    None => std::future::pending().await,
-                }
-            };
+            let write_due = hold::sleep_until(hold.write_due_at());
             tokio::select! {
                 () = waiter.changed() => return Ok(Woken::Events),
                 () = tokio::time::sleep_until(until) => {}
