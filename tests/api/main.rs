@@ -20,6 +20,7 @@ mod ops;
 mod public_surface;
 mod registration;
 mod retention;
+mod schema_rules;
 mod spec_shape;
 mod support;
 mod tokens;
