@@ -526,6 +526,34 @@ async fn a_failure_among_requests_in_flight_sends_the_events_from_it_again_and_l
 }
 
 #[tokio::test]
+async fn an_instance_stopping_while_a_request_fails_records_the_failure_so_the_retry_keeps_its_backoff()
+ {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool.clone()).await;
+    let receiver = Receiver::start(|_| Reply::After(Duration::from_millis(300), 500)).await;
+    subscribe(&app, &receiver.url, None).await;
+    deny_runs(&app, 1).await;
+    let dispatcher = dispatch(&pool, settings());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while receiver.received().is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Stopped while the request is in flight: the instance waits for its answer, a failure, and records it.
+    drop(dispatcher);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let listed = loop {
+        let list = listed(&app).await;
+        if list[0]["attempts"] != 0 || Instant::now() > deadline {
+            break list;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(listed[0]["attempts"], 1, "{listed:?}");
+    assert_eq!(listed[0]["last_error"], "the receiver answered 500");
+    assert_eq!(listed[0]["backlog"], 2);
+}
+
+#[tokio::test]
 async fn a_subscription_kept_through_a_stream_has_its_cursor_written_and_is_given_up_once_quiet() {
     let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool.clone()).await;

@@ -21,8 +21,11 @@ pub mod ssrf;
 pub mod subscription;
 mod window;
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use futures_util::FutureExt;
 
 use crate::storage::Database;
 use tokio::sync::{Notify, Semaphore, watch};
@@ -264,7 +267,7 @@ impl Delivery {
         let mut unread = true;
         loop {
             if self.stopping() {
-                return self.stop(window, sending, hold).await;
+                return self.stop(window, sending, hold, failure, attempts).await;
             }
             if !hold.check().await? {
                 return self.lost();
@@ -335,6 +338,9 @@ impl Delivery {
                 }
                 () = waiter.changed(), if failure.is_none() && !unread => unread = true,
                 () = write_due => hold.write_if_due(),
+                held = hold.written() => if !held? {
+                    return self.lost();
+                },
                 _ = self.shutdown.changed() => {}
             }
         }
@@ -358,15 +364,22 @@ impl Delivery {
             self.subscription.url.clone(),
         );
         Ok(async move {
-            let outcome = match signed {
-                Ok(signed) => {
-                    let started = Instant::now();
-                    let outcome = deliver::post(&client, &limits, &url, &signed, body).await;
-                    metrics::webhook_attempt(outcome.is_ok(), started.elapsed());
-                    outcome.map_err(|error| error.to_string())
+            let request = async {
+                match signed {
+                    Ok(signed) => {
+                        let started = Instant::now();
+                        let outcome = deliver::post(&client, &limits, &url, &signed, body).await;
+                        metrics::webhook_attempt(outcome.is_ok(), started.elapsed());
+                        outcome.map_err(|error| error.to_string())
+                    }
+                    Err(error) => Err(error),
                 }
-                Err(error) => Err(error),
             };
+            // A request that panicked failed like any other: the delivery goes on to record it and retry.
+            let outcome = AssertUnwindSafe(request)
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|_| Err("the request failed inside the service".to_owned()));
             Sent {
                 position: event.position,
                 id,
@@ -408,22 +421,32 @@ impl Delivery {
     }
 
     /// Stops for shutdown: waits for the requests in flight (each within its timeout), moves the cursor past what
-    /// they delivered, and gives the subscription up.
+    /// they delivered, and gives the subscription up, recording a failure if one came (so that its retry keeps its
+    /// backoff).
     async fn stop(
         &self,
         mut window: Window,
         mut sending: JoinSet<Sent>,
         mut hold: Hold,
+        mut failure: Option<String>,
+        mut attempts: u32,
     ) -> Result<(), crate::storage::StorageError> {
         while let Some(sent) = sending.join_next().await {
             if let Ok(sent) = sent {
                 window.finished(sent.position, sent.outcome.is_ok());
+                if let Err(error) = sent.outcome {
+                    failure.get_or_insert(error);
+                }
             }
         }
         if let Some((position, count)) = window.take_delivered() {
+            attempts = 0;
             hold.delivered(position, count);
         }
-        hold.release().await
+        match failure {
+            Some(error) => self.failed(hold, attempts + 1, &error).await,
+            None => hold.release().await,
+        }
     }
 
     /// Waits, with no event left to send, for the hub to report new ones, writing the cursor meanwhile when that

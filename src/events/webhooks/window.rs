@@ -5,8 +5,10 @@
 //! one slow answer does not hold up every event behind it; but never two events of one run, so each run's events
 //! arrive in order (DESIGN.md §10). An event whose run has one in flight waits, and so does every later event of
 //! that run; later events of other runs may go ahead of it. The cursor moves only past events that were delivered
-//! together with every event before them, so an instance that stops or dies sends again from the first event not
-//! delivered (at least once; `webhook-id` is stable).
+//! together with every event before them, so an instance that stops or dies, or a failure, sends again from the
+//! first event not delivered (at least once; `webhook-id` is stable). Events of other runs delivered after that one
+//! are sent again too, so a repeat may come after a later event of its run; the first arrivals of a run's events are
+//! in order, and receivers deduplicate by `webhook-id`.
 
 use std::collections::{HashSet, VecDeque};
 
