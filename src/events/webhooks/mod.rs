@@ -278,10 +278,10 @@ impl Delivery {
                 // Everything in flight has answered, and the cursor is past what was delivered before the failure.
                 return self.failed(hold, attempts + 1, error).await;
             }
-            // Read on while the window has room, something may be unread and nothing failed. Seen before reading: an event that becomes
-            // readable during the read ends the wait below at once. The claim's bound serves the first read only:
-            // the hub's own may have moved back since (after a database error, perhaps a failover, it starts
-            // again from 0), and a held subscription must follow it.
+            // Read on while the window has room, something may be unread and nothing failed. Seen before reading:
+            // an event that becomes readable during the read ends the wait below at once. The claim's bound serves
+            // the first read only: the hub's own may have moved back since (after a database error, perhaps a
+            // failover, it starts again from 0), and a held subscription must follow it.
             let room = BATCH - window.len() as i64;
             if failure.is_none() && unread && room > 0 {
                 let floor = waiter.mark_seen().max(std::mem::take(&mut self.floor));
@@ -317,24 +317,7 @@ impl Delivery {
             let write_due = hold::sleep_until(hold.write_due_at());
             tokio::select! {
                 Some(sent) = sending.join_next() => {
-                    // A request's task is never aborted while this runs, so it answered or panicked.
-                    let sent = sent.unwrap_or_else(|error| std::panic::resume_unwind(error.into_panic()));
-                    window.finished(sent.position, sent.outcome.is_ok());
-                    match sent.outcome {
-                        Ok(()) => {
-                            let lag = (chrono::Utc::now() - sent.created_at).to_std().unwrap_or_default();
-                            metrics::webhook_delivered(lag);
-                        }
-                        Err(error) => {
-                            tracing::info!(subscription = %self.subscription.id, event = %sent.id, error = %error,
-                                "webhook delivery failed");
-                            failure.get_or_insert(error);
-                        }
-                    }
-                    if let Some((position, count)) = window.take_delivered() {
-                        attempts = 0;
-                        hold.delivered(position, count);
-                    }
+                    self.answered(sent, &mut window, &mut hold, &mut failure, &mut attempts);
                 }
                 () = waiter.changed(), if failure.is_none() && !unread => unread = true,
                 () = write_due => hold.write_if_due(),
@@ -389,6 +372,38 @@ impl Delivery {
         })
     }
 
+    /// Takes in one request's answer: the window, the metrics or the log, the first failure kept, and the cursor
+    /// moved past what is now delivered with everything before it (which also clears the attempts of a retry).
+    fn answered(
+        &self,
+        sent: Result<Sent, tokio::task::JoinError>,
+        window: &mut Window,
+        hold: &mut Hold,
+        failure: &mut Option<String>,
+        attempts: &mut u32,
+    ) {
+        // A request's task is never aborted and catches its own panics (`send`), so it always answers.
+        let sent = sent.unwrap_or_else(|error| std::panic::resume_unwind(error.into_panic()));
+        window.finished(sent.position, sent.outcome.is_ok());
+        match sent.outcome {
+            Ok(()) => {
+                let lag = (chrono::Utc::now() - sent.created_at)
+                    .to_std()
+                    .unwrap_or_default();
+                metrics::webhook_delivered(lag);
+            }
+            Err(error) => {
+                tracing::info!(subscription = %self.subscription.id, event = %sent.id, error = %error,
+                    "webhook delivery failed");
+                failure.get_or_insert(error);
+            }
+        }
+        if let Some((position, count)) = window.take_delivered() {
+            *attempts = 0;
+            hold.delivered(position, count);
+        }
+    }
+
     /// Records a failed delivery once nothing is in flight: the cursor written up to the events delivered before
     /// it, and the subscription given up until its retry falls due.
     async fn failed(
@@ -432,16 +447,7 @@ impl Delivery {
         mut attempts: u32,
     ) -> Result<(), crate::storage::StorageError> {
         while let Some(sent) = sending.join_next().await {
-            if let Ok(sent) = sent {
-                window.finished(sent.position, sent.outcome.is_ok());
-                if let Err(error) = sent.outcome {
-                    failure.get_or_insert(error);
-                }
-            }
-        }
-        if let Some((position, count)) = window.take_delivered() {
-            attempts = 0;
-            hold.delivered(position, count);
+            self.answered(sent, &mut window, &mut hold, &mut failure, &mut attempts);
         }
         match failure {
             Some(error) => self.failed(hold, attempts + 1, &error).await,
