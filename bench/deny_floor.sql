@@ -34,14 +34,9 @@ left join backend_users u on u.tenant = r.tenant and u.uid = :uid
 left join approval_events e on e.run_id = r.id and e.turn_index = r.turn_index
 left join turn_expiries x on x.run_id = r.id and x.turn_index = r.turn_index
 left join lateral (
-    select array_agg(k.turn_index) as call_turn_index, array_agg(k.position::integer) as call_position,
-           array_agg(k.call_id) as call_call_id, array_agg(k.tool::text) as call_tool,
-           array_agg(k.arguments) as call_arguments, array_agg(k.arguments_sealed) as call_arguments_sealed,
-           array_agg(k.effect::text) as call_effect, array_agg(k.started_at) as call_started_at,
-           array_agg(k.outcome::text) as call_outcome, array_agg(k.is_error) as call_is_error,
-           array_agg(k.content) as call_content, array_agg(k.content_sealed) as call_content_sealed,
-           array_agg(k.finished_at) as call_finished_at, array_agg(k.edited_arguments) as call_edited_arguments,
-           array_agg(k.edited_arguments_sealed) as call_edited_arguments_sealed
+    select array_agg(row(k.turn_index, k.position::integer, k.call_id, k.tool::text, k.arguments, k.arguments_sealed,
+                         k.effect::text, k.started_at, k.outcome::text, k.is_error, k.content, k.content_sealed,
+                         k.finished_at, k.edited_arguments, k.edited_arguments_sealed)) as call_records
     from turn_calls k
     where k.run_id = r.id and k.turn_index <= r.turn_index and (k.turn_index = r.turn_index or k.outcome is not null)
 ) c on true;
@@ -62,15 +57,12 @@ with resumed as (
                              privacy_level, arguments_bytes, result_bytes, arguments, result,
                              started_at, finished_at)
     select md5('floor' || :n)::uuid, :turn, e.position, e.call_id, e.tool, e.outcome, e.is_error, e.decided_by,
-           e.privacy_level, e.arguments_bytes, e.result_bytes, e.arguments, e.result, c.started_at,
-           coalesce(s.finished_at, c.finished_at)
+           e.privacy_level, e.arguments_bytes, e.result_bytes, e.arguments, e.result, null, now()
     from unnest(array[0]::int[], array[:callid]::text[], array[:tool]::text[], array['denied']::text[],
                 array[true]::bool[], array['run_owner']::text[], array['metadata']::text[],
                 array[:argbytes]::int[], array[:resbytes]::int[], array[null]::text[], array[null]::text[])
          as e(position, call_id, tool, outcome, is_error, decided_by, privacy_level,
               arguments_bytes, result_bytes, arguments, result)
-    join turn_calls c on c.run_id = md5('floor' || :n)::uuid and c.turn_index = :turn and c.position = e.position
-    left join stored s on s.position = e.position
     cross join resumed
 ), outboxed as (
     insert into events (tenant, run_id, type, data)

@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
-# Instructions Postgres spends on one deny's write statement (the second statement of bench/deny_floor.sql), counted
-# by callgrind on a private cluster, for the schema after each migration given (BENCHMARKS.md, "Checks as domains").
-# Instruction counts, unlike seconds, repeat from run to run whatever else the machine is doing.
+# Instructions Postgres spends on a deny, counted by callgrind on a private cluster (BENCHMARKS.md, "Checks as
+# domains" and "Postgres's work per deny"). Instruction counts, unlike seconds, repeat from run to run whatever else
+# the machine is doing.
 #
-#   bash bench/postgres_instructions.sh                 schemas through 0009 and through 0010, and 0009 without any CHECK
-#   bash bench/postgres_instructions.sh 0008 0010       schemas through the migrations named
+#   bash bench/postgres_instructions.sh                 the write statement, schemas through 0009 and through 0010,
+#                                                       and 0009 without any CHECK
+#   bash bench/postgres_instructions.sh 0008 0010       the write statement, schemas through the migrations named
+#   bash bench/postgres_instructions.sh deny            whole denies, committed, on the newest schema: the naive
+#                                                       floor's transaction (bench/deny_floor_naive.sql) beside the
+#                                                       service's read, its write, and both (bench/deny_floor.sql)
 #
-# Each schema gets one waiting run with one call; the statement decides it inside a transaction that is rolled back
-# (so the figure holds no commit), through pgbench -M prepared on one connection, 100 and then 600 times on fresh
-# connections; the difference over 500 is the cost of one statement without the connection's start.
-# Needs: valgrind, pgbench and the server binaries of PostgreSQL (Debian: postgresql-15). Takes about two minutes;
+# Schema mode: each schema gets one waiting run with one call; the write statement decides it inside a transaction
+# that is rolled back (so the figure holds no commit). Deny mode: 3,000 waiting runs with one call and a
+# 10-message transcript, copied into the naive floor's tables as the harness does (benches/decisions/floor.rs);
+# each transaction decides a fresh run and commits (synchronous_commit off: the commit's work is counted, the wait
+# for the disk is not). Either way each file runs through pgbench -M prepared on one connection, 100 and then 600
+# times on fresh connections; the difference over 500 is the cost of one transaction without the connection's
+# start. In deny mode one file is run first and not reported: the first connections of a new database cost more.
+# Needs: valgrind, pgbench and the server binaries of PostgreSQL (Debian: postgresql-15). Takes one to three minutes;
 # the cluster lives in a temporary directory on PORT (5499) and is removed at the end.
 set -euo pipefail
 
@@ -52,8 +60,103 @@ for _ in $(seq 1 120); do
     sleep 1
 done
 
-run_id=00000000-0000-0000-0000-000000000001
 digest=$(printf 'a%.0s' $(seq 1 64))
+key_hash="\\x$(printf '%064d' 1)"
+content='Error: approval_denied (decided_by: run_owner).'
+# The variables of the floor files, as the harness gives them (benches/decisions/floor.rs); -c 1, so n = base + i.
+variables=(-D nc=1 -D i=0 -D keyhash="$key_hash" -D scope=decisions:write -D tenant=default -D turn=0
+    -D digest="$digest" -D client=bench -D content="$content" -D callid=call_r_0 -D tool=write_file -D argbytes=2
+    -D resbytes=${#content} -D payload='{}'
+    -D toolmessage="{\"role\":\"tool\",\"tool_call_id\":\"call_r_0\",\"content\":\"$content\"}")
+
+# The callgrind total of the backend that served one pgbench run of `count` transactions of `file` from run `base`.
+backend_instructions() {
+    local database=$1 file=$2 base=$3 count=$4 before after backend
+    before=$(ls "$work"/cg.* 2>/dev/null | sort || true)
+    if ! pgbench -n -M prepared -c 1 -t "$count" -D base="$base" "${variables[@]}" -f "$file" \
+        -h 127.0.0.1 -p "$port" -U postgres "$database" > "$work/pgbench.out" 2>&1 \
+        || ! grep -q "failed transactions: 0 " "$work/pgbench.out"; then
+        echo "pgbench failed on $file:" >&2
+        cat "$work/pgbench.out" >&2
+        exit 1
+    fi
+    sleep 2
+    after=$(ls "$work"/cg.* | sort)
+    # pgbench opens a connection of its own before its clients'; the client's backend is the one that ran most.
+    backend=$(for file in $(comm -13 <(echo "$before") <(echo "$after")); do
+        sed -n 's/^summary: //p' "$file"
+    done | sort -n | tail -1)
+    echo "$backend"
+}
+
+# Instructions per transaction of `file`, from runs `base` on (700 of them).
+per_transaction() {
+    local database=$1 file=$2 base=$3 small large
+    small=$(backend_instructions "$database" "$file" "$base" 100)
+    large=$(backend_instructions "$database" "$file" $((base + 100)) 600)
+    echo $(( (large - small) / 500 ))
+}
+
+migrate() {
+    local database=$1 last=$2 migration number
+    "${psql_[@]}" -c "create database $database"
+    for migration in "$root"/migrations/*.sql; do
+        number=$(basename "$migration" | cut -c1-4)
+        [ "$number" \> "$last" ] && break
+        "${psql_[@]}" -d "$database" -f "$migration" >/dev/null
+    done
+}
+
+if [ "${schemas[0]}" = deny ]; then
+    database=deny
+    migrate "$database" 9999
+    messages=$(python3 -c '
+import json
+m = [{"role": "system", "content": "s" * 150}, {"role": "user", "content": "u" * 90}]
+m += [{"role": "assistant", "content": "a" * 120}] * 7
+m.append({"role": "assistant", "content": None, "tool_calls": [{"id": "call_r_0", "type": "function",
+          "function": {"name": "write_file", "arguments": "{}"}}]})
+print(json.dumps(m, separators=(",", ":")))')
+    "${psql_[@]}" -d "$database" <<SQL
+insert into api_clients (name, tenant, key_hash, key_prefix, scopes)
+values ('bench', 'default', '$key_hash', 'ar_bench', array['decisions:write']);
+insert into backend_users (tenant, uid, username, is_admin, can_approve_others, disabled)
+select 'default', uid, 'user' || uid, false, false, false from generate_series(1, 100) uid;
+insert into runs (id, tenant, owner_uid, status, privacy_level, require_second_approver, registration_hash, tools,
+                  messages, turn_index, turn_digest)
+select md5('floor' || n)::uuid, 'default', n % 100 + 1, 'waiting_for_approval', 'metadata', false, '\\x00', '[]',
+       \$messages\$$messages\$messages\$, 0, '$digest'
+from generate_series(1, 3000) n;
+insert into turn_calls (run_id, turn_index, position, call_id, tool, arguments, effect)
+select md5('floor' || n)::uuid, 0, 0, 'call_r_0', 'write_file', '{}', 'write' from generate_series(1, 3000) n;
+create schema naive;
+create table naive.runs (like public.runs including all);
+create table naive.approval_events (like public.approval_events including all);
+create table naive.tool_events (like public.tool_events including all);
+alter table naive.runs alter column messages type text;
+insert into naive.runs select * from public.runs;
+alter table naive.runs alter column messages type jsonb using messages::jsonb;
+alter table naive.approval_events add constraint approval_events_run_id_fkey
+    foreign key (run_id) references naive.runs (id) on delete cascade;
+alter table naive.tool_events add constraint tool_events_run_id_fkey
+    foreign key (run_id) references naive.runs (id) on delete cascade;
+vacuum analyze;
+SQL
+    # The service's two statements on their own, each with the floor file's variables.
+    awk '/^with resumed as/ { exit } { print }' bench/deny_floor.sql > "$work/read.sql"
+    { grep '^\\set' bench/deny_floor.sql; awk '/^with resumed as/,0' bench/deny_floor.sql; } > "$work/write.sql"
+    per_transaction "$database" bench/deny_floor.sql 1 > /dev/null
+    printf '| transaction (committed) | Postgres instructions per deny |\n|---|---:|\n'
+    printf '| naive floor (`bench/deny_floor_naive.sql`) | %s |\n' \
+        "$(per_transaction "$database" bench/deny_floor_naive.sql 701)"
+    printf '| the service: its read | %s |\n' "$(per_transaction "$database" "$work/read.sql" 701)"
+    printf '| the service: its write | %s |\n' "$(per_transaction "$database" "$work/write.sql" 1401)"
+    printf '| the service: both (`bench/deny_floor.sql`) | %s |\n' \
+        "$(per_transaction "$database" bench/deny_floor.sql 2101)"
+    exit 0
+fi
+
+run_id=00000000-0000-0000-0000-000000000001
 statement="$work/write.sql"
 {
     echo '\set uid 1'
@@ -62,29 +165,11 @@ statement="$work/write.sql"
     echo 'rollback;'
 } > "$statement"
 
-# The callgrind total of the backend that served one pgbench run of `count` transactions.
-backend_instructions() {
-    local database=$1 count=$2 before after file
-    before=$(ls "$work"/cg.* 2>/dev/null | sort || true)
-    pgbench -n -M prepared -c 1 -t "$count" -D turn=0 -D content=denied -D callid=call_r_0 -D tool=write_file \
-        -D argbytes=2 -D resbytes=6 -D digest="$digest" -D client=bench -D payload='{}' \
-        -f "$statement" -h 127.0.0.1 -p "$port" -U postgres "$database" >/dev/null
-    sleep 2
-    after=$(ls "$work"/cg.* | sort)
-    file=$(comm -13 <(echo "$before") <(echo "$after") | tail -1)
-    sed -n 's/^summary: //p' "$file"
-}
-
 printf '| schema | instructions per write statement |\n|---|---:|\n'
 for schema in "${schemas[@]}"; do
     database="s_${schema//-/_}"
     last=${schema%%-*}
-    "${psql_[@]}" -c "create database $database"
-    for migration in "$root"/migrations/*.sql; do
-        number=$(basename "$migration" | cut -c1-4)
-        [ "$number" \> "$last" ] && break
-        "${psql_[@]}" -d "$database" -f "$migration" >/dev/null
-    done
+    migrate "$database" "$last"
     if [ "$schema" != "$last" ]; then
         "${psql_[@]}" -d "$database" -At -c "select format('alter table %s drop constraint %I;', conrelid::regclass,
             conname) from pg_constraint where contype = 'c' and conrelid <> 0" | "${psql_[@]}" -d "$database"
@@ -95,7 +180,5 @@ for schema in "${schemas[@]}"; do
         values ('$run_id', 'default', 1, 'waiting_for_approval', 'metadata', false, '\\x00', '[]', '[]', 0, '$digest');
         insert into turn_calls (run_id, turn_index, position, call_id, tool, arguments, effect)
         values ('$run_id', 0, 0, 'call_r_0', 'write_file', '{}', 'write');"
-    small=$(backend_instructions "$database" 100)
-    large=$(backend_instructions "$database" 600)
-    printf '| through %s | %s |\n' "$schema" "$(( (large - small) / 500 ))"
+    printf '| through %s | %s |\n' "$schema" "$(per_transaction "$database" "$statement" 1)"
 done

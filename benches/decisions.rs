@@ -161,7 +161,7 @@ impl Bench {
             Stop::Count(count) => count,
             // Enough for the warm-up's rate and then some; a phase that runs out says so in the table.
             Stop::After(duration) => {
-                (warmed.rate() * duration.as_secs_f64() * 1.6) as usize + clients * 20 + 100
+                (warmed.rate() * duration.as_secs_f64() * 2.5) as usize + clients * 20 + 100
             }
         };
         let targets = Arc::new(self.api.register_runs(count, shape, 16).await?);

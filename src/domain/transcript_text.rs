@@ -41,21 +41,20 @@ impl TranscriptText {
     /// by `jsonb`): it is parsed and written again, once, so that every answer renders it the same way. Otherwise
     /// only its outline is checked, an array: the text is the service's own (and a sealed one is authenticated), and
     /// checking every message would cost a scan of the whole text per read, which is what splicing saves.
-    pub fn from_stored(text: String, reformat: bool) -> Result<Self, NotATranscript> {
+    /// `text` is UTF-8: a `String`'s bytes, or a Postgres text value's (`storage::row_text`).
+    pub fn from_stored(text: Bytes, reformat: bool) -> Result<Self, NotATranscript> {
         if reformat {
             let messages: Vec<Value> =
-                serde_json::from_str(&text).map_err(|error| NotATranscript(error.to_string()))?;
+                serde_json::from_slice(&text).map_err(|error| NotATranscript(error.to_string()))?;
             return Ok(Self::of(&messages));
         }
-        if !(text.len() >= 2 && text.starts_with('[') && text.ends_with(']')) {
+        if !(text.len() >= 2 && text.starts_with(b"[") && text.ends_with(b"]")) {
             return Err(NotATranscript(format!(
                 "{} bytes that are not an array",
                 text.len()
             )));
         }
-        Ok(TranscriptText {
-            text: Bytes::from(text),
-        })
+        Ok(TranscriptText { text })
     }
 
     /// The transcript of messages the service holds as values (a registration, a test).
@@ -191,9 +190,9 @@ mod tests {
     fn a_jsonb_text_is_brought_to_the_canonical_form_when_marked() {
         let messages = turn("c1");
         let spaced = r#"[{"role": "user", "content": "hi"}, {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "x", "arguments": "{}"}}]}]"#;
-        let read = TranscriptText::from_stored(spaced.to_owned(), true).unwrap();
+        let read = TranscriptText::from_stored(Bytes::from(spaced.to_owned()), true).unwrap();
         assert_eq!(read, TranscriptText::of(&messages));
-        let unmarked = TranscriptText::from_stored(spaced.to_owned(), false).unwrap();
+        let unmarked = TranscriptText::from_stored(Bytes::from(spaced.to_owned()), false).unwrap();
         assert_ne!(unmarked, read, "an unmarked text is kept byte for byte");
     }
 
@@ -201,7 +200,7 @@ mod tests {
     fn a_stored_text_that_is_not_an_array_is_refused() {
         for text in ["{}", "[{}", "\"x\"", "]", ""] {
             assert!(
-                TranscriptText::from_stored(text.to_owned(), false).is_err(),
+                TranscriptText::from_stored(Bytes::from(text.to_owned()), false).is_err(),
                 "{text}"
             );
         }

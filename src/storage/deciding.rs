@@ -75,7 +75,7 @@ pub async fn lock_run(
     .bind(decider_uid)
     .fetch_optional(&mut *conn)
     .await?;
-    let Some(mut locked) = row.map(|row| run_for_decision(sealer, &row)).transpose()? else {
+    let Some(mut locked) = row.map(|row| run_for_decision(sealer, row)).transpose()? else {
         return Ok(None);
     };
     runs::release_buffers(&mut *conn, locked.transcript.text_len());
@@ -98,10 +98,11 @@ pub async fn lock_run(
     Ok(Some(locked))
 }
 
-/// The decision facts of a row of [`lock_run`]'s statement (or of the snapshot's, which has the same columns).
+/// The decision facts of a row of [`lock_run`]'s statement (or of the snapshot's, which has the same columns). The
+/// row is consumed: its transcript is kept in the row's own buffer (`runs::open_transcript`).
 pub(super) fn run_for_decision(
     sealer: &Sealer,
-    row: &PgRow,
+    row: PgRow,
 ) -> Result<RunForDecision, StorageError> {
     let decider = if row.try_get("decider_found")? {
         Some(DeciderFacts {
@@ -127,24 +128,20 @@ pub(super) fn run_for_decision(
         }),
         None => None,
     };
-    let run = RunRow::from_row(row)?;
-    let clear: Option<String> = row.try_get("messages")?;
-    let sealed: Option<Vec<u8>> = row.try_get("messages_sealed")?;
-    let transcript = runs::open_transcript(
-        sealer,
-        run.id,
-        clear,
-        sealed.as_deref(),
-        row.try_get("messages_from_jsonb")?,
-    )?;
+    let run = RunRow::from_row(&row)?;
+    let approvable_tools = row.try_get("approvable_tools")?;
+    let past_expiry = row.try_get("past_expiry")?;
+    let expired = row.try_get("expired")?;
+    // Last: the transcript keeps the row (its buffer) instead of copying the text out of it.
+    let transcript = runs::open_transcript(sealer, run.id, row)?;
     Ok(RunForDecision {
         run,
         decider,
-        approvable_tools: row.try_get("approvable_tools")?,
+        approvable_tools,
         decision,
         transcript,
-        past_expiry: row.try_get("past_expiry")?,
-        expired: row.try_get("expired")?,
+        past_expiry,
+        expired,
     })
 }
 
@@ -203,6 +200,29 @@ pub struct ClosingTurn<'a> {
     pub resumed_event: &'a EventData,
 }
 
+/// The call times of each tool event in [`close_turn_ctes`] (`select`), and what they are read from (`join`).
+/// `CALL_TIMES_STORED` reads them from the calls as stored (a call may have started before; its result may be stored
+/// now, by `stored`, or earlier). `CALL_TIMES_NEVER_STARTED` is for a turn still waiting (a deny): none of its calls
+/// was ever sent (a turn's calls are new rows when it starts waiting, `runs::append_turn`), and `stored` gives each
+/// its result now, so the times are known without reading the calls again; that read cost Postgres 7 % of the
+/// deny's write (`bench/postgres_instructions.sh`).
+macro_rules! call_times {
+    (CALL_TIMES_STORED, select) => {
+        "c.started_at, coalesce(s.finished_at, c.finished_at)"
+    };
+    (CALL_TIMES_STORED, join) => {
+        "
+        join turn_calls c on c.run_id = $1 and c.turn_index = $2 and c.position = e.position
+        left join stored s on s.position = e.position"
+    };
+    (CALL_TIMES_NEVER_STARTED, select) => {
+        "null, now()"
+    };
+    (CALL_TIMES_NEVER_STARTED, join) => {
+        ""
+    };
+}
+
 /// The common-table expressions that close a turn, over the parameters `$1` to `$21` bound by [`bind_closing`]:
 /// move the run to `resumed` ending any lease, store the results, write the tool events (with the times of the calls
 /// as just stored), and write the `run.resumed` event (`run.expired` for [`CLOSE_EXPIRED_TURN`]) in the outbox.
@@ -216,6 +236,9 @@ pub struct ClosingTurn<'a> {
 /// because the statement's own select reads `resumed` first and Postgres runs unreferenced expressions last.
 macro_rules! close_turn_ctes {
     ($event_type:literal, $moves:expr, $stores:literal) => {
+        close_turn_ctes!($event_type, $moves, $stores, CALL_TIMES_STORED)
+    };
+    ($event_type:literal, $moves:expr, $stores:literal, $call_times:ident) => {
         concat!(
             "
     resumed as (
@@ -239,13 +262,15 @@ macro_rules! close_turn_ctes {
                                  arguments_sealed, result_sealed, started_at, finished_at)
         select $1, $2, e.position, e.call_id, e.tool, e.outcome, e.is_error, e.decided_by, e.privacy_level,
                e.arguments_bytes, e.result_bytes, e.arguments, e.result, e.arguments_sealed, e.result_sealed,
-               c.started_at, coalesce(s.finished_at, c.finished_at)
+               ",
+            call_times!($call_times, select),
+            "
         from unnest($7::int[], $8::text[], $9::text[], $10::text[], $11::bool[], $12::text[], $13::text[],
                     $14::int[], $15::int[], $16::text[], $17::text[], $20::bytea[], $21::bytea[])
              as e(position, call_id, tool, outcome, is_error, decided_by, privacy_level,
-                  arguments_bytes, result_bytes, arguments, result, arguments_sealed, result_sealed)
-        join turn_calls c on c.run_id = $1 and c.turn_index = $2 and c.position = e.position
-        left join stored s on s.position = e.position
+                  arguments_bytes, result_bytes, arguments, result, arguments_sealed, result_sealed)",
+            call_times!($call_times, join),
+            "
         cross join resumed
     ), outboxed as (
         insert into events (tenant, run_id, type, data)
@@ -286,7 +311,8 @@ macro_rules! still_waiting {
 const CLOSE_WAITING_TURN: &str = close_turn_ctes!(
     "run.resumed",
     still_waiting!(),
-    " and exists (select from resumed)"
+    " and exists (select from resumed)",
+    CALL_TIMES_NEVER_STARTED
 );
 
 /// Closes a turn whose results are all stored (the approve path, after its executors ran).

@@ -13,6 +13,7 @@ pub mod hosts;
 pub mod primary;
 pub mod rekeying;
 pub mod retention;
+mod row_text;
 pub mod run_snapshot;
 pub mod runs;
 pub mod sealed;

@@ -1,13 +1,15 @@
 //! Runs, their working transcripts and the pending calls of each turn.
 
+use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
+use sqlx::postgres::PgRow;
 use sqlx::types::Json;
-use sqlx::{Connection, PgConnection, PgExecutor};
+use sqlx::{Connection, PgConnection, PgExecutor, Row as _};
 use uuid::Uuid;
 
 use super::sealed::{self, Column, Row};
-use super::{StorageError, sql};
+use super::{StorageError, row_text, sql};
 use crate::domain::tokens::{Effect, Outcome, PrivacyLevel, RunStatus};
 use crate::domain::transcript::PendingCall;
 use crate::domain::transcript_text::TranscriptText;
@@ -352,13 +354,12 @@ pub async fn messages(
     sealer: &Sealer,
     id: Uuid,
 ) -> Result<TranscriptText, StorageError> {
-    let (clear, sealed, from_jsonb) = sql::query_as::<(Option<String>, Option<Vec<u8>>, bool)>(
-        "select messages, messages_sealed, messages_from_jsonb from runs where id = $1",
-    )
-    .bind(id)
-    .fetch_one(&mut *conn)
-    .await?;
-    let transcript = open_transcript(sealer, id, clear, sealed.as_deref(), from_jsonb)?;
+    let row =
+        sql::query("select messages, messages_sealed, messages_from_jsonb from runs where id = $1")
+            .bind(id)
+            .fetch_one(&mut *conn)
+            .await?;
+    let transcript = open_transcript(sealer, id, row)?;
     release_buffers(conn, transcript.text_len());
     Ok(transcript)
 }
@@ -382,15 +383,34 @@ fn seal_transcript(sealer: &Sealer, run_id: Uuid, text: &str) -> sealed::Stored 
     sealed::seal(sealer, Column::Transcript, Row::run(run_id), text)
 }
 
-/// The transcript from its clear JSON text or its sealed one; `from_jsonb` is the row's `messages_from_jsonb`.
+/// The transcript of a row with the columns `messages`, `messages_sealed` and `messages_from_jsonb`: its clear JSON
+/// text, kept in the row's own buffer (`row_text`), or its sealed one opened. The row is consumed: read everything
+/// else from it first.
 pub(super) fn open_transcript(
     sealer: &Sealer,
     run_id: Uuid,
-    clear: Option<String>,
-    sealed: Option<&[u8]>,
-    from_jsonb: bool,
+    row: PgRow,
 ) -> Result<TranscriptText, StorageError> {
-    let text = sealed::open_required(sealer, Column::Transcript, Row::run(run_id), clear, sealed)?;
+    let from_jsonb: bool = row.try_get("messages_from_jsonb")?;
+    let sealed: Option<&[u8]> = row.try_get("messages_sealed")?;
+    let text = match sealed {
+        Some(sealed) => {
+            let opened = sealed::open_required(
+                sealer,
+                Column::Transcript,
+                Row::run(run_id),
+                None,
+                Some(sealed),
+            )?;
+            Bytes::from(opened)
+        }
+        None => row_text::text_of(row, "messages")?.ok_or_else(|| {
+            StorageError::Corrupt(format!(
+                "{} of run {run_id} is neither clear nor sealed",
+                Column::Transcript.as_str()
+            ))
+        })?,
+    };
     TranscriptText::from_stored(text, from_jsonb)
         .map_err(|error| StorageError::Corrupt(format!("run {run_id}: {error}")))
 }
