@@ -684,6 +684,41 @@ async fn a_decision_on_a_cancelled_run_is_not_awaiting_approval() {
     );
 }
 
+#[tokio::test]
+async fn a_denied_calls_tool_event_was_never_started_and_finished_when_its_result_was_stored() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool).await;
+    let (id, digest) = owned_run(&app).await;
+    let answer = app.decide(id, false, Some(OWNER), &digest).await;
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
+    // The deny's statement writes the times itself rather than reading them back from the calls: they must be
+    // what the calls hold.
+    type Times = (
+        i32,
+        Option<chrono::DateTime<chrono::Utc>>,
+        Option<chrono::DateTime<chrono::Utc>>,
+    );
+    let read = |table: &'static str| {
+        let pool = app.pool.clone();
+        async move {
+            sqlx::query_as::<_, Times>(sqlx::AssertSqlSafe(format!(
+                "select position::integer, started_at, finished_at from {table} where run_id = $1 order by position"
+            )))
+            .bind(id)
+            .fetch_all(&pool)
+            .await
+            .unwrap()
+        }
+    };
+    let (events, calls) = (read("tool_events").await, read("turn_calls").await);
+    assert_eq!(events.len(), 2, "one tool event per call");
+    assert_eq!(events, calls);
+    for (position, started_at, finished_at) in events {
+        assert_eq!(started_at, None, "call {position} was never sent");
+        assert!(finished_at.is_some(), "call {position} has its result");
+    }
+}
+
 // --- Approval without executors ---
 
 #[tokio::test]
