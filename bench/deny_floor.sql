@@ -2,7 +2,7 @@
 -- (no HTTP, no JSON, no Rust). Run by `bash bench/run.sh` through pgbench (-M prepared, as sqlx prepares and caches
 -- every statement). Two round trips and no transaction block, copied from:
 --   src/storage/run_snapshot.rs  the run read without its lock, the API key's client, the decider, the turn's
---                                decision and expiry, and the calls through the turn (one array per column), in one
+--                                decision and expiry, and the calls through the turn (one array of records), in one
 --                                statement
 --   src/storage/deciding.rs      record_denial: the run moved on only while it still waits on the turn read, then the
 --                                results, tool events, the decision and the run.resumed event in the outbox, in one

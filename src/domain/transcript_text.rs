@@ -71,8 +71,16 @@ impl TranscriptText {
 
     /// The whole array's text.
     pub fn as_str(&self) -> &str {
-        // Made only from `String`s and slices of them at element boundaries.
+        // Made only from UTF-8 (`from_stored`'s rule, `String`s) and slices of it at element boundaries.
         std::str::from_utf8(&self.text).expect("a transcript's text is UTF-8")
+    }
+
+    /// The same text in a buffer of its own, letting go of whatever the shared one keeps alive (a row read with it,
+    /// `storage::row_text`).
+    pub fn copied(&self) -> Self {
+        TranscriptText {
+            text: Bytes::copy_from_slice(&self.text),
+        }
     }
 
     /// The length of the whole text in bytes.
@@ -164,6 +172,19 @@ impl ToolCalls<'_> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_copied_transcript_has_the_same_text_in_a_buffer_of_its_own() {
+        let shared = TranscriptText::of(&turn("c1"));
+        let copied = shared.copied();
+        assert_eq!(copied, shared);
+        assert_eq!(copied.as_str(), shared.as_str());
+        assert_ne!(
+            copied.as_str().as_ptr(),
+            shared.as_str().as_ptr(),
+            "the copy holds nothing of the buffer it was read from"
+        );
+    }
 
     fn turn(call_id: &str) -> Vec<Value> {
         vec![

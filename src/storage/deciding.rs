@@ -203,8 +203,8 @@ pub struct ClosingTurn<'a> {
 /// The call times of each tool event in [`close_turn_ctes`] (`select`), and what they are read from (`join`).
 /// `CALL_TIMES_STORED` reads them from the calls as stored (a call may have started before; its result may be stored
 /// now, by `stored`, or earlier). `CALL_TIMES_NEVER_STARTED` is for a turn still waiting (a deny): none of its calls
-/// was ever sent (a turn's calls are new rows when it starts waiting, `runs::append_turn`), and `stored` gives each
-/// its result now, so the times are known without reading the calls again; that read cost Postgres 7 % of the
+/// was ever sent (a turn's calls are new rows, `runs::insert_calls`, written with the turn that starts waiting),
+/// and `stored` gives each its result now, so the times are known without reading the calls again; that read cost Postgres 7 % of the
 /// deny's write (`bench/postgres_instructions.sh`).
 macro_rules! call_times {
     (CALL_TIMES_STORED, select) => {
@@ -224,8 +224,8 @@ macro_rules! call_times {
 }
 
 /// The common-table expressions that close a turn, over the parameters `$1` to `$21` bound by [`bind_closing`]:
-/// move the run to `resumed` ending any lease, store the results, write the tool events (with the times of the calls
-/// as just stored), and write the `run.resumed` event (`run.expired` for [`CLOSE_EXPIRED_TURN`]) in the outbox.
+/// move the run to `resumed` ending any lease, store the results, write the tool events (with the times of the calls,
+/// [`call_times`]), and write the `run.resumed` event (`run.expired` for [`CLOSE_EXPIRED_TURN`]) in the outbox.
 /// `$moves` narrows which run moves on (see [`CLOSE_HELD_TURN`] and [`CLOSE_WAITING_TURN`]); the tool events and
 /// the outbox row are written only for a run that did, and the results too unless `$stores` leaves them unbound to
 /// it. Nothing here is sent anywhere before commit: a `pg_notify` would take a database-wide lock at every commit
@@ -480,6 +480,8 @@ pub async fn take_turn(
 
 /// Records a deny decision and closes its turn with the denial results, in one statement, only while the run still
 /// waits on the decision's turn (see [`take_turn`]); `None` when it no longer does, and then nothing is written.
+/// `closing.results` holds a result for every call that has a tool event: the events' times are those the statement
+/// gives the results (`CALL_TIMES_NEVER_STARTED`).
 pub async fn record_denial(
     db: impl PgExecutor<'_>,
     decision: &NewDecision<'_>,
@@ -496,6 +498,13 @@ pub async fn record_denial(
              select decision.* from decision cross join outboxed"
         )
     });
+    debug_assert!(
+        closing
+            .events
+            .iter()
+            .all(|(position, _)| closing.results.iter().any(|(stored, _)| stored == position)),
+        "a deny stores a result for every call it writes a tool event of"
+    );
     let query = bind_closing(sql::query(sqlx::AssertSqlSafe(SQL.as_str())), closing);
     let row = decisions::bind_decision(query, decision)
         .fetch_optional(db)

@@ -195,9 +195,15 @@ async fn read_on(
         .into_iter()
         .map(|CallRecord(call)| call)
         .collect();
-    // The transcript keeps the row's bytes, which share the allocation of the connection's read buffer; the
-    // connection's own buffers are given back all the same, and the row's allocation goes with the answer.
-    let facts = deciding::run_for_decision(sealer, row)?;
+    // The transcript keeps the row's bytes (they share the allocation of the connection's read buffer; the
+    // connection's own buffers are given back all the same), and with them the calls' bytes, already decoded. When
+    // those are the larger part the transcript is copied instead, so nothing is held twice while the answer is
+    // written (or, for an approval, while its tools run).
+    let calls_bytes: usize = calls.iter().map(StoredCall::stored_bytes).sum();
+    let mut facts = deciding::run_for_decision(sealer, row)?;
+    if calls_bytes > facts.transcript.text_len() {
+        facts.transcript = facts.transcript.copied();
+    }
     runs::release_buffers(conn, facts.transcript.text_len());
     // An aggregate keeps no order of its own: the turn's order is restored here.
     calls.sort_by_key(|call| (call.turn_index, call.position));

@@ -125,6 +125,28 @@ pub(super) const CALL_COLUMNS: &str =
      started_at, outcome, is_error, content, content_sealed, finished_at, edited_arguments, edited_arguments_sealed";
 
 impl StoredCall {
+    /// The bytes of its text and binary values, as read.
+    pub(super) fn stored_bytes(&self) -> usize {
+        let text = [&self.arguments, &self.content, &self.edited_arguments];
+        let sealed = [
+            &self.arguments_sealed,
+            &self.content_sealed,
+            &self.edited_arguments_sealed,
+        ];
+        self.call_id.len()
+            + self.tool.len()
+            + text
+                .iter()
+                .flat_map(|value| value.as_deref())
+                .map(str::len)
+                .sum::<usize>()
+            + sealed
+                .iter()
+                .flat_map(|value| value.as_deref())
+                .map(<[u8]>::len)
+                .sum::<usize>()
+    }
+
     /// The call with its arguments (proposed and edited) and content opened.
     pub(super) fn open(self, sealer: &Sealer, run_id: Uuid) -> Result<CallRow, StorageError> {
         let row = Row::call(run_id, self.turn_index, self.position);
