@@ -203,9 +203,9 @@ pub struct ClosingTurn<'a> {
 /// The call times of each tool event in [`close_turn_ctes`] (`select`), and what they are read from (`join`).
 /// `CALL_TIMES_STORED` reads them from the calls as stored (a call may have started before; its result may be stored
 /// now, by `stored`, or earlier). `CALL_TIMES_NEVER_STARTED` is for a turn still waiting (a deny): none of its calls
-/// was ever sent (a turn's calls are new rows, `runs::insert_calls`, written with the turn that starts waiting),
-/// and `stored` gives each its result now, so the times are known without reading the calls again; that read cost Postgres 7 % of the
-/// deny's write (`bench/postgres_instructions.sh`).
+/// was ever sent (a turn's calls are new rows, `runs::insert_calls`, written with the turn that starts waiting), and
+/// `stored` gives each its result now, so the times are known without reading the calls again; that read cost
+/// Postgres 8 % of the deny's write (`bench/postgres_instructions.sh deny`).
 macro_rules! call_times {
     (CALL_TIMES_STORED, select) => {
         "c.started_at, coalesce(s.finished_at, c.finished_at)"

@@ -427,10 +427,7 @@ pub(super) fn open_transcript(
             Bytes::from(opened)
         }
         None => row_text::text_of(row, "messages")?.ok_or_else(|| {
-            StorageError::Corrupt(format!(
-                "{} of run {run_id} is neither clear nor sealed",
-                Column::Transcript.as_str()
-            ))
+            sealed::neither_clear_nor_sealed(Column::Transcript, Row::run(run_id))
         })?,
     };
     TranscriptText::from_stored(text, from_jsonb)

@@ -134,11 +134,14 @@ pub fn open_required(
     clear: Option<String>,
     sealed: Option<&[u8]>,
 ) -> Result<String, StorageError> {
-    open(sealer, column, row, clear, sealed)?.ok_or_else(|| {
-        StorageError::Corrupt(format!(
-            "{} of run {} is neither clear nor sealed",
-            column.as_str(),
-            row.run_id
-        ))
-    })
+    open(sealer, column, row, clear, sealed)?.ok_or_else(|| neither_clear_nor_sealed(column, row))
+}
+
+/// The error of a value that is never absent found with both its columns null.
+pub fn neither_clear_nor_sealed(column: Column, row: Row) -> StorageError {
+    StorageError::Corrupt(format!(
+        "{} of run {} is neither clear nor sealed",
+        column.as_str(),
+        row.run_id
+    ))
 }
