@@ -8,7 +8,7 @@ use approval_resume::domain::limits::WorkLimits;
 use approval_resume::events::EventsHub;
 use approval_resume::executor::Executors;
 use approval_resume::keys;
-use approval_resume::resume::Resumer;
+use approval_resume::resume::{DenialWriter, Resumer};
 use approval_resume::state::{AppState, Limits};
 use approval_resume::storage::{Database, clients};
 use approval_resume::tokens::PrivacyLevel;
@@ -81,6 +81,7 @@ pub async fn app_with(pool: PgPool, options: Options) -> TestApp {
         privacy_floor: options.privacy_floor,
         instance_id: Uuid::new_v4(),
         lease_margin: Duration::from_secs(30),
+        denials: DenialWriter::start(Database::direct(pool.clone())),
     });
     let state = AppState {
         pool: Database::direct(pool.clone()),
@@ -287,6 +288,7 @@ impl TestApp {
             privacy_floor,
             instance_id: Uuid::new_v4(),
             lease_margin: Duration::from_secs(30),
+            denials: DenialWriter::start(Database::direct(self.pool.clone())),
         });
         let state = AppState {
             resumer,
@@ -353,6 +355,7 @@ impl TestApp {
             privacy_floor: self.state.resumer.privacy_floor,
             instance_id: Uuid::new_v4(),
             lease_margin: self.state.resumer.lease_margin,
+            denials: DenialWriter::start(Database::direct(self.pool.clone())),
         });
         let state = AppState {
             resumer,
@@ -461,6 +464,7 @@ impl TestApp {
             privacy_floor: self.state.resumer.privacy_floor,
             instance_id: self.state.resumer.instance_id,
             lease_margin: self.state.resumer.lease_margin,
+            denials: DenialWriter::start(Database::direct(pool.clone())),
         });
         let state = AppState {
             pool: Database::direct(pool.clone()),
