@@ -24,6 +24,10 @@ use crate::storage::{Database, StorageError, denials};
 /// How many writers take turns at the queue: enough that a batch is gathered while another is written, few enough
 /// that the denies of a busy moment still meet in one statement (BENCHMARKS.md, "Denies written together").
 const WRITERS: usize = 2;
+/// The fewest denies written by the batch statement; fewer are written by the single statement each, at once. A
+/// batch statement's start-up is worth sharing from about this many on: at 8 clients, where batches are two or three
+/// denies, writing them together cost Postgres more per deny than the single statements did (BENCHMARKS.md).
+const SMALLEST_BATCH: usize = 4;
 /// The most denies in one statement: it bounds the statement's size and the time its run locks are held.
 const MOST_IN_A_BATCH: usize = 64;
 /// Denies waiting for a writer beyond which a request waits to queue: every one is a request in flight, which the
@@ -104,7 +108,7 @@ async fn write(db: &Database, batch: Vec<Queued>) {
     let (distinct, again): (Vec<Queued>, Vec<Queued>) = batch
         .into_iter()
         .partition(|queued| runs.insert(queued.write.run_id()));
-    if distinct.len() == 1 {
+    if distinct.len() < SMALLEST_BATCH {
         join_all(
             distinct
                 .into_iter()

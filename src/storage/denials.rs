@@ -22,7 +22,10 @@ use crate::domain::events::EventData;
 use crate::domain::verdicts::RecordedVerdict;
 
 /// The statement over the columns of every deny, one array element per run (`$1` to `$11`), per stored result
-/// (`$12` to `$17`) or per tool event (`$18` to `$31`). The runs are updated first, so each run's lock is taken
+/// (`$12` to `$17`) or per tool event (`$18` to `$31`). The tables are searched by `= any` of the ids as well as
+/// joined on them, so that whatever join the planner picks, it reads only the batch's rows through the primary
+/// keys: with the join alone, on a table whose statistics lagged behind a burst of new runs, it scanned and hashed
+/// every waiting run's calls (BENCHMARKS.md). The runs are updated first, so each run's lock is taken
 /// before any row of its calls, as every writer takes them; each other expression joins `resumed`, so only the runs
 /// that moved on get anything. The tool events' times are `CALL_TIMES_NEVER_STARTED`'s (`deciding`): a waiting
 /// turn's calls were never sent, and their results are stored now.
@@ -31,7 +34,8 @@ static SQL: LazyLock<String> = LazyLock::new(|| {
         "with resumed as (
              update runs r set status = 'resumed', lease_owner = null, lease_until = null, updated_at = now()
              from unnest($1::uuid[], $2::int[]) as d(run_id, turn_index)
-             where r.id = d.run_id and r.status = 'waiting_for_approval' and r.turn_index = d.turn_index
+             where r.id = any($1) and r.id = d.run_id and r.status = 'waiting_for_approval'
+               and r.turn_index = d.turn_index
                and (r.expires_at is null or r.expires_at > clock_timestamp())
              returning r.id, r.tenant, r.turn_index
          ), stored as (
@@ -40,8 +44,8 @@ static SQL: LazyLock<String> = LazyLock::new(|| {
              from unnest($12::uuid[], $13::int[], $14::text[], $15::bool[], $16::text[], $17::bytea[])
                   as s(run_id, position, outcome, is_error, content, content_sealed)
              join resumed on resumed.id = s.run_id
-             where c.run_id = s.run_id and c.turn_index = resumed.turn_index and c.position = s.position
-               and c.outcome is null
+             where c.run_id = any($12) and c.run_id = s.run_id and c.turn_index = resumed.turn_index
+               and c.position = s.position and c.outcome is null
              returning c.run_id
          ), events as (
              insert into tool_events (run_id, turn_index, position, call_id, tool, outcome, is_error, decided_by,
