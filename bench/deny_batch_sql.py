@@ -14,11 +14,14 @@ def arr(v, t): return f"array[{', '.join([v]*k)}]::{t}[]"
 print(r"""\set i :i + 1
 \set m 10000 + (:base + :i) * K
 \set uid :base % 100 + 1
-with resumed as (
+with locked as (
+    select id, status, turn_index, expires_at from runs where id = any(array[IDS]::uuid[]) order by id
+    for update skip locked
+), resumed as (
     update runs r set status = 'resumed', lease_owner = null, lease_until = null, updated_at = now()
-    from unnest(array[IDS]::uuid[], ARRTURN) as d(run_id, turn_index)
-    where r.id = d.run_id and r.status = 'waiting_for_approval' and r.turn_index = d.turn_index
-      and (r.expires_at is null or r.expires_at > clock_timestamp())
+    from locked l join unnest(array[IDS]::uuid[], ARRTURN) as d(run_id, turn_index) on d.run_id = l.id
+    where r.id = l.id and l.status = 'waiting_for_approval' and l.turn_index = d.turn_index
+      and (l.expires_at is null or l.expires_at > clock_timestamp())
     returning r.id, r.tenant, r.turn_index
 ), stored as (
     update turn_calls c set outcome = s.outcome, is_error = s.is_error, content = s.content,
@@ -26,7 +29,8 @@ with resumed as (
     from unnest(array[IDS]::uuid[], ARRPOS, ARROUT, ARRTRUE, ARRCONTENT, ARRNULLB)
          as s(run_id, position, outcome, is_error, content, content_sealed)
     join resumed on resumed.id = s.run_id
-    where c.run_id = s.run_id and c.turn_index = resumed.turn_index and c.position = s.position and c.outcome is null
+    where c.run_id = any(array[IDS]::uuid[]) and c.run_id = s.run_id and c.turn_index = resumed.turn_index
+      and c.position = s.position and c.outcome is null
     returning c.run_id
 ), events as (
     insert into tool_events (run_id, turn_index, position, call_id, tool, outcome, is_error, decided_by,
@@ -57,7 +61,9 @@ with resumed as (
     returning run_id, turn_index, approved, decider_uid, decided_by, reason, turn_digest, client_name, decided_at,
               token_kid, calls
 )
-select decision.* from decision join outboxed using (run_id);"""
+select l.id as locked_run_id, recorded.*
+from locked l
+left join (select decision.* from decision join outboxed using (run_id)) recorded on recorded.run_id = l.id;"""
  .replace("IDS", ids).replace(" * K", f" * {k}")
  .replace("ARRTURN", arr(":turn", "int")).replace("ARRPOS", arr("0", "int"))
  .replace("ARROUT", arr("'denied'", "text")).replace("ARRTRUE", arr("true", "bool")).replace("ARRFALSE", arr("false", "bool"))

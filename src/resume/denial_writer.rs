@@ -3,17 +3,25 @@
 //! statement's start-up and a commit with the others, and alone it is written at once by the single statement
 //! (`deciding::record_denial`). Nothing waits for a batch to fill: a batch is whatever queued meanwhile.
 //!
-//! A few writers take turns at the queue, so that one batch is sent while the next is gathered. Each batch is one
-//! transaction; if it fails, its denies are written again one by one, so that one bad deny (or a deadlock between two
-//! batches that both hold a deny of the same two runs) costs nobody else their decision. A second deny of a run
-//! already in the batch (two clicks at once) is written on its own after it, and finds the run decided.
+//! A few writers take turns at the queue, so that one batch is sent while the next is gathered. A batch never waits
+//! for a run's lock: a run another transaction holds is skipped and its deny written on its own, where only it waits.
+//! Each batch is one transaction; if the database refuses it, its denies are written again one by one, so that one bad
+//! deny costs nobody else their decision; if the database or the pool is unavailable, every deny of the batch is
+//! answered so at once. A second deny of a run already in the batch (two clicks at once) is written on its own after
+//! it, and finds the run decided.
+//!
+//! DESIGN.md §12 keeps every hot statement addressed to one run so that the tables can be distributed by run id; a
+//! batch is addressed to several. `DENY_BATCHES=off` writes every deny by the single statement, as a distributed
+//! deployment should.
 //!
 //! A deny decided under the run's lock is written inside that transaction, never here.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use futures_util::FutureExt;
 use futures_util::future::join_all;
+use std::panic::AssertUnwindSafe;
 use tokio::sync::{Mutex, mpsc, oneshot};
 
 use crate::metrics;
@@ -42,32 +50,48 @@ struct Queued {
     answer: oneshot::Sender<Answer>,
 }
 
-/// The queue of denies and the writers that empty it. The writers stop once every handle is dropped.
+/// The queue of denies and the writers that empty it (none with batches off). The writers stop once every handle is
+/// dropped.
 pub struct DenialWriter {
-    queue: mpsc::Sender<Queued>,
+    queue: Option<mpsc::Sender<Queued>>,
+    db: Database,
 }
 
 impl DenialWriter {
-    /// Starts the writers on the current runtime, writing through `db`.
-    pub fn start(db: Database) -> Self {
-        let (queue, waiting) = mpsc::channel(QUEUE);
-        let waiting = Arc::new(Mutex::new(waiting));
-        for _ in 0..WRITERS {
-            tokio::spawn(write_batches(db.clone(), Arc::clone(&waiting)));
-        }
-        DenialWriter { queue }
+    /// Starts the writers on the current runtime, writing through `db`; with `batches` false, starts none, and each
+    /// deny is written by the single statement (`DENY_BATCHES`).
+    pub fn start(db: Database, batches: bool) -> Self {
+        let queue = batches.then(|| {
+            let (queue, waiting) = mpsc::channel(QUEUE);
+            let waiting = Arc::new(Mutex::new(waiting));
+            for _ in 0..WRITERS {
+                tokio::spawn(write_batches(db.clone(), Arc::clone(&waiting)));
+            }
+            queue
+        });
+        DenialWriter { queue, db }
+    }
+
+    /// Whether denies are written together; without, a deny is best written on the connection it was read on.
+    pub fn batches(&self) -> bool {
+        self.queue.is_some()
     }
 
     /// How many denies wait for a writer now.
     pub fn queued(&self) -> usize {
-        self.queue.max_capacity() - self.queue.capacity()
+        self.queue
+            .as_ref()
+            .map_or(0, |queue| queue.max_capacity() - queue.capacity())
     }
 
     /// Records the deny as `deciding::record_denial` does (`None`: its run no longer waits on the turn read), in a
-    /// statement with whatever other denies are waiting.
+    /// statement with whatever other denies are waiting, or with batches off, by the single statement.
     pub async fn record(&self, write: DenialWrite) -> Answer {
+        let Some(queue) = &self.queue else {
+            return deciding::record_denial(&self.db, write).await;
+        };
         let (answer, answered) = oneshot::channel();
-        self.queue
+        queue
             .send(Queued { write, answer })
             .await
             .map_err(|_| stopped())?;
@@ -75,13 +99,14 @@ impl DenialWriter {
     }
 }
 
-/// The writers end only when the service stops (their runtime with them): a deny still waiting is refused as by a
-/// closed pool.
+/// A deny whose writer is gone is refused as by a crashed worker: the writers stop only with the service (their
+/// runtime with them), or a writer panicked while writing its batch, whose outcome is then unknown.
 fn stopped() -> StorageError {
-    StorageError::Unavailable(sqlx::Error::PoolClosed)
+    StorageError::Unavailable(sqlx::Error::WorkerCrashed)
 }
 
-/// One writer: takes what is queued (waiting for the first deny, not for more), writes it, and again.
+/// One writer: takes what is queued (waiting for the first deny, not for more), writes it, and again. A panic while
+/// writing a batch drops its denies' answers (each is refused, `stopped`) but not the writer.
 async fn write_batches(db: Database, waiting: Arc<Mutex<mpsc::Receiver<Queued>>>) {
     loop {
         let batch = {
@@ -98,45 +123,73 @@ async fn write_batches(db: Database, waiting: Arc<Mutex<mpsc::Receiver<Queued>>>
             }
             batch
         };
-        write(&db, batch).await;
+        let denies = batch.len();
+        if AssertUnwindSafe(write(&db, batch))
+            .catch_unwind()
+            .await
+            .is_err()
+        {
+            tracing::error!(
+                denies,
+                "the deny writer panicked while writing a batch; its denies are refused"
+            );
+        }
     }
 }
 
-/// Writes one batch and answers each of its denies.
+/// Writes one batch and answers each of its denies: the batch statement for `SMALLEST_BATCH` distinct runs or more,
+/// then the single statement for whatever it left (fewer runs, a second deny of a run, a run it skipped as locked,
+/// or all of them again when the statement failed).
 async fn write(db: &Database, batch: Vec<Queued>) {
     let mut runs = HashSet::with_capacity(batch.len());
     let (distinct, again): (Vec<Queued>, Vec<Queued>) = batch
         .into_iter()
         .partition(|queued| runs.insert(queued.write.run_id()));
+    let mut singles = Vec::with_capacity(distinct.len() + again.len());
+    let mut kind = "single";
     if distinct.len() < SMALLEST_BATCH {
-        join_all(
-            distinct
-                .into_iter()
-                .map(|queued| write_one(db, queued, "single")),
-        )
-        .await;
+        singles.extend(distinct);
     } else {
         let writes: Vec<&DenialWrite> = distinct.iter().map(|queued| &queued.write).collect();
         match denials::record_many(db, &writes).await {
-            Ok(mut recorded) => {
-                metrics::deny_statement("batch", distinct.len());
+            Ok(mut outcome) => {
+                metrics::deny_statement("batch", outcome.locked.len());
                 for queued in distinct {
-                    let decision = recorded.remove(&queued.write.run_id());
-                    let _ = queued.answer.send(Ok(decision));
+                    let run_id = queued.write.run_id();
+                    if outcome.locked.contains(&run_id) {
+                        let _ = queued.answer.send(Ok(outcome.recorded.remove(&run_id)));
+                    } else {
+                        singles.push(queued);
+                    }
                 }
+            }
+            Err(error @ StorageError::Unavailable(_)) => {
+                // The database or the pool is what failed, not a deny: each on its own would only wait for it again.
+                tracing::warn!(denies = distinct.len() + again.len(), error = %error,
+                    "a batch of denies could not be written");
+                for queued in distinct.into_iter().chain(again) {
+                    let _ = queued
+                        .answer
+                        .send(Err(StorageError::Unavailable(sqlx::Error::Io(
+                            std::io::Error::other(error.to_string()),
+                        ))));
+                }
+                return;
             }
             Err(error) => {
                 tracing::warn!(denies = distinct.len(), error = %error,
                     "a batch of denies failed; writing each on its own");
-                join_all(
-                    distinct
-                        .into_iter()
-                        .map(|queued| write_one(db, queued, "retried")),
-                )
-                .await;
+                singles.extend(distinct);
+                kind = "retried";
             }
         }
     }
+    join_all(
+        singles
+            .into_iter()
+            .map(|queued| write_one(db, queued, kind)),
+    )
+    .await;
     join_all(
         again
             .into_iter()

@@ -205,6 +205,9 @@ impl PlainDecision {
         };
         let write = DenialWrite::new(&new_decision, &closing);
         let recorded = match through {
+            Through::Snapshot(Some(mut conn)) if !resumer.denials.batches() => {
+                deciding::record_denial(&mut *conn, write).await?
+            }
             Through::Snapshot(connection) => {
                 // Given back before the wait for the writer, which writes on connections of its own.
                 drop(connection);

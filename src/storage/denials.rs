@@ -8,7 +8,7 @@
 //! own. For one deny the single statement is cheaper than this one (its unnests join on a single run), so this one is
 //! only used for two or more.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::LazyLock;
 
 use sqlx::types::Json;
@@ -22,21 +22,24 @@ use crate::domain::events::EventData;
 use crate::domain::verdicts::RecordedVerdict;
 
 /// The statement over the columns of every deny, one array element per run (`$1` to `$11`), per stored result
-/// (`$12` to `$17`) or per tool event (`$18` to `$31`). The tables are searched by `= any` of the ids as well as
-/// joined on them, so that whatever join the planner picks, it reads only the batch's rows through the primary
-/// keys: with the join alone, on a table whose statistics lagged behind a burst of new runs, it scanned and hashed
-/// every waiting run's calls (BENCHMARKS.md). The runs are updated first, so each run's lock is taken
-/// before any row of its calls, as every writer takes them; each other expression joins `resumed`, so only the runs
-/// that moved on get anything. The tool events' times are `CALL_TIMES_NEVER_STARTED`'s (`deciding`): a waiting
+/// (`$12` to `$17`) or per tool event (`$18` to `$31`). The runs are locked first (`locked`), in id order and
+/// skipping any another transaction holds, so each run's lock is taken before any row of its calls, as every writer
+/// takes them; the compare-and-set reads the locked row versions. Each other expression joins `resumed`, so only the
+/// runs that moved on get anything. The tables are searched by `= any` of the ids, and the runs without a condition
+/// on their status: given `status = 'waiting_for_approval'`, the planner combined the primary key with the partial
+/// index of waiting runs and read all of them, a few milliseconds per statement once a burst of new runs had outrun
+/// the statistics (BENCHMARKS.md). The tool events' times are `CALL_TIMES_NEVER_STARTED`'s (`deciding`): a waiting
 /// turn's calls were never sent, and their results are stored now.
 static SQL: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "with resumed as (
+        "with locked as (
+             select id, status, turn_index, expires_at from runs where id = any($1) order by id
+             for update skip locked
+         ), resumed as (
              update runs r set status = 'resumed', lease_owner = null, lease_until = null, updated_at = now()
-             from unnest($1::uuid[], $2::int[]) as d(run_id, turn_index)
-             where r.id = any($1) and r.id = d.run_id and r.status = 'waiting_for_approval'
-               and r.turn_index = d.turn_index
-               and (r.expires_at is null or r.expires_at > clock_timestamp())
+             from locked l join unnest($1::uuid[], $2::int[]) as d(run_id, turn_index) on d.run_id = l.id
+             where r.id = l.id and l.status = 'waiting_for_approval' and l.turn_index = d.turn_index
+               and (l.expires_at is null or l.expires_at > clock_timestamp())
              returning r.id, r.tenant, r.turn_index
          ), stored as (
              update turn_calls c set outcome = s.outcome, is_error = s.is_error, content = s.content,
@@ -77,17 +80,31 @@ static SQL: LazyLock<String> = LazyLock::new(|| {
              join resumed on resumed.id = d.run_id
              returning run_id, {DECISION_COLUMNS}
          )
-         select decision.* from decision join outboxed using (run_id)"
+         select l.id as locked_run_id, recorded.*
+         from locked l
+         left join (select decision.* from decision join outboxed using (run_id)) recorded on recorded.run_id = l.id"
     )
 });
 
-/// Records every deny of `writes` that its run still waits for, in one statement; answers the decision recorded for
-/// each run that was. The runs must differ: two denies of one run in one statement would both pass its
+/// What one batch statement did.
+#[derive(Debug, Default)]
+pub struct BatchOutcome {
+    /// The runs whose lock the statement took; the others were locked by another transaction (or are gone), and
+    /// nothing was written for them.
+    pub locked: HashSet<Uuid>,
+    /// The decision recorded for each locked run that still waited on the turn its deny read.
+    pub recorded: HashMap<Uuid, DecisionRow>,
+}
+
+/// Records every deny of `writes` whose run it can lock without waiting and that still waits on the turn read, in
+/// one statement. A run another transaction holds is skipped, not waited for: a batch never waits for a lock, so it
+/// neither holds its other denies back nor deadlocks with another batch, and the skipped deny is written again on its
+/// own, where only it waits. The runs must differ: two denies of one run in one statement would both pass its
 /// compare-and-set, which only one write at a time may.
 pub async fn record_many(
     db: impl PgExecutor<'_>,
     writes: &[&DenialWrite],
-) -> Result<HashMap<Uuid, DecisionRow>, StorageError> {
+) -> Result<BatchOutcome, StorageError> {
     debug_assert!(
         {
             let mut runs: Vec<Uuid> = writes.iter().map(|write| write.run_id()).collect();
@@ -101,9 +118,15 @@ pub async fn record_many(
         .bind(sql::query(sqlx::AssertSqlSafe(SQL.as_str())))
         .fetch_all(db)
         .await?;
-    rows.iter()
-        .map(|row| Ok((row.try_get("run_id")?, DecisionRow::from_row(row)?)))
-        .collect()
+    let mut outcome = BatchOutcome::default();
+    for row in &rows {
+        let run_id: Uuid = row.try_get("locked_run_id")?;
+        outcome.locked.insert(run_id);
+        if row.try_get::<Option<Uuid>, _>("run_id")?.is_some() {
+            outcome.recorded.insert(run_id, DecisionRow::from_row(row)?);
+        }
+    }
+    Ok(outcome)
 }
 
 /// The statement's arrays: the columns of every deny, one after the other.

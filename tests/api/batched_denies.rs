@@ -1,5 +1,6 @@
 //! Denies written together (`resume::denial_writer`): each recorded exactly once with all it writes, a second deny
-//! of the same run answered from the first, and a deny whose batch fails costing the others nothing.
+//! of the same run answered from the first, a deny whose batch fails costing the others nothing, and a batch never
+//! waiting for a run another transaction holds.
 
 use std::time::{Duration, Instant};
 
@@ -231,4 +232,81 @@ async fn wait_until_waiting_for_locks(pool: &PgPool, backends: i64) {
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+}
+
+#[tokio::test]
+async fn a_run_another_transaction_holds_is_skipped_by_its_batch_which_writes_the_others_without_waiting()
+ {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool.clone()).await;
+    let runs = waiting_runs(&app, 6).await;
+    let held_elsewhere = runs[3].0;
+    let mut other_transaction = pool.begin().await.unwrap();
+    sqlx::query("select 1 from runs where id = $1 for update")
+        .bind(held_elsewhere)
+        .execute(&mut *other_transaction)
+        .await
+        .unwrap();
+    // As in `deny_behind_two_held_runs`: each writer waits for a lock with one deny while runs 2 to 5 queue.
+    let mut lock = pool.begin().await.unwrap();
+    sqlx::query("select 1 from runs where id = any($1) for update")
+        .bind([runs[0].0, runs[1].0])
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let first = deny(&app, runs[0].0, &runs[0].1);
+    let second = async {
+        wait_until_waiting_for_locks(&pool, 1).await;
+        deny(&app, runs[1].0, &runs[1].1).await
+    };
+    let queued = async {
+        wait_until_waiting_for_locks(&pool, 2).await;
+        join_all(
+            runs[2..]
+                .iter()
+                .map(|(run_id, digest)| deny(&app, *run_id, digest)),
+        )
+        .await
+    };
+    let release = async {
+        wait_until_waiting_for_locks(&pool, 2).await;
+        wait_until_queued(&app, 4).await;
+        lock.commit().await.unwrap();
+        // The batch writes runs 2, 4 and 5 while run 3's deny, sent on its own, still waits for its lock.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for run_id in [runs[2].0, runs[4].0, runs[5].0] {
+            while written(&pool, run_id).await.0 == 0 {
+                assert!(
+                    Instant::now() < deadline,
+                    "the batch waited for the locked run"
+                );
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+        assert_eq!(written(&pool, held_elsewhere).await.0, 0);
+        other_transaction.commit().await.unwrap();
+    };
+    let (first, second, queued, ()) = tokio::join!(first, second, queued, release);
+
+    for answer in [&first, &second].into_iter().chain(&queued) {
+        assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.body);
+    }
+    for (run_id, _) in &runs {
+        let (decisions, _, resumed, _, status) = written(&pool, *run_id).await;
+        assert_eq!(
+            (decisions, resumed, status.as_str()),
+            (1, 1, "resumed"),
+            "run {run_id}"
+        );
+    }
+    let metrics = support::metrics(&app).await;
+    assert!(
+        metrics.contains("deny_statements_total{kind=\"batch\"} 1\n"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("batched_denies_total 3\n"), "{metrics}");
+    assert!(
+        metrics.contains("deny_statements_total{kind=\"single\"} 3\n"),
+        "{metrics}"
+    );
 }
