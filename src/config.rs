@@ -608,9 +608,9 @@ pub struct Config {
           default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
     pub resume_lease_margin_ms: u64,
 
-    /// Write the denies that arrive together in one statement (`src/resume/denial_writer.rs`); `false` writes each
-    /// deny by a statement of its own, addressed to its run alone, as tables distributed by run id need (DESIGN.md
-    /// §12).
+    /// Once four denies are being written, write the next ones together in one statement
+    /// (`src/resume/denial_writer.rs`); `false` writes each deny by a statement of its own, addressed to its run
+    /// alone, as tables distributed by run id need (DESIGN.md §12).
     #[arg(long, env = "DENY_BATCHES", value_name = "DENY_BATCHES", default_value_t = true,
           action = clap::ArgAction::Set, value_parser = clap::builder::BoolishValueParser::new())]
     pub deny_batches: bool,

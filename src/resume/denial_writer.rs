@@ -1,7 +1,8 @@
-//! The writer of the denies decided from a snapshot: the denies that arrive while a statement is being written wait
-//! for the next one and are written together (`storage::denials::record_many`), so that under load a deny shares a
-//! statement's start-up and a commit with the others, and alone it is written at once by the single statement
-//! (`deciding::record_denial`). Nothing waits for a batch to fill: a batch is whatever queued meanwhile.
+//! The writer of the denies decided from a snapshot. A deny is written at once on the connection it was read on by the
+//! single statement (`deciding::record_denial`) while few others are being written so ([`BATCH_BEYOND`]); beyond
+//! that, Postgres is busy, and the denies queue and are written together (`storage::denials::record_many`), so that a
+//! deny shares a statement's start-up and a commit with the others. Nothing waits for a batch to fill: a batch is
+//! whatever queued while the writers were writing the previous ones.
 //!
 //! A few writers take turns at the queue, so that one batch is sent while the next is gathered. A batch never waits
 //! for a run's lock: a run another transaction holds is skipped and its deny written on its own, where only it waits.
@@ -18,9 +19,12 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures_util::FutureExt;
 use futures_util::future::join_all;
+use sqlx::Postgres;
+use sqlx::pool::PoolConnection;
 use std::panic::AssertUnwindSafe;
 use tokio::sync::{Mutex, mpsc, oneshot};
 
@@ -50,18 +54,28 @@ struct Queued {
     answer: oneshot::Sender<Answer>,
 }
 
-/// The queue of denies and the writers that empty it (none with batches off). The writers stop once every handle is
-/// dropped.
+/// How many denies written on their own may be in flight before the next ones are queued to be written together. Below
+/// it a deny is written at once on the connection it was read on, as without batches: at half the saturating load a
+/// queue only added waiting (p99 55 ms against 10 without, BENCHMARKS.md), while once this many are in flight
+/// Postgres is busy enough that sharing statements and commits pays.
+pub const BATCH_BEYOND: usize = 4;
+
+/// The queue of denies and the writers that empty it (none with batches off), and the count of denies written on their
+/// own now. The writers stop once every handle is dropped.
 pub struct DenialWriter {
     queue: Option<mpsc::Sender<Queued>>,
+    /// Denies queue only while at least this many are being written on their own.
+    batch_beyond: usize,
+    in_flight: AtomicUsize,
     db: Database,
 }
 
 impl DenialWriter {
-    /// Starts the writers on the current runtime, writing through `db`; with `batches` false, starts none, and each
-    /// deny is written by the single statement (`DENY_BATCHES`).
-    pub fn start(db: Database, batches: bool) -> Self {
-        let queue = batches.then(|| {
+    /// Starts the writers on the current runtime, writing through `db`, for denies beyond `batch_beyond` in flight
+    /// (`Some(0)`: every deny is queued); with `None` (`DENY_BATCHES=false`), starts none, and every deny is written on
+    /// its own.
+    pub fn start(db: Database, batch_beyond: Option<usize>) -> Self {
+        let queue = batch_beyond.map(|_| {
             let (queue, waiting) = mpsc::channel(QUEUE);
             let waiting = Arc::new(Mutex::new(waiting));
             for _ in 0..WRITERS {
@@ -69,12 +83,12 @@ impl DenialWriter {
             }
             queue
         });
-        DenialWriter { queue, db }
-    }
-
-    /// Whether denies are written together; without, a deny is best written on the connection it was read on.
-    pub fn batches(&self) -> bool {
-        self.queue.is_some()
+        DenialWriter {
+            queue,
+            batch_beyond: batch_beyond.unwrap_or(usize::MAX),
+            in_flight: AtomicUsize::new(0),
+            db,
+        }
     }
 
     /// How many denies wait for a writer now.
@@ -84,18 +98,44 @@ impl DenialWriter {
             .map_or(0, |queue| queue.max_capacity() - queue.capacity())
     }
 
-    /// Records the deny as `deciding::record_denial` does (`None`: its run no longer waits on the turn read), in a
-    /// statement with whatever other denies are waiting, or with batches off, by the single statement.
-    pub async fn record(&self, write: DenialWrite) -> Answer {
-        let Some(queue) = &self.queue else {
-            return deciding::record_denial(&self.db, write).await;
+    /// Records the deny as `deciding::record_denial` does (`None`: its run no longer waits on the turn read): at once
+    /// on `connection` (the one it was read on; `None` behind a transaction pooler: on any) while fewer than
+    /// `batch_beyond` denies are being written so, and otherwise in a statement with whatever other denies are
+    /// waiting, the connection given back first.
+    pub async fn record(
+        &self,
+        connection: Option<PoolConnection<Postgres>>,
+        write: DenialWrite,
+    ) -> Answer {
+        let queue = match &self.queue {
+            Some(queue) if self.in_flight.load(Ordering::Relaxed) >= self.batch_beyond => queue,
+            _ => {
+                self.in_flight.fetch_add(1, Ordering::Relaxed);
+                let _written = InFlight(&self.in_flight);
+                let answer = match connection {
+                    Some(mut conn) => deciding::record_denial(&mut *conn, write).await,
+                    None => deciding::record_denial(&self.db, write).await,
+                };
+                metrics::deny_statement("single", 1);
+                return answer;
+            }
         };
+        drop(connection);
         let (answer, answered) = oneshot::channel();
         queue
             .send(Queued { write, answer })
             .await
             .map_err(|_| stopped())?;
         answered.await.map_err(|_| stopped())?
+    }
+}
+
+/// A deny being written on its own, counted while it is (also when its future is dropped).
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

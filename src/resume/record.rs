@@ -70,8 +70,8 @@ pub(super) fn plain_decision(
 /// Where a decision is written.
 pub(super) enum Through<'c> {
     /// Decided from a snapshot: an approval takes its turn on the snapshot's connection (behind a transaction pooler,
-    /// `None`: on any), a deny is handed to the writer that batches denies (`denial_writer`) and the connection
-    /// goes back to the pool first.
+    /// `None`: on any), a deny goes to the writer of denies (`denial_writer`), which writes it on that connection
+    /// or, under load, with others.
     Snapshot(Option<PoolConnection<sqlx::Postgres>>),
     /// Decided under the run's lock: written inside that transaction, which the caller commits.
     Locked(&'c mut PgConnection),
@@ -205,14 +205,7 @@ impl PlainDecision {
         };
         let write = DenialWrite::new(&new_decision, &closing);
         let recorded = match through {
-            Through::Snapshot(Some(mut conn)) if !resumer.denials.batches() => {
-                deciding::record_denial(&mut *conn, write).await?
-            }
-            Through::Snapshot(connection) => {
-                // Given back before the wait for the writer, which writes on connections of its own.
-                drop(connection);
-                resumer.denials.record(write).await?
-            }
+            Through::Snapshot(connection) => resumer.denials.record(connection, write).await?,
             Through::Locked(tx) => deciding::record_denial(tx, write).await?,
         };
         let Some(decision) = recorded else {

@@ -81,7 +81,7 @@ pub async fn app_with(pool: PgPool, options: Options) -> TestApp {
         privacy_floor: options.privacy_floor,
         instance_id: Uuid::new_v4(),
         lease_margin: Duration::from_secs(30),
-        denials: DenialWriter::start(Database::direct(pool.clone()), true),
+        denials: DenialWriter::start(Database::direct(pool.clone()), Some(0)),
     });
     let state = AppState {
         pool: Database::direct(pool.clone()),
@@ -288,7 +288,7 @@ impl TestApp {
             privacy_floor,
             instance_id: Uuid::new_v4(),
             lease_margin: Duration::from_secs(30),
-            denials: DenialWriter::start(Database::direct(self.pool.clone()), true),
+            denials: DenialWriter::start(Database::direct(self.pool.clone()), Some(0)),
         });
         let state = AppState {
             resumer,
@@ -355,7 +355,7 @@ impl TestApp {
             privacy_floor: self.state.resumer.privacy_floor,
             instance_id: Uuid::new_v4(),
             lease_margin: self.state.resumer.lease_margin,
-            denials: DenialWriter::start(Database::direct(self.pool.clone()), true),
+            denials: DenialWriter::start(Database::direct(self.pool.clone()), Some(0)),
         });
         let state = AppState {
             resumer,
@@ -464,7 +464,7 @@ impl TestApp {
             privacy_floor: self.state.resumer.privacy_floor,
             instance_id: self.state.resumer.instance_id,
             lease_margin: self.state.resumer.lease_margin,
-            denials: DenialWriter::start(Database::direct(pool.clone()), true),
+            denials: DenialWriter::start(Database::direct(pool.clone()), Some(0)),
         });
         let state = AppState {
             pool: Database::direct(pool.clone()),
