@@ -41,7 +41,7 @@ async fn serve(limits: ConnectionLimits) -> std::net::SocketAddr {
             privacy_floor: PrivacyLevel::Metadata,
             instance_id: Uuid::new_v4(),
             lease_margin: Duration::from_secs(30),
-            denials: DenialWriter::start(pool.clone(), Some(0)),
+            denials: DenialWriter::start(pool.clone(), None),
         }),
         limits: Limits {
             max_body_bytes: 1024 * 1024,

@@ -11,7 +11,20 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::database::TestDatabase;
-use crate::support::{self, TestApp};
+use crate::support::{self, Options, TestApp};
+
+/// An instance with `DENY_BATCHES` on, every deny queued for the writers (none written at once on its own), so that
+/// what these tests hold back decides which denies meet in a batch.
+async fn batching_app(pool: PgPool) -> TestApp {
+    support::app_with(
+        pool,
+        Options {
+            deny_batch_beyond: Some(0),
+            ..Options::default()
+        },
+    )
+    .await
+}
 
 /// `count` waiting runs of user 7, with their turn digests.
 async fn waiting_runs(app: &TestApp, count: usize) -> Vec<(Uuid, String)> {
@@ -50,7 +63,7 @@ async fn written(pool: &PgPool, run_id: Uuid) -> (i64, i64, i64, i64, String) {
 async fn denies_of_many_runs_posted_at_once_are_each_recorded_exactly_once_with_everything_they_write()
  {
     let (_database, pool) = TestDatabase::create().await;
-    let app = support::app(pool.clone()).await;
+    let app = batching_app(pool.clone()).await;
     let runs = waiting_runs(&app, 16).await;
 
     let answers = join_all(
@@ -76,7 +89,7 @@ async fn denies_of_many_runs_posted_at_once_are_each_recorded_exactly_once_with_
 #[tokio::test]
 async fn two_denies_of_each_run_posted_at_once_record_one_decision_per_run_and_answer_both_alike() {
     let (_database, pool) = TestDatabase::create().await;
-    let app = support::app(pool.clone()).await;
+    let app = batching_app(pool.clone()).await;
     let runs = waiting_runs(&app, 8).await;
 
     let twice = runs.iter().chain(runs.iter());
@@ -99,7 +112,7 @@ async fn two_denies_of_each_run_posted_at_once_record_one_decision_per_run_and_a
 #[tokio::test]
 async fn a_deny_that_fails_in_a_batch_costs_the_other_denies_of_the_batch_nothing() {
     let (_database, pool) = TestDatabase::create().await;
-    let app = support::app(pool.clone()).await;
+    let app = batching_app(pool.clone()).await;
     let runs = waiting_runs(&app, 6).await;
     let (failing, _) = runs[3];
     // A stand-in for a deny the database refuses: its approval event raises, so any statement holding it fails.
@@ -146,7 +159,7 @@ async fn a_deny_that_fails_in_a_batch_costs_the_other_denies_of_the_batch_nothin
 #[tokio::test]
 async fn denies_that_queue_while_the_writers_are_busy_are_written_by_one_statement() {
     let (_database, pool) = TestDatabase::create().await;
-    let app = support::app(pool.clone()).await;
+    let app = batching_app(pool.clone()).await;
     let runs = waiting_runs(&app, 6).await;
 
     let (held, queued) = deny_behind_two_held_runs(&app, &pool, &runs).await;
@@ -238,7 +251,7 @@ async fn wait_until_waiting_for_locks(pool: &PgPool, backends: i64) {
 async fn a_run_another_transaction_holds_is_skipped_by_its_batch_which_writes_the_others_without_waiting()
  {
     let (_database, pool) = TestDatabase::create().await;
-    let app = support::app(pool.clone()).await;
+    let app = batching_app(pool.clone()).await;
     let runs = waiting_runs(&app, 6).await;
     let held_elsewhere = runs[3].0;
     let mut other_transaction = pool.begin().await.unwrap();

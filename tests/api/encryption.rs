@@ -41,7 +41,7 @@ pub fn with_keys(app: &TestApp, keys: &str) -> TestApp {
         privacy_floor: base.privacy_floor,
         instance_id: base.instance_id,
         lease_margin: base.lease_margin,
-        denials: DenialWriter::start(pool.clone(), Some(0)),
+        denials: DenialWriter::start(pool.clone(), None),
     });
     app.with_state(AppState {
         pool,
