@@ -8,10 +8,12 @@
 #   bash bench/postgres_instructions.sh 0008 0010       the write statement, schemas through the migrations named
 #   bash bench/postgres_instructions.sh deny            whole denies, committed, on the newest schema: the naive
 #                                                       floor's transaction (bench/deny_floor_naive.sql) beside the
-#                                                       service's read, its write, and both (bench/deny_floor.sql)
+#                                                       service's read, its write, and both (bench/deny_floor.sql),
+#                                                       and its write of denies in batches of 2 and 8, per deny
+#                                                       (bench/deny_batch_sql.py)
 #
 # Schema mode: each schema gets one waiting run with one call; the write statement decides it inside a transaction
-# that is rolled back (so the figure holds no commit). Deny mode: 3,000 waiting runs with one call and a
+# that is rolled back (so the figure holds no commit). Deny mode: 40,000 waiting runs with one call and a
 # 10-message transcript, copied into the naive floor's tables as the harness does (benches/decisions/floor.rs);
 # each transaction decides a fresh run and commits (synchronous_commit off: the commit's work is counted, the wait
 # for the disk is not). Either way each file runs through pgbench -M prepared on one connection, 100 and then 600
@@ -126,9 +128,9 @@ insert into runs (id, tenant, owner_uid, status, privacy_level, require_second_a
                   messages, turn_index, turn_digest)
 select md5('floor' || n)::uuid, 'default', n % 100 + 1, 'waiting_for_approval', 'metadata', false, '\\x00', '[]',
        \$messages\$$messages\$messages\$, 0, '$digest'
-from generate_series(1, 3000) n;
+from generate_series(1, 40000) n;
 insert into turn_calls (run_id, turn_index, position, call_id, tool, arguments, effect)
-select md5('floor' || n)::uuid, 0, 0, 'call_r_0', 'write_file', '{}', 'write' from generate_series(1, 3000) n;
+select md5('floor' || n)::uuid, 0, 0, 'call_r_0', 'write_file', '{}', 'write' from generate_series(1, 40000) n;
 create schema naive;
 create table naive.runs (like public.runs including all);
 create table naive.approval_events (like public.approval_events including all);
@@ -153,6 +155,14 @@ SQL
     printf '| the service: its write | %s |\n' "$(per_transaction "$database" "$work/write.sql" 1401)"
     printf '| the service: both (`bench/deny_floor.sql`) | %s |\n' \
         "$(per_transaction "$database" bench/deny_floor.sql 2101)"
+    # Denies written together (src/storage/denials.rs): the statement's instructions over the denies it holds.
+    # Their runs are n >= 10000 (see the generator), base 0 for batches of 2 and 200 for batches of 8, so apart.
+    for batch_base in 2:0 8:200; do
+        batch=${batch_base%%:*}
+        python3 bench/deny_batch_sql.py "$batch" > "$work/batch.sql"
+        printf '| the service: its write, batches of %s (`bench/deny_batch_sql.py %s`), per deny | %s |\n' \
+            "$batch" "$batch" "$(( $(per_transaction "$database" "$work/batch.sql" "${batch_base#*:}") / batch ))"
+    done
     exit 0
 fi
 

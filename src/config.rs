@@ -608,6 +608,14 @@ pub struct Config {
           default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
     pub resume_lease_margin_ms: u64,
 
+    /// Once four denies are being written, write the next ones together in one statement
+    /// (`src/resume/denial_writer.rs`): more denies per second at saturation, a longer tail below it (BENCHMARKS.md).
+    /// `false` (the default) writes each deny by a statement of its own, addressed to its run alone, as tables
+    /// distributed by run id need (DESIGN.md §12).
+    #[arg(long, env = "DENY_BATCHES", value_name = "DENY_BATCHES", default_value_t = false,
+          action = clap::ArgAction::Set, value_parser = clap::builder::BoolishValueParser::new())]
+    pub deny_batches: bool,
+
     /// A TOML file configuring tool executors; without it every approved call is `not_permitted`.
     #[arg(long, env = "TOOLS_CONFIG", value_name = "TOOLS_CONFIG")]
     pub tools_config: Option<PathBuf>,

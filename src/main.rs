@@ -83,6 +83,12 @@ async fn serve(config: Config) -> Result<(), String> {
         privacy_floor: config.privacy_level,
         instance_id: Uuid::new_v4(),
         lease_margin: Duration::from_millis(config.resume_lease_margin_ms),
+        denials: resume::DenialWriter::start(
+            pool.clone(),
+            config
+                .deny_batches
+                .then_some(resume::denial_writer::BATCH_BEYOND),
+        ),
     });
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let recovery = resume::spawn_recovery(

@@ -39,7 +39,7 @@ struct Family {
     help: &'static str,
 }
 
-const FAMILIES: [Family; 10] = [
+const FAMILIES: [Family; 12] = [
     Family {
         name: "http_requests_total",
         kind: "counter",
@@ -84,6 +84,16 @@ const FAMILIES: [Family; 10] = [
         name: "webhook_delivery_lag_seconds",
         kind: "histogram",
         help: "From the start of an event's transaction to its delivery's 2xx answer.",
+    },
+    Family {
+        name: "deny_statements_total",
+        kind: "counter",
+        help: "Statements that recorded denies, by kind (single: one deny; batch: several; retried: one deny again after its batch failed).",
+    },
+    Family {
+        name: "batched_denies_total",
+        kind: "counter",
+        help: "Denies sent in batch statements (divided by deny_statements_total{kind=\"batch\"}: the mean batch).",
     },
     Family {
         name: "db_pool_connections",
@@ -160,6 +170,22 @@ pub fn decision(approved: bool, decided_by: &str) {
             ("decided_by", decided_by.to_owned()),
         ],
     );
+}
+
+/// One statement that recorded `denies` denies (`kind`: `single`, `batch` or `retried`; see `storage::denial_writer`).
+pub fn deny_statement(kind: &'static str, denies: usize) {
+    with_registry(|registry| {
+        *registry
+            .counters
+            .entry(("deny_statements_total", vec![("kind", kind.to_owned())]))
+            .or_default() += 1;
+        if kind == "batch" {
+            *registry
+                .counters
+                .entry(("batched_denies_total", Vec::new()))
+                .or_default() += denies as u64;
+        }
+    });
 }
 
 /// Turns expired without a decision (by the sweeper, or by a decision that came too late).

@@ -11,7 +11,7 @@ use approval_resume::domain::limits::WorkLimits;
 use approval_resume::events::EventsHub;
 use approval_resume::executor::Executors;
 use approval_resume::listen::ConnectionLimits;
-use approval_resume::resume::Resumer;
+use approval_resume::resume::{DenialWriter, Resumer};
 use approval_resume::state::{AppState, Limits};
 use approval_resume::storage::Database;
 use approval_resume::tokens::PrivacyLevel;
@@ -36,11 +36,12 @@ async fn serve(limits: ConnectionLimits) -> std::net::SocketAddr {
             Duration::from_secs(1),
         ),
         resumer: Arc::new(Resumer {
-            pool,
+            pool: pool.clone(),
             executors: Executors::none(),
             privacy_floor: PrivacyLevel::Metadata,
             instance_id: Uuid::new_v4(),
             lease_margin: Duration::from_secs(30),
+            denials: DenialWriter::start(pool.clone(), None),
         }),
         limits: Limits {
             max_body_bytes: 1024 * 1024,

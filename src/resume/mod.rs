@@ -7,6 +7,7 @@
 //! stops the wait for the answer.
 
 pub mod approve;
+pub mod denial_writer;
 pub mod periodic;
 mod record;
 pub mod sweeper;
@@ -18,9 +19,10 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 pub use approve::{finish_turn, spawn_recovery};
+pub use denial_writer::DenialWriter;
 pub use sweeper::spawn_sweeper;
 
-use record::{PlainDecision, plain_decision};
+use record::{PlainDecision, Through, plain_decision};
 
 use crate::domain::authorize::{self, DecisionAsk, Refusal};
 use crate::domain::events;
@@ -50,6 +52,8 @@ pub struct Resumer {
     pub instance_id: Uuid,
     /// How much longer than its longest executor call a turn's lease lasts; past it, another instance takes over.
     pub lease_margin: Duration,
+    /// Writes the denies decided from a snapshot, together when they arrive together.
+    pub denials: DenialWriter,
 }
 
 impl Resumer {
@@ -155,10 +159,9 @@ pub async fn decide(
     match plain_decision(resumer, actor, request, run) {
         Some(plain) => {
             // The connection goes back to the pool once the write is done, before an approval's calls run.
-            let recorded = match connection {
-                Some(mut conn) => plain.record(resumer, actor, request, &mut *conn).await?,
-                None => plain.record(resumer, actor, request, &resumer.pool).await?,
-            };
+            let recorded = plain
+                .record(resumer, actor, request, Through::Snapshot(connection))
+                .await?;
             if let Some(recorded) = recorded {
                 return recorded.finish(resumer).await;
             }
@@ -250,7 +253,10 @@ async fn decide_under_lock(
         verdicts,
         decided_by,
     };
-    let Some(recorded) = plain.record(resumer, actor, request, &mut *tx).await? else {
+    let Some(recorded) = plain
+        .record(resumer, actor, request, Through::Locked(&mut tx))
+        .await?
+    else {
         // Under the lock only the clock moved on: the turn's expiry passed between the read and the write.
         let sealer = resumer.pool.sealer();
         return Err(expire_late(tx, sealer, &expiring_run, &expiring_calls).await?);

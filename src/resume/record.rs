@@ -2,7 +2,8 @@
 //! approval taking it), on the read's connection or inside the locked path's transaction, and what follows once it
 //! committed (the count, the log line, an approval's calls).
 
-use sqlx::PgExecutor;
+use sqlx::PgConnection;
+use sqlx::pool::PoolConnection;
 
 use super::{
     Actor, DecisionRequest, ResumeError, Resumed, Resumer, approve, authorize_decider,
@@ -13,7 +14,7 @@ use crate::domain::results::{self, ToolResult};
 use crate::domain::tokens::{DecidedBy, RunStatus};
 use crate::domain::verdicts::{DecisionForm, Verdicts};
 use crate::metrics;
-use crate::storage::deciding::{self, ClosingTurn, RunForDecision, TakingTurn};
+use crate::storage::deciding::{self, ClosingTurn, DenialWrite, RunForDecision, TakingTurn};
 use crate::storage::decisions::NewDecision;
 use crate::storage::run_snapshot::RunSnapshot;
 use crate::storage::runs::CallRow;
@@ -66,6 +67,16 @@ pub(super) fn plain_decision(
     })
 }
 
+/// Where a decision is written.
+pub(super) enum Through<'c> {
+    /// Decided from a snapshot: an approval takes its turn on the snapshot's connection (behind a transaction pooler,
+    /// `None`: on any), a deny goes to the writer of denies (`denial_writer`), which writes it on that connection
+    /// or, under load, with others.
+    Snapshot(Option<PoolConnection<sqlx::Postgres>>),
+    /// Decided under the run's lock: written inside that transaction, which the caller commits.
+    Locked(&'c mut PgConnection),
+}
+
 /// A decision recorded (not yet committed when recorded under the lock): what is left to do once it is.
 pub(super) struct Recorded {
     decided_by: DecidedBy,
@@ -86,13 +97,14 @@ enum RecordedOutcome {
 }
 
 impl PlainDecision {
-    /// Writes the decision in one statement through `db`; `None` when the run no longer waits on the turn read.
+    /// Writes the decision in one statement `through` a connection; `None` when the run no longer waits on the turn
+    /// read.
     pub(super) async fn record(
         self,
         resumer: &Resumer,
         actor: &Actor,
         request: &DecisionRequest,
-        db: impl PgExecutor<'_>,
+        through: Through<'_>,
     ) -> Result<Option<Recorded>, ResumeError> {
         let PlainDecision {
             facts,
@@ -130,19 +142,22 @@ impl PlainDecision {
             let mut calls = calls;
             as_taken(&mut calls, &positioned, &edits);
             let first_sent = approve::first_sent(resumer, &calls);
-            let taken = deciding::take_turn(
-                db,
-                &TakingTurn {
-                    decision: &new_decision,
-                    sealer: resumer.pool.sealer(),
-                    denied: &positioned,
-                    edits: &edits,
-                    lease_owner: resumer.instance_id,
-                    lease: resumer.lease(),
-                    first_sent,
-                },
-            )
-            .await?;
+            let taking = TakingTurn {
+                decision: &new_decision,
+                sealer: resumer.pool.sealer(),
+                denied: &positioned,
+                edits: &edits,
+                lease_owner: resumer.instance_id,
+                lease: resumer.lease(),
+                first_sent,
+            };
+            let taken = match through {
+                Through::Snapshot(Some(mut conn)) => {
+                    deciding::take_turn(&mut *conn, &taking).await?
+                }
+                Through::Snapshot(None) => deciding::take_turn(&resumer.pool, &taking).await?,
+                Through::Locked(tx) => deciding::take_turn(tx, &taking).await?,
+            };
             let Some((decision, first_started)) = taken else {
                 return Ok(None);
             };
@@ -188,7 +203,12 @@ impl PlainDecision {
             events: &events,
             resumed_event: &resumed_event,
         };
-        let Some(decision) = deciding::record_denial(db, &new_decision, &closing).await? else {
+        let write = DenialWrite::new(&new_decision, &closing);
+        let recorded = match through {
+            Through::Snapshot(connection) => resumer.denials.record(connection, write).await?,
+            Through::Locked(tx) => deciding::record_denial(tx, write).await?,
+        };
+        let Some(decision) = recorded else {
             return Ok(None);
         };
         let resumed =

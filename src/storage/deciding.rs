@@ -12,7 +12,7 @@ use sqlx::types::Json;
 use sqlx::{FromRow, PgConnection, PgExecutor, Row};
 use uuid::Uuid;
 
-use super::decisions::{self, DECISION_COLUMNS, DecisionRow, NewDecision};
+use super::decisions::{self, DECISION_COLUMNS, DecisionColumns, DecisionRow, NewDecision};
 use super::runs::{self, CALL_COLUMNS, CallRow, RunRow, StoredCall};
 use super::sealed::{self, Column, Row as SealedRow};
 use super::{Query, StorageError, sql};
@@ -478,14 +478,47 @@ pub async fn take_turn(
     )))
 }
 
+/// A deny ready to be written: its decision and how it closes its turn, column by column as the statements bind them
+/// (sealed), owned so that it can wait for the writer that batches denies (`resume::denial_writer`).
+#[derive(Debug, Clone)]
+pub struct DenialWrite {
+    pub(super) decision: DecisionColumns,
+    pub(super) closing: ClosingColumns,
+}
+
+impl DenialWrite {
+    /// `closing.results` holds a result for every call that has a tool event: the events' times are those the
+    /// statement gives the results (`CALL_TIMES_NEVER_STARTED`).
+    pub fn new(decision: &NewDecision<'_>, closing: &ClosingTurn<'_>) -> Self {
+        debug_assert_eq!(
+            (decision.run_id, decision.turn_index),
+            (closing.run.id, closing.run.turn_index),
+            "a deny closes the turn it decides"
+        );
+        debug_assert!(
+            closing
+                .events
+                .iter()
+                .all(|(position, _)| closing.results.iter().any(|(stored, _)| stored == position)),
+            "a deny stores a result for every call it writes a tool event of"
+        );
+        DenialWrite {
+            decision: DecisionColumns::of(decision),
+            closing: ClosingColumns::of(closing),
+        }
+    }
+
+    pub fn run_id(&self) -> Uuid {
+        self.closing.run_id
+    }
+}
+
 /// Records a deny decision and closes its turn with the denial results, in one statement, only while the run still
 /// waits on the decision's turn (see [`take_turn`]); `None` when it no longer does, and then nothing is written.
-/// `closing.results` holds a result for every call that has a tool event: the events' times are those the statement
-/// gives the results (`CALL_TIMES_NEVER_STARTED`).
+/// Several denies at once are written by `storage::denials::record_many`.
 pub async fn record_denial(
     db: impl PgExecutor<'_>,
-    decision: &NewDecision<'_>,
-    closing: &ClosingTurn<'_>,
+    write: DenialWrite,
 ) -> Result<Option<DecisionRow>, StorageError> {
     static SQL: LazyLock<String> = LazyLock::new(|| {
         format!(
@@ -498,17 +531,10 @@ pub async fn record_denial(
              select decision.* from decision cross join outboxed"
         )
     });
-    debug_assert!(
-        closing
-            .events
-            .iter()
-            .all(|(position, _)| closing.results.iter().any(|(stored, _)| stored == position)),
-        "a deny stores a result for every call it writes a tool event of"
-    );
-    let query = bind_closing(sql::query(sqlx::AssertSqlSafe(SQL.as_str())), closing);
-    let row = decisions::bind_decision(query, decision)
-        .fetch_optional(db)
-        .await?;
+    let query = write
+        .closing
+        .bind(sql::query(sqlx::AssertSqlSafe(SQL.as_str())));
+    let row = write.decision.bind(query).fetch_optional(db).await?;
     row.map(|row| DecisionRow::from_row(&row))
         .transpose()
         .map_err(StorageError::from)
@@ -538,122 +564,130 @@ pub async fn record_expiry(
 
 /// Binds `$1` to `$21` of [`CLOSE_TURN`], sealing what is stored encrypted.
 fn bind_closing<'q>(query: Query<'q>, closing: &ClosingTurn<'q>) -> Query<'q> {
-    let results = closing.results;
-    let events = closing.events;
-    let (run_id, turn_index) = (closing.run.id, closing.run.turn_index);
-    let (contents, contents_sealed): (Vec<Option<String>>, Vec<Option<Vec<u8>>>) = results
-        .iter()
-        .map(|(position, result)| {
+    ClosingColumns::of(closing).bind(query)
+}
+
+/// What a statement that closes a turn stores, column by column, sealed where it is stored encrypted: `$1` to `$21` of
+/// [`CLOSE_TURN`]. Owned, so that a denial can wait for the writer that batches it (`resume::denial_writer`).
+#[derive(Debug, Clone)]
+pub struct ClosingColumns {
+    pub(super) run_id: Uuid,
+    pub(super) turn_index: i32,
+    pub(super) result_positions: Vec<i32>,
+    pub(super) result_outcomes: Vec<&'static str>,
+    pub(super) result_errors: Vec<bool>,
+    pub(super) result_contents: Vec<Option<String>>,
+    pub(super) result_contents_sealed: Vec<Option<Vec<u8>>>,
+    pub(super) event_positions: Vec<i32>,
+    pub(super) event_call_ids: Vec<String>,
+    pub(super) event_tools: Vec<String>,
+    pub(super) event_outcomes: Vec<&'static str>,
+    pub(super) event_errors: Vec<bool>,
+    pub(super) event_decided_by: Vec<&'static str>,
+    pub(super) event_privacy_levels: Vec<&'static str>,
+    pub(super) event_arguments_bytes: Vec<i32>,
+    pub(super) event_result_bytes: Vec<i32>,
+    pub(super) event_arguments: Vec<Option<String>>,
+    pub(super) event_results: Vec<Option<String>>,
+    pub(super) event_arguments_sealed: Vec<Option<Vec<u8>>>,
+    pub(super) event_results_sealed: Vec<Option<Vec<u8>>>,
+    pub(super) resumed_event: Json<EventData>,
+}
+
+impl ClosingColumns {
+    /// The columns of `closing`, sealed with its sealer.
+    pub fn of(closing: &ClosingTurn<'_>) -> Self {
+        let (run_id, turn_index) = (closing.run.id, closing.run.turn_index);
+        let results = closing.results;
+        let events = closing.events;
+        let (result_contents, result_contents_sealed) = results
+            .iter()
+            .map(|(position, result)| {
+                let row = SealedRow::call(run_id, turn_index, *position);
+                let stored =
+                    sealed::seal(closing.sealer, Column::CallContent, row, &result.content);
+                (stored.clear, stored.sealed)
+            })
+            .unzip();
+        let mut columns = ClosingColumns {
+            run_id,
+            turn_index,
+            result_positions: results.iter().map(|(position, _)| *position).collect(),
+            result_outcomes: results.iter().map(|(_, r)| r.outcome.as_str()).collect(),
+            result_errors: results.iter().map(|(_, r)| r.is_error).collect(),
+            result_contents,
+            result_contents_sealed,
+            event_positions: Vec::with_capacity(events.len()),
+            event_call_ids: Vec::with_capacity(events.len()),
+            event_tools: Vec::with_capacity(events.len()),
+            event_outcomes: Vec::with_capacity(events.len()),
+            event_errors: Vec::with_capacity(events.len()),
+            event_decided_by: Vec::with_capacity(events.len()),
+            event_privacy_levels: Vec::with_capacity(events.len()),
+            event_arguments_bytes: Vec::with_capacity(events.len()),
+            event_result_bytes: Vec::with_capacity(events.len()),
+            event_arguments: Vec::with_capacity(events.len()),
+            event_results: Vec::with_capacity(events.len()),
+            event_arguments_sealed: Vec::with_capacity(events.len()),
+            event_results_sealed: Vec::with_capacity(events.len()),
+            resumed_event: Json(closing.resumed_event.clone()),
+        };
+        for (position, event) in events {
             let row = SealedRow::call(run_id, turn_index, *position);
-            let stored = sealed::seal(closing.sealer, Column::CallContent, row, &result.content);
-            (stored.clear, stored.sealed)
-        })
-        .unzip();
-    let mut event_arguments = Vec::with_capacity(events.len());
-    let mut event_results = Vec::with_capacity(events.len());
-    for (position, event) in events {
-        let row = SealedRow::call(run_id, turn_index, *position);
-        event_arguments.push(sealed::seal_optional(
-            closing.sealer,
-            Column::EventArguments,
-            row,
-            event.arguments.as_deref(),
-        ));
-        event_results.push(sealed::seal_optional(
-            closing.sealer,
-            Column::EventResult,
-            row,
-            event.result.as_deref(),
-        ));
+            let arguments = sealed::seal_optional(
+                closing.sealer,
+                Column::EventArguments,
+                row,
+                event.arguments.as_deref(),
+            );
+            let result = sealed::seal_optional(
+                closing.sealer,
+                Column::EventResult,
+                row,
+                event.result.as_deref(),
+            );
+            columns.event_positions.push(*position);
+            columns.event_call_ids.push(event.call_id.clone());
+            columns.event_tools.push(event.tool.clone());
+            columns.event_outcomes.push(event.outcome.as_str());
+            columns.event_errors.push(event.is_error);
+            columns.event_decided_by.push(event.decided_by.as_str());
+            columns
+                .event_privacy_levels
+                .push(event.privacy_level.as_str());
+            columns.event_arguments_bytes.push(event.arguments_bytes);
+            columns.event_result_bytes.push(event.result_bytes);
+            columns.event_arguments.push(arguments.clear);
+            columns.event_arguments_sealed.push(arguments.sealed);
+            columns.event_results.push(result.clear);
+            columns.event_results_sealed.push(result.sealed);
+        }
+        columns
     }
-    let (event_arguments, event_arguments_sealed): (Vec<_>, Vec<_>) = event_arguments
-        .into_iter()
-        .map(|stored| (stored.clear, stored.sealed))
-        .unzip();
-    let (event_results, event_results_sealed): (Vec<_>, Vec<_>) = event_results
-        .into_iter()
-        .map(|stored| (stored.clear, stored.sealed))
-        .unzip();
-    query
-        .bind(closing.run.id)
-        .bind(closing.run.turn_index)
-        .bind(
-            results
-                .iter()
-                .map(|(position, _)| *position)
-                .collect::<Vec<i32>>(),
-        )
-        .bind(
-            results
-                .iter()
-                .map(|(_, r)| r.outcome.as_str())
-                .collect::<Vec<&str>>(),
-        )
-        .bind(
-            results
-                .iter()
-                .map(|(_, r)| r.is_error)
-                .collect::<Vec<bool>>(),
-        )
-        .bind(contents)
-        .bind(
-            events
-                .iter()
-                .map(|(position, _)| *position)
-                .collect::<Vec<i32>>(),
-        )
-        .bind(
-            events
-                .iter()
-                .map(|(_, e)| e.call_id.as_str())
-                .collect::<Vec<&str>>(),
-        )
-        .bind(
-            events
-                .iter()
-                .map(|(_, e)| e.tool.as_str())
-                .collect::<Vec<&str>>(),
-        )
-        .bind(
-            events
-                .iter()
-                .map(|(_, e)| e.outcome.as_str())
-                .collect::<Vec<&str>>(),
-        )
-        .bind(
-            events
-                .iter()
-                .map(|(_, e)| e.is_error)
-                .collect::<Vec<bool>>(),
-        )
-        .bind(
-            events
-                .iter()
-                .map(|(_, e)| e.decided_by.as_str())
-                .collect::<Vec<&str>>(),
-        )
-        .bind(
-            events
-                .iter()
-                .map(|(_, e)| e.privacy_level.as_str())
-                .collect::<Vec<&str>>(),
-        )
-        .bind(
-            events
-                .iter()
-                .map(|(_, e)| e.arguments_bytes)
-                .collect::<Vec<i32>>(),
-        )
-        .bind(
-            events
-                .iter()
-                .map(|(_, e)| e.result_bytes)
-                .collect::<Vec<i32>>(),
-        )
-        .bind(event_arguments)
-        .bind(event_results)
-        .bind(Json(closing.resumed_event))
-        .bind(contents_sealed)
-        .bind(event_arguments_sealed)
-        .bind(event_results_sealed)
+
+    /// Binds them as `$1` to `$21` of [`CLOSE_TURN`].
+    fn bind(self, query: Query<'_>) -> Query<'_> {
+        query
+            .bind(self.run_id)
+            .bind(self.turn_index)
+            .bind(self.result_positions)
+            .bind(self.result_outcomes)
+            .bind(self.result_errors)
+            .bind(self.result_contents)
+            .bind(self.event_positions)
+            .bind(self.event_call_ids)
+            .bind(self.event_tools)
+            .bind(self.event_outcomes)
+            .bind(self.event_errors)
+            .bind(self.event_decided_by)
+            .bind(self.event_privacy_levels)
+            .bind(self.event_arguments_bytes)
+            .bind(self.event_result_bytes)
+            .bind(self.event_arguments)
+            .bind(self.event_results)
+            .bind(self.resumed_event)
+            .bind(self.result_contents_sealed)
+            .bind(self.event_arguments_sealed)
+            .bind(self.event_results_sealed)
+    }
 }

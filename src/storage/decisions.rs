@@ -111,15 +111,49 @@ pub async fn all_of_run(
 /// Binds what a decision records besides its run and turn, in column order: approved, decider_uid, decided_by,
 /// reason, turn_digest, client_name, token_kid, calls.
 pub(super) fn bind_decision<'q>(query: Query<'q>, decision: &NewDecision<'q>) -> Query<'q> {
-    query
-        .bind(decision.approved)
-        .bind(decision.decider_uid)
-        .bind(decision.decided_by.as_str())
-        .bind(decision.reason.map(DenialReason::as_str))
-        .bind(decision.turn_digest)
-        .bind(decision.client_name)
-        .bind(decision.token_kid)
-        .bind(Json(decision.calls))
+    DecisionColumns::of(decision).bind(query)
+}
+
+/// What a decision records besides its run and turn, owned, so that a denial can wait for the writer that batches it
+/// (`resume::denial_writer`).
+#[derive(Debug, Clone)]
+pub struct DecisionColumns {
+    pub(super) approved: Option<bool>,
+    pub(super) decider_uid: Option<i64>,
+    pub(super) decided_by: &'static str,
+    pub(super) reason: Option<&'static str>,
+    pub(super) turn_digest: String,
+    pub(super) client_name: String,
+    pub(super) token_kid: Option<String>,
+    pub(super) calls: Json<Vec<RecordedVerdict>>,
+}
+
+impl DecisionColumns {
+    pub fn of(decision: &NewDecision<'_>) -> Self {
+        DecisionColumns {
+            approved: decision.approved,
+            decider_uid: decision.decider_uid,
+            decided_by: decision.decided_by.as_str(),
+            reason: decision.reason.map(DenialReason::as_str),
+            turn_digest: decision.turn_digest.to_owned(),
+            client_name: decision.client_name.to_owned(),
+            token_kid: decision.token_kid.map(str::to_owned),
+            calls: Json(decision.calls.to_vec()),
+        }
+    }
+
+    /// Binds them in column order (see [`bind_decision`]).
+    pub(super) fn bind(self, query: Query<'_>) -> Query<'_> {
+        query
+            .bind(self.approved)
+            .bind(self.decider_uid)
+            .bind(self.decided_by)
+            .bind(self.reason)
+            .bind(self.turn_digest)
+            .bind(self.client_name)
+            .bind(self.token_kid)
+            .bind(self.calls)
+    }
 }
 
 /// The index of the run's latest turn that expired, if one did.

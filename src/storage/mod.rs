@@ -8,6 +8,7 @@ pub mod connect;
 pub mod database;
 pub mod deciding;
 pub mod decisions;
+pub mod denials;
 pub mod events;
 pub mod hosts;
 pub mod primary;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use approval_resume::executor::{Executors, ToolExecutor};
-use approval_resume::resume::Resumer;
+use approval_resume::resume::{DenialWriter, Resumer};
 use approval_resume::sealing::Sealer;
 use approval_resume::state::AppState;
 use approval_resume::storage::Database;
@@ -41,6 +41,7 @@ pub fn with_keys(app: &TestApp, keys: &str) -> TestApp {
         privacy_floor: base.privacy_floor,
         instance_id: base.instance_id,
         lease_margin: base.lease_margin,
+        denials: DenialWriter::start(pool.clone(), None),
     });
     app.with_state(AppState {
         pool,

@@ -2,6 +2,7 @@
 
 mod approvals;
 mod auth;
+mod batched_denies;
 mod concurrency;
 mod cors;
 #[path = "../common/database.rs"]

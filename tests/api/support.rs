@@ -8,7 +8,7 @@ use approval_resume::domain::limits::WorkLimits;
 use approval_resume::events::EventsHub;
 use approval_resume::executor::Executors;
 use approval_resume::keys;
-use approval_resume::resume::Resumer;
+use approval_resume::resume::{DenialWriter, Resumer};
 use approval_resume::state::{AppState, Limits};
 use approval_resume::storage::{Database, clients};
 use approval_resume::tokens::PrivacyLevel;
@@ -47,6 +47,9 @@ pub struct Options {
     pub max_body_bytes: usize,
     pub request_timeout: Duration,
     pub body_read_timeout: Duration,
+    /// `DENY_BATCHES`: `Some(n)` writes denies together beyond `n` in flight (`Some(0)`: every deny queues), `None`
+    /// (the service's default) each on its own.
+    pub deny_batch_beyond: Option<usize>,
 }
 
 impl Default for Options {
@@ -57,6 +60,7 @@ impl Default for Options {
             max_body_bytes: 1024 * 1024,
             request_timeout: Duration::from_secs(30),
             body_read_timeout: Duration::from_secs(15),
+            deny_batch_beyond: None,
         }
     }
 }
@@ -81,6 +85,7 @@ pub async fn app_with(pool: PgPool, options: Options) -> TestApp {
         privacy_floor: options.privacy_floor,
         instance_id: Uuid::new_v4(),
         lease_margin: Duration::from_secs(30),
+        denials: DenialWriter::start(Database::direct(pool.clone()), options.deny_batch_beyond),
     });
     let state = AppState {
         pool: Database::direct(pool.clone()),
@@ -287,6 +292,7 @@ impl TestApp {
             privacy_floor,
             instance_id: Uuid::new_v4(),
             lease_margin: Duration::from_secs(30),
+            denials: DenialWriter::start(Database::direct(self.pool.clone()), None),
         });
         let state = AppState {
             resumer,
@@ -353,6 +359,7 @@ impl TestApp {
             privacy_floor: self.state.resumer.privacy_floor,
             instance_id: Uuid::new_v4(),
             lease_margin: self.state.resumer.lease_margin,
+            denials: DenialWriter::start(Database::direct(self.pool.clone()), None),
         });
         let state = AppState {
             resumer,
@@ -461,6 +468,7 @@ impl TestApp {
             privacy_floor: self.state.resumer.privacy_floor,
             instance_id: self.state.resumer.instance_id,
             lease_margin: self.state.resumer.lease_margin,
+            denials: DenialWriter::start(Database::direct(pool.clone()), None),
         });
         let state = AppState {
             pool: Database::direct(pool.clone()),
