@@ -172,7 +172,7 @@ pub fn decision(approved: bool, decided_by: &str) {
     );
 }
 
-/// One statement that recorded `denies` denies (`kind`: `single`, `batch` or `retried`; see `storage::denial_writer`).
+/// One statement that recorded `denies` denies (`kind`: `single`, `batch` or `retried`; see `resume::denial_writer`).
 pub fn deny_statement(kind: &'static str, denies: usize) {
     with_registry(|registry| {
         *registry

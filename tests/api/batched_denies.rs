@@ -100,12 +100,7 @@ async fn two_denies_of_each_run_posted_at_once_record_one_decision_per_run_and_a
         assert_eq!(one.status, StatusCode::OK, "{run_id}: {:?}", one.body);
         assert_eq!(other.status, StatusCode::OK, "{run_id}: {:?}", other.body);
         assert_eq!(one.bytes, other.bytes, "run {run_id}: the replay differs");
-        let (decisions, _, resumed, _, status) = written(&pool, *run_id).await;
-        assert_eq!(
-            (decisions, resumed, status.as_str()),
-            (1, 1, "resumed"),
-            "run {run_id}"
-        );
+        assert_denied_once(&pool, *run_id).await;
     }
 }
 
@@ -142,12 +137,7 @@ async fn a_deny_that_fails_in_a_batch_costs_the_other_denies_of_the_batch_nothin
             );
         } else {
             assert_eq!(answer.status, StatusCode::OK, "{run_id}: {:?}", answer.body);
-            let (decisions, _, resumed, _, status) = written(&pool, *run_id).await;
-            assert_eq!(
-                (decisions, resumed, status.as_str()),
-                (1, 1, "resumed"),
-                "run {run_id}"
-            );
+            assert_denied_once(&pool, *run_id).await;
         }
     }
     let metrics = support::metrics(&app).await;
@@ -156,6 +146,7 @@ async fn a_deny_that_fails_in_a_batch_costs_the_other_denies_of_the_batch_nothin
         "{metrics}"
     );
 }
+
 #[tokio::test]
 async fn denies_that_queue_while_the_writers_are_busy_are_written_by_one_statement() {
     let (_database, pool) = TestDatabase::create().await;
@@ -176,6 +167,16 @@ async fn denies_that_queue_while_the_writers_are_busy_are_written_by_one_stateme
     assert!(
         metrics.contains("deny_statements_total{kind=\"single\"} 2\n"),
         "{metrics}"
+    );
+}
+
+/// One approval event and one `run.resumed` event for the run, which moved on.
+async fn assert_denied_once(pool: &PgPool, run_id: Uuid) {
+    let (decisions, _, resumed, _, status) = written(pool, run_id).await;
+    assert_eq!(
+        (decisions, resumed, status.as_str()),
+        (1, 1, "resumed"),
+        "run {run_id}"
     );
 }
 
@@ -305,12 +306,7 @@ async fn a_run_another_transaction_holds_is_skipped_by_its_batch_which_writes_th
         assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.body);
     }
     for (run_id, _) in &runs {
-        let (decisions, _, resumed, _, status) = written(&pool, *run_id).await;
-        assert_eq!(
-            (decisions, resumed, status.as_str()),
-            (1, 1, "resumed"),
-            "run {run_id}"
-        );
+        assert_denied_once(&pool, *run_id).await;
     }
     let metrics = support::metrics(&app).await;
     assert!(
