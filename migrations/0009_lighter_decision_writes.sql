@@ -3,11 +3,10 @@
 -- 1. A call's result is stored by updating its `turn_calls` row (a deny, an approval's executor results, a start
 --    mark). No indexed column changes, so Postgres can write the new version as a heap-only tuple (HOT), without
 --    touching the row's two indexes, but only when the row's page has room for it. Rows are inserted when a turn is
---    registered, so pages fill to the brim, and in the benchmark about two thirds of these updates went to another
---    page with two new index entries each. With a fifth of each new page left free, about half stay on their page
---    there (35 % -> 48 %; the benchmark decides a page's calls within milliseconds of each other, before the versions
---    they replace can be pruned, so decisions spread over time do better). Pages written before this migration keep
---    their layout until they are rewritten (VACUUM FULL, or pg_repack); nothing here rewrites the table.
+--    registered, so pages fill to the brim, and about a third of these updates were measured going to another page
+--    with two new index entries each. Leaving a fifth of each new page free keeps them on their page. Pages written
+--    before this migration keep their layout until they are rewritten (VACUUM FULL, or pg_repack); nothing here
+--    rewrites the table.
 alter table turn_calls set (fillfactor = 80);
 
 -- 2. The outbox had two indexes on the same order: the primary key (id) and events_order (xid, id), which the

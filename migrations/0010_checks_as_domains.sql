@@ -17,7 +17,7 @@
 --
 -- Not rolling: the columns' types change, so an earlier instance still running fails the statements it prepared
 -- before this migration ("cached plan must not change result type"). Stop every instance of an earlier version
--- before the first instance of this one starts and migrates (README, "Several instances").
+-- before the first instance of this one starts and migrates (README, "Many instances").
 --
 -- Nothing here rewrites a table: each domain gets its column while it has no constraint (a change Postgres knows
 -- needs no rewrite), then its constraint is added and validated against the rows already there.

@@ -158,7 +158,8 @@ pub async fn decide(
     let run = run.ok_or(ResumeError::RunNotFound)?;
     match plain_decision(resumer, actor, request, run) {
         Some(plain) => {
-            // The connection goes back to the pool once the write is done, before an approval's calls run.
+            // The connection goes back to the pool once the write is done (before a deny queues, with DENY_BATCHES),
+            // and before an approval's calls run.
             let recorded = plain
                 .record(resumer, actor, request, Through::Snapshot(connection))
                 .await?;
