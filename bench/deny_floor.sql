@@ -42,7 +42,7 @@ left join lateral (
 ) c on true;
 with resumed as (
     update runs set status = 'resumed', lease_owner = null, lease_until = null, updated_at = now()
-    where id = md5('floor' || :n)::uuid and status = 'waiting_for_approval' and turn_index = :turn
+    where id = md5('floor' || :n)::uuid and coalesce(status = 'waiting_for_approval', false) and turn_index = :turn
       and (expires_at is null or expires_at > clock_timestamp())
     returning id, tenant
 ), stored as (

@@ -11,9 +11,13 @@
 #                                                       service's read, its write, and both (bench/deny_floor.sql),
 #                                                       and its write of denies in batches of 2 and 8, per deny
 #                                                       (bench/deny_batch_sql.py)
+#   bash bench/postgres_instructions.sh approve         whole approvals of one call, committed, on the newest schema:
+#                                                       the service's read, its taking write, its closing write, and
+#                                                       all three (bench/approve_floor.sql), beside its deny's write
+#                                                       and whole deny (bench/deny_floor.sql)
 #
 # Schema mode: each schema gets one waiting run with one call; the write statement decides it inside a transaction
-# that is rolled back (so the figure holds no commit). Deny mode: 40,000 waiting runs with one call and a
+# that is rolled back (so the figure holds no commit). Deny and approve modes: 40,000 waiting runs with one call and a
 # 10-message transcript, copied into the naive floor's tables as the harness does (benches/decisions/floor.rs);
 # each transaction decides a fresh run and commits (synchronous_commit off: the commit's work is counted, the wait
 # for the disk is not). Either way each file runs through pgbench -M prepared on one connection, 100 and then 600
@@ -69,7 +73,8 @@ content='Error: approval_denied (decided_by: run_owner).'
 variables=(-D nc=1 -D i=0 -D keyhash="$key_hash" -D scope=decisions:write -D tenant=default -D turn=0
     -D digest="$digest" -D client=bench -D content="$content" -D callid=call_r_0 -D tool=write_file -D argbytes=2
     -D resbytes=${#content} -D payload='{}'
-    -D toolmessage="{\"role\":\"tool\",\"tool_call_id\":\"call_r_0\",\"content\":\"$content\"}")
+    -D toolmessage="{\"role\":\"tool\",\"tool_call_id\":\"call_r_0\",\"content\":\"$content\"}"
+    -D leaseowner=00000000-0000-0000-0000-0000000000aa -D result='{"ok":true}')
 
 # The callgrind total of the backend that served one pgbench run of `count` transactions of `file` from run `base`.
 backend_instructions() {
@@ -109,8 +114,9 @@ migrate() {
     done
 }
 
-if [ "${schemas[0]}" = deny ]; then
-    database=deny
+# Deny and approve modes: the newest schema, 40,000 waiting runs of one call, and the naive floor's tables.
+seed_waiting_runs() {
+    local database=$1 messages
     migrate "$database" 9999
     messages=$(python3 -c '
 import json
@@ -144,6 +150,41 @@ alter table naive.tool_events add constraint tool_events_run_id_fkey
     foreign key (run_id) references naive.runs (id) on delete cascade;
 vacuum analyze;
 SQL
+}
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+
+if [ "${schemas[0]}" = approve ]; then
+    database=approve
+    seed_waiting_runs "$database"
+    # The service's statements on their own, each with the floor files' variables: the deny's write, and the
+    # approval's taking and closing writes (the close decides the runs the take took, so both start at one base).
+    awk '/^with resumed as/ { exit } { print }' bench/deny_floor.sql > "$work/read.sql"
+    { grep '^\\set' bench/deny_floor.sql; awk '/^with resumed as/,0' bench/deny_floor.sql; } > "$work/deny-write.sql"
+    { grep '^\\set' bench/approve_floor.sql; awk '/^with resuming as/,/^from decision;/' bench/approve_floor.sql; } \
+        > "$work/take.sql"
+    { grep '^\\set' bench/approve_floor.sql; awk '/^with resumed as/,0' bench/approve_floor.sql; } > "$work/close.sql"
+    per_transaction "$database" bench/deny_floor.sql 1 > /dev/null
+    read=$(per_transaction "$database" "$work/read.sql" 701)
+    deny_write=$(per_transaction "$database" "$work/deny-write.sql" 1401)
+    deny=$(per_transaction "$database" bench/deny_floor.sql 2101)
+    take=$(per_transaction "$database" "$work/take.sql" 2801)
+    close=$(per_transaction "$database" "$work/close.sql" 2801)
+    approval=$(per_transaction "$database" bench/approve_floor.sql 3501)
+    printf '| transaction (committed) | Postgres instructions | per deny |\n|---|---:|---:|\n'
+    printf '| the read (both paths) | %s | %s |\n' "$read" "$(ratio "$read" "$deny")"
+    printf '| a deny: its write | %s | %s |\n' "$deny_write" "$(ratio "$deny_write" "$deny")"
+    printf '| a deny: read and write (`bench/deny_floor.sql`) | %s | 1.00 |\n' "$deny"
+    printf '| an approval: its taking write | %s | %s |\n' "$take" "$(ratio "$take" "$deny")"
+    printf '| an approval: its closing write | %s | %s |\n' "$close" "$(ratio "$close" "$deny")"
+    printf '| an approval: read, take and close (`bench/approve_floor.sql`) | %s | %s |\n' "$approval" \
+        "$(ratio "$approval" "$deny")"
+    exit 0
+fi
+
+if [ "${schemas[0]}" = deny ]; then
+    database=deny
+    seed_waiting_runs "$database"
     # The service's two statements on their own, each with the floor file's variables.
     awk '/^with resumed as/ { exit } { print }' bench/deny_floor.sql > "$work/read.sql"
     { grep '^\\set' bench/deny_floor.sql; awk '/^with resumed as/,0' bench/deny_floor.sql; } > "$work/write.sql"

@@ -343,7 +343,7 @@ async fn benchmark(settings: &Settings) -> Result<(), Error> {
         let consumer_key = settings.wants("events").then_some(key.as_str());
         let (phase, consumers) = open_loop(&bench, rate, settings.seconds, consumer_key).await?;
         if let Some(consumers) = consumers {
-            let (feed, webhook) = consumers.stop(Duration::from_secs(3)).await;
+            let (feed, webhook) = consumers.stop(Duration::from_secs(3)).await?;
             let answered = bench
                 .driver_deny
                 .answered

@@ -40,6 +40,10 @@ pub struct Consumers {
     pub feed: Lags,
     pub webhook: Lags,
     stop: tokio::sync::watch::Sender<bool>,
+    /// Where the receiver's subscription is removed once the consumers stop.
+    subscription: String,
+    key: String,
+    client: reqwest::Client,
 }
 
 impl Consumers {
@@ -81,6 +85,11 @@ impl Consumers {
         if created.status() != 201 {
             return Err(format!("subscribing answered {}", created.status()).into());
         }
+        let created: Value = created.json().await?;
+        let subscription = format!(
+            "{base_url}/v1/webhooks/{}",
+            created["id"].as_str().ok_or("the subscription has no id")?
+        );
 
         // The end of the feed so far, so that only the phase's events are measured (`&after=…` once known).
         let mut after = String::new();
@@ -104,6 +113,7 @@ impl Consumers {
         let read = Arc::clone(&feed);
         let (base_url, key) = (base_url.to_owned(), key.to_owned());
         let mut until = stopped;
+        let (unsubscriber, unsubscriber_key) = (client.clone(), key.clone());
         tokio::spawn(async move {
             loop {
                 let request = client
@@ -137,15 +147,29 @@ impl Consumers {
             feed,
             webhook,
             stop,
+            subscription,
+            key: unsubscriber_key,
+            client: unsubscriber,
         })
     }
 
-    /// Waits `grace` for the last events to arrive, then stops both consumers.
-    pub async fn stop(self, grace: Duration) -> (Vec<Arrival>, Vec<Arrival>) {
+    /// Waits `grace` for the last events to arrive, then stops both consumers and removes the receiver's
+    /// subscription: left behind, it would have the service deliver every later phase's events to a receiver that is
+    /// gone, retrying each, and charge that work to the decisions those phases measure.
+    pub async fn stop(self, grace: Duration) -> Result<(Vec<Arrival>, Vec<Arrival>), Error> {
         tokio::time::sleep(grace).await;
         let _ = self.stop.send(true);
+        let removed = self
+            .client
+            .delete(&self.subscription)
+            .bearer_auth(&self.key)
+            .send()
+            .await?;
+        if removed.status() != 204 {
+            return Err(format!("removing the subscription answered {}", removed.status()).into());
+        }
         let take = |lags: &Lags| lags.lock().unwrap().clone();
-        (take(&self.feed), take(&self.webhook))
+        Ok((take(&self.feed), take(&self.webhook)))
     }
 }
 

@@ -98,6 +98,11 @@ impl DenialWriter {
             .map_or(0, |queue| queue.max_capacity() - queue.capacity())
     }
 
+    /// How many denies are being written on their own now (at once, not queued).
+    pub fn written_on_their_own(&self) -> usize {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
     /// Records the deny as `deciding::record_denial` does (`None`: its run no longer waits on the turn read): at once
     /// on `connection` (the one it was read on; `None` behind a transaction pooler: on any) while fewer than
     /// `batch_beyond` denies are being written so, and otherwise in a statement with whatever other denies are

@@ -291,7 +291,11 @@ const CLOSE_EXPIRED_TURN: &str =
 /// took it over, and a turn taken over must find the results stored like any other.
 const CLOSE_HELD_TURN: &str = close_turn_ctes!(
     "run.resumed",
-    " and status = 'resuming' and turn_index = $2 and lease_owner = $22",
+    concat!(
+        " and ",
+        sql::status_is!("resuming"),
+        " and turn_index = $2 and lease_owner = $22"
+    ),
     ""
 );
 /// The condition on the run's row under which a decision made from a read of turn `$2` may still be recorded: the
@@ -299,8 +303,12 @@ const CLOSE_HELD_TURN: &str = close_turn_ctes!(
 /// compare-and-set of [`record_denial`] and [`take_turn`].
 macro_rules! still_waiting {
     () => {
-        " and status = 'waiting_for_approval' and turn_index = $2
+        concat!(
+            " and ",
+            sql::status_is!("waiting_for_approval"),
+            " and turn_index = $2
           and (expires_at is null or expires_at > clock_timestamp())"
+        )
     };
 }
 

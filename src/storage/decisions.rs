@@ -235,17 +235,20 @@ pub async fn start_call(
     lease_owner: Uuid,
     lease: std::time::Duration,
 ) -> Result<bool, StorageError> {
-    let done = sql::query(
+    // The status as `sql::status_is!` states it, so that the run is found by its key.
+    let done = sql::query(concat!(
         "with lease as (
              update runs set lease_until = now() + make_interval(secs => $5)
-             where id = $1 and status = 'resuming' and lease_owner = $4
+             where id = $1 and ",
+        sql::status_is!("resuming"),
+        " and lease_owner = $4
              returning id
          )
          update turn_calls c set started_at = now()
          from lease
          where c.run_id = $1 and c.turn_index = $2 and c.position = $3
-           and c.started_at is null and c.outcome is null",
-    )
+           and c.started_at is null and c.outcome is null"
+    ))
     .bind(run_id)
     .bind(turn_index)
     .bind(position)

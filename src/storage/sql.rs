@@ -48,6 +48,19 @@ where
     sqlx::query_scalar(sql).persistent(named())
 }
 
+/// A run's status as the condition of a statement that moves that one run on, found by `id = $1`: `coalesce(status =
+/// '…', false)`, which is the same test (the status is never null), but one the planner cannot read as the predicate
+/// of a partial index. Given `status = 'resuming'` or `status = 'waiting_for_approval'` as such, it may find the run
+/// through the partial index of every run in that status (`runs_resuming_lease`, `runs_tenant_waiting`), filtering
+/// all of them by id, whenever its statistics were taken while none was in that status: then every close reads every
+/// resuming run, and every deny every waiting one (tests/plans.rs; BENCHMARKS.md, "A run found by its key").
+macro_rules! status_is {
+    ($status:literal) => {
+        concat!("coalesce(status = '", $status, "', false)")
+    };
+}
+pub(super) use status_is;
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;

@@ -1,6 +1,6 @@
 //! Denies written together (`resume::denial_writer`): each recorded exactly once with all it writes, a second deny
-//! of the same run answered from the first, a deny whose batch fails costing the others nothing, and a batch never
-//! waiting for a run another transaction holds.
+//! of the same run answered from the first, a deny whose batch fails costing the others nothing, a batch never
+//! waiting for a run another transaction holds, and denies queued only while the threshold's count is in flight.
 
 use std::time::{Duration, Instant};
 
@@ -318,4 +318,99 @@ async fn a_run_another_transaction_holds_is_skipped_by_its_batch_which_writes_th
         metrics.contains("deny_statements_total{kind=\"single\"} 3\n"),
         "{metrics}"
     );
+}
+
+#[tokio::test]
+async fn denies_are_written_at_once_below_the_threshold_and_queued_only_while_that_many_are_in_flight()
+ {
+    let (_database, pool) = TestDatabase::create().await;
+    // Two denies in flight on their own before the next ones queue.
+    let app = support::app_with(
+        pool.clone(),
+        Options {
+            deny_batch_beyond: Some(2),
+            ..Options::default()
+        },
+    )
+    .await;
+    let runs = waiting_runs(&app, 9).await;
+    let mut lock = pool.begin().await.unwrap();
+    sqlx::query("select 1 from runs where id = any($1) for update")
+        .bind(
+            runs[..4]
+                .iter()
+                .map(|(run_id, _)| *run_id)
+                .collect::<Vec<_>>(),
+        )
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    // Runs 0 and 1: written at once, each waiting for its lock. Runs 2 and 3, sent with two in flight: queued, and
+    // taken by one writer each, which then waits for its lock. Runs 4 to 7: queued while both writers are busy.
+    let at_once = join_all(
+        runs[..2]
+            .iter()
+            .map(|(run_id, digest)| deny(&app, *run_id, digest)),
+    );
+    let to_the_writers = async {
+        wait_until_waiting_for_locks(&pool, 2).await;
+        let third = deny(&app, runs[2].0, &runs[2].1);
+        let fourth = async {
+            wait_until_waiting_for_locks(&pool, 3).await;
+            deny(&app, runs[3].0, &runs[3].1).await
+        };
+        tokio::join!(third, fourth)
+    };
+    let queued = async {
+        wait_until_waiting_for_locks(&pool, 4).await;
+        join_all(
+            runs[4..8]
+                .iter()
+                .map(|(run_id, digest)| deny(&app, *run_id, digest)),
+        )
+        .await
+    };
+    let release = async {
+        wait_until_waiting_for_locks(&pool, 4).await;
+        wait_until_queued(&app, 4).await;
+        assert_eq!(app.state.resumer.denials.written_on_their_own(), 2);
+        lock.commit().await.unwrap();
+    };
+    let (at_once, (third, fourth), queued, ()) =
+        tokio::join!(at_once, to_the_writers, queued, release);
+    for answer in at_once.iter().chain([&third, &fourth]).chain(&queued) {
+        assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.body);
+    }
+    // With nothing in flight any more, the next deny is written at once again: it waits for its run's lock on its own.
+    let mut lock = pool.begin().await.unwrap();
+    sqlx::query("select 1 from runs where id = $1 for update")
+        .bind(runs[8].0)
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let last = deny(&app, runs[8].0, &runs[8].1);
+    let release = async {
+        wait_until_waiting_for_locks(&pool, 1).await;
+        assert_eq!(app.state.resumer.denials.written_on_their_own(), 1);
+        assert_eq!(app.state.resumer.denials.queued(), 0);
+        lock.commit().await.unwrap();
+    };
+    let (last, ()) = tokio::join!(last, release);
+    assert_eq!(last.status, StatusCode::OK, "{:?}", last.body);
+    assert_eq!(app.state.resumer.denials.written_on_their_own(), 0);
+
+    for (run_id, _) in &runs {
+        assert_denied_once(&pool, *run_id).await;
+    }
+    let metrics = support::metrics(&app).await;
+    // Single statements: runs 0 and 1 at once, 2 and 3 by their writers (too few for a batch), 8 at once.
+    assert!(
+        metrics.contains("deny_statements_total{kind=\"single\"} 5\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("deny_statements_total{kind=\"batch\"} 1\n"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("batched_denies_total 4\n"), "{metrics}");
 }

@@ -1,0 +1,118 @@
+-- One approval's SQL (a turn of one call, a no-op executor), the statements the service issues in the same order,
+-- with nothing else (no HTTP, no JSON, no Rust, no executor): the approve path's counterpart of
+-- bench/deny_floor.sql, counted by `bash bench/postgres_instructions.sh approve`. Three round trips, no transaction
+-- block, copied from:
+--   src/storage/run_snapshot.rs  the read, as in bench/deny_floor.sql
+--   src/storage/deciding.rs      take_turn: the run to `resuming` under this instance's lease, the approval event and
+--                                the call marked started, only while the run still waits on the turn read (no denied
+--                                and no edited calls: their arrays are empty, as the service binds them)
+--                                close_held_turn: the call's result, its tool event, the run resumed and the
+--                                run.resumed event in the outbox, only while the lease is still this instance's
+-- Between the two writes the service sends the call to its executor; here nothing happens.
+-- Variables as in bench/deny_floor.sql, plus leaseowner (a uuid) and result (the executor's answer).
+\set n :base + :i * :nc + :client_id
+\set i :i + 1
+\set uid :n % 100 + 1
+with reader as (select name, tenant, scopes, :scope = any (scopes) as may_read
+                from api_clients where key_hash = :keyhash and revoked_at is null)
+select reader.name as key_client_name, reader.tenant as key_client_tenant, reader.scopes as key_client_scopes,
+       r.id is not null as run_found,
+       r.id, r.tenant, r.owner_uid, r.status, r.privacy_level, r.require_second_approver,
+       r.registration_hash, r.tools, r.turn_index, r.turn_digest, r.turn_request_hash, r.lease_owner,
+       r.lease_until, r.expires_at, r.created_at, r.updated_at, r.messages, r.messages_from_jsonb,
+       r.messages_sealed,
+       u.uid is not null as decider_found, u.is_admin, u.can_approve_others, u.disabled, u.approvable_tools,
+       e.turn_index as decision_turn_index, e.approved, e.decider_uid, e.decided_by, e.reason,
+       e.turn_digest as decision_turn_digest, e.client_name, e.decided_at, e.token_kid, e.calls,
+       coalesce(r.expires_at <= clock_timestamp(), false) as past_expiry,
+       x.turn_index is not null as expired,
+       c.*
+from reader
+left join runs r on r.id = md5('floor' || :n)::uuid and r.tenant = reader.tenant and reader.may_read
+left join backend_users u on u.tenant = r.tenant and u.uid = :uid
+left join approval_events e on e.run_id = r.id and e.turn_index = r.turn_index
+left join turn_expiries x on x.run_id = r.id and x.turn_index = r.turn_index
+left join lateral (
+    select array_agg(row(k.turn_index, k.position::integer, k.call_id, k.tool::text, k.arguments, k.arguments_sealed,
+                         k.effect::text, k.started_at, k.outcome::text, k.is_error, k.content, k.content_sealed,
+                         k.finished_at, k.edited_arguments, k.edited_arguments_sealed)) as call_records
+    from turn_calls k
+    where k.run_id = r.id and k.turn_index <= r.turn_index and (k.turn_index = r.turn_index or k.outcome is not null)
+) c on true;
+with resuming as (
+    update runs set status = 'resuming', lease_owner = :leaseowner::uuid,
+        lease_until = now() + make_interval(secs => 30.0), updated_at = now()
+    where id = md5('floor' || :n)::uuid and coalesce(status = 'waiting_for_approval', false) and turn_index = :turn
+      and (expires_at is null or expires_at > clock_timestamp())
+    returning id
+), decision as (
+    insert into approval_events (run_id, turn_index, approved, decider_uid, decided_by, reason, turn_digest,
+                                 client_name, token_kid, calls)
+    select md5('floor' || :n)::uuid, :turn, true, :uid, 'run_owner', null, :digest, :client, null, '[]'::jsonb
+    from resuming
+    returning turn_index, approved, decider_uid, decided_by, reason, turn_digest, client_name, decided_at, token_kid,
+              calls
+), denied as (
+    update turn_calls c set outcome = r.outcome, is_error = r.is_error, content = r.content,
+                            content_sealed = r.content_sealed, finished_at = now()
+    from unnest('{}'::int[], '{}'::text[], '{}'::bool[], '{}'::text[], '{}'::bytea[])
+         as r(position, outcome, is_error, content, content_sealed)
+    where c.run_id = md5('floor' || :n)::uuid and c.turn_index = :turn and c.position = r.position
+      and c.outcome is null and exists (select from resuming)
+    returning c.position
+), edited as (
+    update turn_calls c set edited_arguments = e.arguments, edited_arguments_sealed = e.arguments_sealed,
+                            started_at = case when c.position = 0 and c.started_at is null and c.outcome is null
+                                              then now() else c.started_at end
+    from unnest('{}'::int[], '{}'::text[], '{}'::bytea[]) as e(position, arguments, arguments_sealed)
+    where c.run_id = md5('floor' || :n)::uuid and c.turn_index = :turn and c.position = e.position
+      and exists (select from resuming)
+    returning c.position
+), started as (
+    update turn_calls c set started_at = now()
+    where c.run_id = md5('floor' || :n)::uuid and c.turn_index = :turn and c.position = 0
+      and c.started_at is null and c.outcome is null and c.position <> all('{}'::int[])
+      and exists (select from resuming)
+    returning c.position
+)
+select decision.*,
+       exists (select 1 from turn_calls c
+               where c.run_id = md5('floor' || :n)::uuid and c.turn_index = :turn and c.position = 0
+                 and c.started_at is null and c.outcome is null) as first_started
+from decision;
+with resumed as (
+    update runs set status = 'resumed', lease_owner = null, lease_until = null, updated_at = now()
+    where id = md5('floor' || :n)::uuid and coalesce(status = 'resuming', false) and turn_index = :turn
+      and lease_owner = :leaseowner::uuid
+    returning id, tenant
+), stored as (
+    update turn_calls c set outcome = r.outcome, is_error = r.is_error, content = r.content,
+                            content_sealed = r.content_sealed, finished_at = now()
+    from unnest(array[0]::int[], array['ok']::text[], array[false]::bool[], array[:result]::text[],
+                array[null]::bytea[])
+         as r(position, outcome, is_error, content, content_sealed)
+    where c.run_id = md5('floor' || :n)::uuid and c.turn_index = :turn and c.position = r.position
+      and c.outcome is null
+    returning c.position, c.finished_at
+), events as (
+    insert into tool_events (run_id, turn_index, position, call_id, tool, outcome, is_error, decided_by,
+                             privacy_level, arguments_bytes, result_bytes, arguments, result,
+                             arguments_sealed, result_sealed, started_at, finished_at)
+    select md5('floor' || :n)::uuid, :turn, e.position, e.call_id, e.tool, e.outcome, e.is_error, e.decided_by,
+           e.privacy_level, e.arguments_bytes, e.result_bytes, e.arguments, e.result, e.arguments_sealed,
+           e.result_sealed, c.started_at, coalesce(s.finished_at, c.finished_at)
+    from unnest(array[0]::int[], array[:callid]::text[], array[:tool]::text[], array['ok']::text[],
+                array[false]::bool[], array['run_owner']::text[], array['metadata']::text[],
+                array[:argbytes]::int[], array[:resbytes]::int[], array[null]::text[], array[null]::text[],
+                array[null]::bytea[], array[null]::bytea[])
+         as e(position, call_id, tool, outcome, is_error, decided_by, privacy_level,
+              arguments_bytes, result_bytes, arguments, result, arguments_sealed, result_sealed)
+    join turn_calls c on c.run_id = md5('floor' || :n)::uuid and c.turn_index = :turn and c.position = e.position
+    left join stored s on s.position = e.position
+    cross join resumed
+), outboxed as (
+    insert into events (tenant, run_id, type, data)
+    select tenant, id, 'run.resumed', :payload::jsonb from resumed
+    returning id
+)
+select resumed.id from resumed cross join outboxed;
