@@ -9,7 +9,8 @@
 --                                close_held_turn: the call's result, its tool event, the run resumed and the
 --                                run.resumed event in the outbox, only while the lease is still this instance's
 -- Between the two writes the service sends the call to its executor; here nothing happens.
--- Variables as in bench/deny_floor.sql, plus leaseowner (a uuid) and result (the executor's answer).
+-- Variables as in bench/deny_floor.sql, plus leaseowner (a uuid), result (the executor's answer) and verdicts (the
+-- approval event's `calls`, as the service binds them for one call approved).
 \set n :base + :i * :nc + :client_id
 \set i :i + 1
 \set uid :n % 100 + 1
@@ -48,7 +49,7 @@ with resuming as (
 ), decision as (
     insert into approval_events (run_id, turn_index, approved, decider_uid, decided_by, reason, turn_digest,
                                  client_name, token_kid, calls)
-    select md5('floor' || :n)::uuid, :turn, true, :uid, 'run_owner', null, :digest, :client, null, '[]'::jsonb
+    select md5('floor' || :n)::uuid, :turn, true, :uid, 'run_owner', null, :digest, :client, null, :verdicts::jsonb
     from resuming
     returning turn_index, approved, decider_uid, decided_by, reason, turn_digest, client_name, decided_at, token_kid,
               calls

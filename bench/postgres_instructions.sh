@@ -74,7 +74,8 @@ variables=(-D nc=1 -D i=0 -D keyhash="$key_hash" -D scope=decisions:write -D ten
     -D digest="$digest" -D client=bench -D content="$content" -D callid=call_r_0 -D tool=write_file -D argbytes=2
     -D resbytes=${#content} -D payload='{}'
     -D toolmessage="{\"role\":\"tool\",\"tool_call_id\":\"call_r_0\",\"content\":\"$content\"}"
-    -D leaseowner=00000000-0000-0000-0000-0000000000aa -D result='{"ok":true}')
+    -D leaseowner=00000000-0000-0000-0000-0000000000aa -D result='{"ok":true}'
+    -D verdicts='[{"call_id":"call_r_0","approved":true,"reason":null,"edited":false,"arguments_sha256":null}]')
 
 # The callgrind total of the backend that served one pgbench run of `count` transactions of `file` from run `base`.
 backend_instructions() {

@@ -7,7 +7,8 @@
 //!
 //! Shown on the real binary over a private cluster with `pg_stat_statements` (tests/common/observed.rs): the
 //! statistics are taken while no run waits or resumes, then thousands of runs start waiting and resuming at once
-//! (autovacuum off for `runs`, so that nothing refreshes them meanwhile), and a deny and an approval are decided.
+//! (autovacuum off for `runs`, so that nothing refreshes them meanwhile), and a deny, an approval of one call and an
+//! approval of two (whose second call is started by a statement of its own) are decided.
 //! Each statement they run may read a few dozen buffers (index pages, the run, its calls, the rows it writes), never
 //! one per waiting or resuming run.
 
@@ -20,15 +21,18 @@ mod common;
 mod observed;
 
 use observed::Observed;
+use serde_json::json;
 use sqlx::{Connection, PgConnection};
+use uuid::Uuid;
 
 /// Runs that wait, and as many that resume, beyond what the statistics saw: each a row of about 0.5 KiB, so each
-/// status's rows span some 150 heap pages, all of which a scan of its partial index reads.
-const BACKLOG: i32 = 2_000;
+/// status's rows span some 300 heap pages, all of which a scan of its partial index reads (about 560 buffers per call).
+const BACKLOG: i32 = 4_000;
 
 /// The buffers one execution of a decision's statement may read: its runs' and calls' index and heap pages and the
-/// pages of the rows it writes (the deny's write reads about 30), far below one per run of the backlog.
-const MOST_BUFFERS_PER_STATEMENT: i64 = 80;
+/// pages of the rows it writes, where finding room for a new row version visits a few more (30 to 85 per call in
+/// these runs), far below one per run of the backlog.
+const MOST_BUFFERS_PER_STATEMENT: i64 = 150;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn decisions_read_a_bounded_number_of_buffers_however_many_runs_wait_or_resume_unseen_by_the_statistics()
@@ -42,9 +46,10 @@ async fn decisions_read_a_bounded_number_of_buffers_however_many_runs_wait_or_re
         ],
     )
     .await;
-    let runs = observed.waiting_runs(4).await;
-    // Decided before the statistics are taken, so that the service's statements are prepared and then planned anew.
-    for (run, approved) in [(&runs[0], false), (&runs[1], true)] {
+    let decided = observed.waiting_runs(2).await;
+    // Decided before the statistics are taken, so that the service's statements are prepared, and then planned anew
+    // from statistics in which no run waits or resumes.
+    for (run, approved) in [(&decided[0], false), (&decided[1], true)] {
         let (status, answer) = observed.decide(run, approved).await;
         assert_eq!(status, 200, "{answer}");
     }
@@ -54,7 +59,7 @@ async fn decisions_read_a_bounded_number_of_buffers_however_many_runs_wait_or_re
         .execute(&mut admin)
         .await
         .unwrap();
-    // The backlog: copies of the decided run, waiting, and resuming under a lease of an instance that is not running.
+    // The backlog: copies of a decided run, waiting, and resuming under a lease of an instance that is not running.
     sqlx::query(
         "insert into runs
          select (jsonb_populate_record(null::runs, to_jsonb(r) || jsonb_build_object(
@@ -65,20 +70,24 @@ async fn decisions_read_a_bounded_number_of_buffers_however_many_runs_wait_or_re
               (values ('waiting_for_approval'), ('resuming')) as s(status)
          where r.id = $1",
     )
-    .bind(runs[0].0)
+    .bind(decided[0].0)
     .bind(BACKLOG)
     .execute(&mut admin)
     .await
     .unwrap();
     admin.close().await.unwrap();
+    // The runs decided now, also unseen by the statistics: one denied, one approved, and one of two calls approved
+    // (its second call is marked started on its own, by `decisions::start_call`).
+    let runs = observed.waiting_runs(2).await;
+    let two_calls = two_call_run(&observed).await;
 
     let admin = observed.start_recording().await;
-    for (run, approved) in [(&runs[2], false), (&runs[3], true)] {
+    for (run, approved) in [(&runs[0], false), (&runs[1], true), (&two_calls, true)] {
         let (status, answer) = observed.decide(run, approved).await;
         assert_eq!(status, 200, "{answer}");
     }
     assert_eq!(
-        observed.sends_of(&runs[3]),
+        observed.sends_of(&runs[1]),
         1,
         "the approved call was sent once"
     );
@@ -89,14 +98,22 @@ async fn decisions_read_a_bounded_number_of_buffers_however_many_runs_wait_or_re
         .collect();
     let listing = listing.join("\n");
     eprintln!("{listing}");
-    // The read (both decisions), the deny's write, the approval's taking and closing writes.
-    assert!(
-        read.len() >= 4
-            && read
-                .iter()
-                .any(|(query, _)| query.starts_with("with resuming as")),
-        "the decisions' statements were not recorded:\n{listing}"
-    );
+    // Each statement that moves a run on, recorded: the read, the take, the deny's write and the close (both begin
+    // `with resumed as`), and the start of a later call.
+    for (beginning, statements) in [
+        ("with reader as", 1),
+        ("with resuming as", 1),
+        ("with resumed as", 2),
+        ("with lease as", 1),
+    ] {
+        assert_eq!(
+            read.iter()
+                .filter(|(query, _)| one_line(query).starts_with(beginning))
+                .count(),
+            statements,
+            "statements beginning `{beginning}`:\n{listing}"
+        );
+    }
     for (query, buffers) in &read {
         assert!(
             *buffers <= MOST_BUFFERS_PER_STATEMENT,
@@ -104,6 +121,26 @@ async fn decisions_read_a_bounded_number_of_buffers_however_many_runs_wait_or_re
             one_line(query)
         );
     }
+}
+
+/// A run of user 1 waiting on two calls of `update_page`, `call_1` and `call_2`.
+async fn two_call_run(observed: &Observed) -> observed::WaitingRun {
+    let id = Uuid::new_v4();
+    let call = |call_id: &str| {
+        json!({"id": call_id, "type": "function",
+               "function": {"name": "update_page", "arguments": "{\"page\": 12}"}})
+    };
+    let body = json!({
+        "id": id, "owner_uid": 1,
+        "messages": [
+            {"role": "user", "content": "Shorten pages 12 and 13."},
+            {"role": "assistant", "content": null, "tool_calls": [call("call_1"), call("call_2")]},
+        ],
+        "tools": [{"name": "update_page", "effect": "write"}],
+    });
+    let (status, run) = observed.send(reqwest::Method::POST, "/v1/runs", body).await;
+    assert_eq!(status, 201, "{run}");
+    (id, run["turn"]["digest"].as_str().unwrap().to_owned())
 }
 
 /// Buffers read (from the cache or not) per call of each statement that touches `runs`, recorded since `admin`
