@@ -1,8 +1,8 @@
--- One approval's SQL (a turn of one call, a no-op executor), the statements the service issues in the same order,
--- with nothing else (no HTTP, no JSON, no Rust, no executor): the approve path's counterpart of
--- bench/deny_floor.sql, counted by `bash bench/postgres_instructions.sh approve`. Three round trips, no transaction
--- block, copied from:
---   src/storage/run_snapshot.rs  the read, as in bench/deny_floor.sql
+-- One approval's writes (a turn of one call, a no-op executor), the statements the service issues after its read, in
+-- the same order, with nothing else (no HTTP, no JSON, no Rust, no executor): the approve path's counterpart of
+-- bench/deny_floor.sql, whose read (src/storage/run_snapshot.rs, the same for both paths) comes before them in the
+-- whole approval that `bash bench/postgres_instructions.sh approve` counts. Two round trips, no transaction block,
+-- copied from:
 --   src/storage/deciding.rs      take_turn: the run to `resuming` under this instance's lease, the approval event and
 --                                the call marked started, only while the run still waits on the turn read (no denied
 --                                and no edited calls: their arrays are empty, as the service binds them)
@@ -14,32 +14,6 @@
 \set n :base + :i * :nc + :client_id
 \set i :i + 1
 \set uid :n % 100 + 1
-with reader as (select name, tenant, scopes, :scope = any (scopes) as may_read
-                from api_clients where key_hash = :keyhash and revoked_at is null)
-select reader.name as key_client_name, reader.tenant as key_client_tenant, reader.scopes as key_client_scopes,
-       r.id is not null as run_found,
-       r.id, r.tenant, r.owner_uid, r.status, r.privacy_level, r.require_second_approver,
-       r.registration_hash, r.tools, r.turn_index, r.turn_digest, r.turn_request_hash, r.lease_owner,
-       r.lease_until, r.expires_at, r.created_at, r.updated_at, r.messages, r.messages_from_jsonb,
-       r.messages_sealed,
-       u.uid is not null as decider_found, u.is_admin, u.can_approve_others, u.disabled, u.approvable_tools,
-       e.turn_index as decision_turn_index, e.approved, e.decider_uid, e.decided_by, e.reason,
-       e.turn_digest as decision_turn_digest, e.client_name, e.decided_at, e.token_kid, e.calls,
-       coalesce(r.expires_at <= clock_timestamp(), false) as past_expiry,
-       x.turn_index is not null as expired,
-       c.*
-from reader
-left join runs r on r.id = md5('floor' || :n)::uuid and r.tenant = reader.tenant and reader.may_read
-left join backend_users u on u.tenant = r.tenant and u.uid = :uid
-left join approval_events e on e.run_id = r.id and e.turn_index = r.turn_index
-left join turn_expiries x on x.run_id = r.id and x.turn_index = r.turn_index
-left join lateral (
-    select array_agg(row(k.turn_index, k.position::integer, k.call_id, k.tool::text, k.arguments, k.arguments_sealed,
-                         k.effect::text, k.started_at, k.outcome::text, k.is_error, k.content, k.content_sealed,
-                         k.finished_at, k.edited_arguments, k.edited_arguments_sealed)) as call_records
-    from turn_calls k
-    where k.run_id = r.id and k.turn_index <= r.turn_index and (k.turn_index = r.turn_index or k.outcome is not null)
-) c on true;
 with resuming as (
     update runs set status = 'resuming', lease_owner = :leaseowner::uuid,
         lease_until = now() + make_interval(secs => 30.0), updated_at = now()

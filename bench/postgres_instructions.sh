@@ -12,9 +12,9 @@
 #                                                       and its write of denies in batches of 2 and 8, per deny
 #                                                       (bench/deny_batch_sql.py)
 #   bash bench/postgres_instructions.sh approve         whole approvals of one call, committed, on the newest schema:
-#                                                       the service's read, its taking write, its closing write, and
-#                                                       all three (bench/approve_floor.sql), beside its deny's write
-#                                                       and whole deny (bench/deny_floor.sql)
+#                                                       the service's read (bench/deny_floor.sql's), its taking write,
+#                                                       its closing write (bench/approve_floor.sql), and all three,
+#                                                       beside its deny's write and whole deny (bench/deny_floor.sql)
 #
 # Schema mode: each schema gets one waiting run with one call; the write statement decides it inside a transaction
 # that is rolled back (so the figure holds no commit). Deny and approve modes: 40,000 waiting runs with one call and a
@@ -165,20 +165,21 @@ if [ "${schemas[0]}" = approve ]; then
     { grep '^\\set' bench/approve_floor.sql; awk '/^with resuming as/,/^from decision;/' bench/approve_floor.sql; } \
         > "$work/take.sql"
     { grep '^\\set' bench/approve_floor.sql; awk '/^with resumed as/,0' bench/approve_floor.sql; } > "$work/close.sql"
+    { cat "$work/read.sql"; awk '/^with resuming as/,0' bench/approve_floor.sql; } > "$work/approval.sql"
     per_transaction "$database" bench/deny_floor.sql 1 > /dev/null
     read=$(per_transaction "$database" "$work/read.sql" 701)
     deny_write=$(per_transaction "$database" "$work/deny-write.sql" 1401)
     deny=$(per_transaction "$database" bench/deny_floor.sql 2101)
     take=$(per_transaction "$database" "$work/take.sql" 2801)
     close=$(per_transaction "$database" "$work/close.sql" 2801)
-    approval=$(per_transaction "$database" bench/approve_floor.sql 3501)
+    approval=$(per_transaction "$database" "$work/approval.sql" 3501)
     printf '| transaction (committed) | Postgres instructions | per deny |\n|---|---:|---:|\n'
     printf '| the read (both paths) | %s | %s |\n' "$read" "$(ratio "$read" "$deny")"
     printf '| a deny: its write | %s | %s |\n' "$deny_write" "$(ratio "$deny_write" "$deny")"
     printf '| a deny: read and write (`bench/deny_floor.sql`) | %s | 1.00 |\n' "$deny"
     printf '| an approval: its taking write | %s | %s |\n' "$take" "$(ratio "$take" "$deny")"
     printf '| an approval: its closing write | %s | %s |\n' "$close" "$(ratio "$close" "$deny")"
-    printf '| an approval: read, take and close (`bench/approve_floor.sql`) | %s | %s |\n' "$approval" \
+    printf '| an approval: read, take and close | %s | %s |\n' "$approval" \
         "$(ratio "$approval" "$deny")"
     exit 0
 fi

@@ -43,6 +43,26 @@ async fn deny(app: &TestApp, run_id: Uuid, digest: &str) -> support::Answer {
     .await
 }
 
+/// Denies every run of `runs` at once; their answers in order.
+async fn deny_all(app: &TestApp, runs: &[(Uuid, String)]) -> Vec<support::Answer> {
+    join_all(
+        runs.iter()
+            .map(|(run_id, digest)| deny(app, *run_id, digest)),
+    )
+    .await
+}
+
+/// A transaction holding the rows of `run_ids` locked until it commits.
+async fn hold_runs(pool: &PgPool, run_ids: &[Uuid]) -> sqlx::Transaction<'static, sqlx::Postgres> {
+    let mut lock = pool.begin().await.unwrap();
+    sqlx::query("select 1 from runs where id = any($1) for update")
+        .bind(run_ids)
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    lock
+}
+
 /// What a deny of `run_id` wrote: approval events, tool events, `run.resumed` events, calls with a result, and
 /// whether the run moved on.
 async fn written(pool: &PgPool, run_id: Uuid) -> (i64, i64, i64, i64, String) {
@@ -188,12 +208,7 @@ async fn deny_behind_two_held_runs(
     pool: &PgPool,
     runs: &[(Uuid, String)],
 ) -> (Vec<support::Answer>, Vec<support::Answer>) {
-    let mut lock = pool.begin().await.unwrap();
-    sqlx::query("select 1 from runs where id = any($1) for update")
-        .bind([runs[0].0, runs[1].0])
-        .execute(&mut *lock)
-        .await
-        .unwrap();
+    let lock = hold_runs(pool, &[runs[0].0, runs[1].0]).await;
     let first = deny(app, runs[0].0, &runs[0].1);
     let second = async {
         wait_until_waiting_for_locks(pool, 1).await;
@@ -201,12 +216,7 @@ async fn deny_behind_two_held_runs(
     };
     let queued = async {
         wait_until_waiting_for_locks(pool, 2).await;
-        join_all(
-            runs[2..]
-                .iter()
-                .map(|(run_id, digest)| deny(app, *run_id, digest)),
-        )
-        .await
+        deny_all(app, &runs[2..]).await
     };
     let release = async {
         wait_until_waiting_for_locks(pool, 2).await;
@@ -255,19 +265,9 @@ async fn a_run_another_transaction_holds_is_skipped_by_its_batch_which_writes_th
     let app = batching_app(pool.clone()).await;
     let runs = waiting_runs(&app, 6).await;
     let held_elsewhere = runs[3].0;
-    let mut other_transaction = pool.begin().await.unwrap();
-    sqlx::query("select 1 from runs where id = $1 for update")
-        .bind(held_elsewhere)
-        .execute(&mut *other_transaction)
-        .await
-        .unwrap();
+    let other_transaction = hold_runs(&pool, &[held_elsewhere]).await;
     // As in `deny_behind_two_held_runs`: each writer waits for a lock with one deny while runs 2 to 5 queue.
-    let mut lock = pool.begin().await.unwrap();
-    sqlx::query("select 1 from runs where id = any($1) for update")
-        .bind([runs[0].0, runs[1].0])
-        .execute(&mut *lock)
-        .await
-        .unwrap();
+    let lock = hold_runs(&pool, &[runs[0].0, runs[1].0]).await;
     let first = deny(&app, runs[0].0, &runs[0].1);
     let second = async {
         wait_until_waiting_for_locks(&pool, 1).await;
@@ -275,12 +275,7 @@ async fn a_run_another_transaction_holds_is_skipped_by_its_batch_which_writes_th
     };
     let queued = async {
         wait_until_waiting_for_locks(&pool, 2).await;
-        join_all(
-            runs[2..]
-                .iter()
-                .map(|(run_id, digest)| deny(&app, *run_id, digest)),
-        )
-        .await
+        deny_all(&app, &runs[2..]).await
     };
     let release = async {
         wait_until_waiting_for_locks(&pool, 2).await;
@@ -334,24 +329,11 @@ async fn denies_are_written_at_once_below_the_threshold_and_queued_only_while_th
     )
     .await;
     let runs = waiting_runs(&app, 9).await;
-    let mut lock = pool.begin().await.unwrap();
-    sqlx::query("select 1 from runs where id = any($1) for update")
-        .bind(
-            runs[..4]
-                .iter()
-                .map(|(run_id, _)| *run_id)
-                .collect::<Vec<_>>(),
-        )
-        .execute(&mut *lock)
-        .await
-        .unwrap();
+    let held: Vec<Uuid> = runs[..4].iter().map(|(run_id, _)| *run_id).collect();
+    let lock = hold_runs(&pool, &held).await;
     // Runs 0 and 1: written at once, each waiting for its lock. Runs 2 and 3, sent with two in flight: queued, and
     // taken by one writer each, which then waits for its lock. Runs 4 to 7: queued while both writers are busy.
-    let at_once = join_all(
-        runs[..2]
-            .iter()
-            .map(|(run_id, digest)| deny(&app, *run_id, digest)),
-    );
+    let at_once = deny_all(&app, &runs[..2]);
     let to_the_writers = async {
         wait_until_waiting_for_locks(&pool, 2).await;
         let third = deny(&app, runs[2].0, &runs[2].1);
@@ -363,12 +345,7 @@ async fn denies_are_written_at_once_below_the_threshold_and_queued_only_while_th
     };
     let queued = async {
         wait_until_waiting_for_locks(&pool, 4).await;
-        join_all(
-            runs[4..8]
-                .iter()
-                .map(|(run_id, digest)| deny(&app, *run_id, digest)),
-        )
-        .await
+        deny_all(&app, &runs[4..8]).await
     };
     let release = async {
         wait_until_waiting_for_locks(&pool, 4).await;
@@ -382,12 +359,7 @@ async fn denies_are_written_at_once_below_the_threshold_and_queued_only_while_th
         assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.body);
     }
     // With nothing in flight any more, the next deny is written at once again: it waits for its run's lock on its own.
-    let mut lock = pool.begin().await.unwrap();
-    sqlx::query("select 1 from runs where id = $1 for update")
-        .bind(runs[8].0)
-        .execute(&mut *lock)
-        .await
-        .unwrap();
+    let lock = hold_runs(&pool, &[runs[8].0]).await;
     let last = deny(&app, runs[8].0, &runs[8].1);
     let release = async {
         wait_until_waiting_for_locks(&pool, 1).await;
