@@ -153,6 +153,12 @@ vacuum analyze;
 SQL
 }
 
+# The deny's two statements on their own, each with the floor file's variables: read.sql and deny-write.sql.
+deny_statements() {
+    awk '/^with resumed as/ { exit } { print }' bench/deny_floor.sql > "$work/read.sql"
+    { grep '^\\set' bench/deny_floor.sql; awk '/^with resumed as/,0' bench/deny_floor.sql; } > "$work/deny-write.sql"
+}
+
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
 if [ "${schemas[0]}" = approve ]; then
@@ -160,8 +166,7 @@ if [ "${schemas[0]}" = approve ]; then
     seed_waiting_runs "$database"
     # The service's statements on their own, each with the floor files' variables: the deny's write, and the
     # approval's taking and closing writes (the close decides the runs the take took, so both start at one base).
-    awk '/^with resumed as/ { exit } { print }' bench/deny_floor.sql > "$work/read.sql"
-    { grep '^\\set' bench/deny_floor.sql; awk '/^with resumed as/,0' bench/deny_floor.sql; } > "$work/deny-write.sql"
+    deny_statements
     { grep '^\\set' bench/approve_floor.sql; awk '/^with resuming as/,/^from decision;/' bench/approve_floor.sql; } \
         > "$work/take.sql"
     { grep '^\\set' bench/approve_floor.sql; awk '/^with resumed as/,0' bench/approve_floor.sql; } > "$work/close.sql"
@@ -187,15 +192,13 @@ fi
 if [ "${schemas[0]}" = deny ]; then
     database=deny
     seed_waiting_runs "$database"
-    # The service's two statements on their own, each with the floor file's variables.
-    awk '/^with resumed as/ { exit } { print }' bench/deny_floor.sql > "$work/read.sql"
-    { grep '^\\set' bench/deny_floor.sql; awk '/^with resumed as/,0' bench/deny_floor.sql; } > "$work/write.sql"
+    deny_statements
     per_transaction "$database" bench/deny_floor.sql 1 > /dev/null
     printf '| transaction (committed) | Postgres instructions per deny |\n|---|---:|\n'
     printf '| naive floor (`bench/deny_floor_naive.sql`) | %s |\n' \
         "$(per_transaction "$database" bench/deny_floor_naive.sql 701)"
     printf '| the service: its read | %s |\n' "$(per_transaction "$database" "$work/read.sql" 701)"
-    printf '| the service: its write | %s |\n' "$(per_transaction "$database" "$work/write.sql" 1401)"
+    printf '| the service: its write | %s |\n' "$(per_transaction "$database" "$work/deny-write.sql" 1401)"
     printf '| the service: both (`bench/deny_floor.sql`) | %s |\n' \
         "$(per_transaction "$database" bench/deny_floor.sql 2101)"
     # Denies written together (src/storage/denials.rs): the statement's instructions over the denies it holds.
