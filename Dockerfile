@@ -26,12 +26,10 @@ RUN apt-get update \
     && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin approval
 COPY --from=builder /usr/local/bin/approval-resume /usr/local/bin/approval-resume
 USER approval
-# MIMALLOC_PURGE_DELAY=0: the allocator gives freed memory back at once, so memory follows what is in flight
-# (BENCHMARKS.md, "The stored transcript spliced into the answer": 8 decisions of 10,000-message runs peak at
-# 58 MiB instead of 104).
+# The binary sets its allocator's options itself (src/allocator.rs: memory committed as used, given back at once);
+# MIMALLOC_PURGE_DELAY or MIMALLOC_ARENA_EAGER_COMMIT here would override them.
 ENV LISTEN_ADDR=0.0.0.0:8080 \
-    LOG_FORMAT=json \
-    MIMALLOC_PURGE_DELAY=0
+    LOG_FORMAT=json
 EXPOSE 8080
 ENTRYPOINT ["approval-resume"]
 CMD ["serve"]

@@ -14,7 +14,9 @@
 #   bash bench/postgres_instructions.sh approve         whole approvals of one call, committed, on the newest schema:
 #                                                       the service's read (bench/deny_floor.sql's), its taking write,
 #                                                       its closing write (bench/approve_floor.sql), and all three,
-#                                                       beside its deny's write and whole deny (bench/deny_floor.sql)
+#                                                       beside its deny's write and whole deny (bench/deny_floor.sql),
+#                                                       and the naive floors' deny and approval
+#                                                       (bench/deny_floor_naive.sql, bench/approve_floor_naive.sql)
 #
 # Schema mode: each schema gets one waiting run with one call; the write statement decides it inside a transaction
 # that is rolled back (so the figure holds no commit). Deny and approve modes: 40,000 waiting runs with one call and a
@@ -74,7 +76,8 @@ variables=(-D nc=1 -D i=0 -D keyhash="$key_hash" -D scope=decisions:write -D ten
     -D digest="$digest" -D client=bench -D content="$content" -D callid=call_r_0 -D tool=write_file -D argbytes=2
     -D resbytes=${#content} -D payload='{}'
     -D toolmessage="{\"role\":\"tool\",\"tool_call_id\":\"call_r_0\",\"content\":\"$content\"}"
-    -D leaseowner=00000000-0000-0000-0000-0000000000aa -D result='{"ok":true}'
+    -D leaseowner=00000000-0000-0000-0000-0000000000aa -D result='{"ok":true}' -D okbytes=2
+    -D okmessage='{"role":"tool","tool_call_id":"call_r_0","content":"ok"}'
     -D verdicts='[{"call_id":"call_r_0","approved":true,"reason":null,"edited":false,"arguments_sha256":null}]')
 
 # The callgrind total of the backend that served one pgbench run of `count` transactions of `file` from run `base`.
@@ -178,6 +181,10 @@ if [ "${schemas[0]}" = approve ]; then
     take=$(per_transaction "$database" "$work/take.sql" 2801)
     close=$(per_transaction "$database" "$work/close.sql" 2801)
     approval=$(per_transaction "$database" "$work/approval.sql" 3501)
+    # The naive floors, on their own tables (their runs are apart from the service's): what the ratio is for SQL
+    # that does no more than DESIGN.md §5's order requires.
+    naive_deny=$(per_transaction "$database" bench/deny_floor_naive.sql 4201)
+    naive_approval=$(per_transaction "$database" bench/approve_floor_naive.sql 4901)
     printf '| transaction (committed) | Postgres instructions | per deny |\n|---|---:|---:|\n'
     printf '| the read (both paths) | %s | %s |\n' "$read" "$(ratio "$read" "$deny")"
     printf '| a deny: its write | %s | %s |\n' "$deny_write" "$(ratio "$deny_write" "$deny")"
@@ -186,6 +193,12 @@ if [ "${schemas[0]}" = approve ]; then
     printf '| an approval: its closing write | %s | %s |\n' "$close" "$(ratio "$close" "$deny")"
     printf '| an approval: read, take and close | %s | %s |\n' "$approval" \
         "$(ratio "$approval" "$deny")"
+    printf '| naive floor: a deny (`bench/deny_floor_naive.sql`) | %s | %s |\n' "$naive_deny" \
+        "$(ratio "$naive_deny" "$deny")"
+    printf '| naive floor: an approval (`bench/approve_floor_naive.sql`) | %s | %s |\n' "$naive_approval" \
+        "$(ratio "$naive_approval" "$deny")"
+    printf '\nAn approval costs Postgres %s times a deny with the service'"'"'s SQL, %s times with the naive floors'"'"'.\n' \
+        "$(ratio "$approval" "$deny")" "$(ratio "$naive_approval" "$naive_deny")"
     exit 0
 fi
 

@@ -17,7 +17,8 @@
 #   BENCH_WARMUP_SECONDS  warm-up seconds per phase          [1]
 #   BENCH_PHASES          any of deny,floor,previous,latency,events,approve,mixed,scaling   [all]
 #                         (floor: pgbench with bench/deny_floor_naive.sql, the target, and bench/deny_floor.sql,
-#                         the service's own SQL; previous: bench/deny_floor_previous.sql, before issue 12)
+#                         the service's own SQL, and with approve also bench/approve_floor_naive.sql;
+#                         previous: bench/deny_floor_previous.sql, before issue 12)
 #                         (events: feed and webhook latency during the latency phase; leave it out when
 #                         BENCH_BINARY is a build from before events, e.g. main before issue 12)
 #   BENCH_BINARY          the service binary measured          [target/release/approval-resume]

@@ -394,6 +394,27 @@ async fn benchmark(settings: &Settings) -> Result<(), Error> {
             "## Approve decisions (one call, local no-op executor)\n\n{}",
             report::plain("clients", &approve)
         );
+        // What approvals ÷ denies can be at all when the decision is recorded before the call runs and its outcome
+        // after (DESIGN.md §5): the naive floors' own ratio, a service that cost nothing (issue 17's target).
+        if let Some(floor) = floor.as_mut() {
+            let mut approve_floors = Vec::new();
+            for &clients in &settings.concurrency {
+                approve_floors.push(
+                    floor_phase(
+                        &bench,
+                        floor,
+                        "naive-approve",
+                        clients,
+                        measure_length(settings),
+                    )
+                    .await?,
+                );
+            }
+            println!(
+                "## Approvals against denies, and the naive floors' own ratio\n\n{}",
+                report::approve_vs_deny(&approve, &deny, &floors, &approve_floors)
+            );
+        }
     }
 
     if settings.wants("mixed") {
@@ -477,7 +498,7 @@ fn measure_length(settings: &Settings) -> Length {
 }
 
 /// pgbench at `clients` connections with bench/deny_floor_naive.sql (`naive`, on a fresh copy of the service's
-/// tables), bench/deny_floor.sql (`current`) or bench/deny_floor_previous.sql (`previous`): a short warm-up that
+/// tables; `naive-approve`: bench/approve_floor_naive.sql, on the same), bench/deny_floor.sql (`current`) or bench/deny_floor_previous.sql (`previous`): a short warm-up that
 /// also sizes the seeding, then the measured run.
 async fn floor_phase(
     bench: &Bench,
@@ -488,6 +509,7 @@ async fn floor_phase(
 ) -> Result<FloorPhase, Error> {
     let (file, tables) = match script {
         "naive" => ("bench/deny_floor_naive.sql", Tables::Naive),
+        "naive-approve" => ("bench/approve_floor_naive.sql", Tables::Naive),
         "previous" => ("bench/deny_floor_previous.sql", Tables::Service),
         _ => ("bench/deny_floor.sql", Tables::Service),
     };

@@ -1,5 +1,7 @@
 //! approval-resume: resumes AI-agent runs suspended for human approval, telling the model who declined.
 
+/// The allocator's settings, applied by the binary before it starts.
+pub mod allocator;
 /// The router, its layers, and serving.
 pub mod app;
 /// The `clients` and `migrate` subcommands.

@@ -7,13 +7,12 @@ use std::time::Duration;
 use clap::Parser;
 use uuid::Uuid;
 
-use approval_resume::app;
 use approval_resume::config::{Cli, Command, Config};
 use approval_resume::events::{EventsHub, webhooks};
 use approval_resume::executor::Executors;
 use approval_resume::resume::{self, Resumer};
 use approval_resume::state::{AppState, Limits};
-use approval_resume::{commands, telemetry};
+use approval_resume::{allocator, app, commands, telemetry};
 
 /// mimalloc instead of glibc's malloc: a decision allocates and frees thousands of small blocks (the transcript's
 /// JSON tree, the answer), and glibc spent about 30 % of a deny's instructions on them (BENCHMARKS.md, "Profile of
@@ -21,8 +20,32 @@ use approval_resume::{commands, telemetry};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[tokio::main]
-async fn main() -> ExitCode {
+/// Sets the allocator's options (`allocator`) as the process loads, before Rust's runtime allocates: mimalloc reserves
+/// its first arena on the first allocation, with the options it has then. An entry of `.init_array` without a
+/// priority runs after mimalloc's own constructor, which reads the environment, and before `main`.
+#[used]
+#[unsafe(link_section = ".init_array")]
+static SET_ALLOCATOR_OPTIONS: extern "C" fn() = set_allocator_options;
+
+extern "C" fn set_allocator_options() {
+    allocator::apply(|name| std::env::var_os(name).is_some());
+}
+
+fn main() -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(run())
+}
+
+async fn run() -> ExitCode {
     let command = Cli::parse().into_command();
     if let Err(error) = command.validate() {
         eprintln!("error: invalid configuration: {error}");
@@ -49,6 +72,11 @@ async fn main() -> ExitCode {
 }
 
 async fn serve(config: Config) -> Result<(), String> {
+    tracing::info!(
+        arena_eager_commit = allocator::current(allocator::ARENA_EAGER_COMMIT),
+        purge_delay_ms = allocator::current(allocator::PURGE_DELAY),
+        "allocator options in effect (MIMALLOC_* in the environment override the service's)"
+    );
     let executors = match &config.tools_config {
         Some(path) => Executors::from_file(
             path,

@@ -1,6 +1,7 @@
 //! End-to-end tests of the real binary on a real port: `clients add`, `serve`, a denial by the run's owner over
 //! HTTP, a graceful stop on SIGTERM, start-up refusing invalid settings, and `migrate` and `clients list|revoke`.
-//! One more test keeps README.md's tables of settings and scopes in step with the code.
+//! One more test keeps README.md's tables of settings and scopes in step with the code, and one checks the
+//! allocator's options the binary sets as it loads.
 //!
 //! Each test works in a database of its own, created by the binary itself (it creates a missing database) on the
 //! server `DATABASE_URL` names, and dropped at the end.
@@ -143,6 +144,45 @@ async fn the_served_binary_tells_the_model_that_the_owner_declined_and_stops_cle
         !log.contains(&marker),
         "logs never contain tool arguments:\n{log}"
     );
+}
+
+/// The `allocator options in effect` line of a service's JSON log: `(arena_eager_commit, purge_delay_ms)`.
+fn allocator_options(log: &str) -> (i64, i64) {
+    let line = log
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|line| {
+            line["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("allocator options in effect"))
+        })
+        .unwrap_or_else(|| panic!("no allocator line in the log:\n{log}"));
+    let number = |field: &str| {
+        line[field]
+            .as_i64()
+            .unwrap_or_else(|| panic!("{field} in {line}"))
+    };
+    (number("arena_eager_commit"), number("purge_delay_ms"))
+}
+
+#[tokio::test]
+async fn the_binary_commits_memory_as_used_and_gives_it_back_at_once_unless_the_environment_says_otherwise()
+ {
+    let database = TestDatabase::new();
+    let service = Service::start(&database).await;
+    assert_eq!(
+        allocator_options(&service.log()),
+        (0, 0),
+        "the binary's own settings (src/allocator.rs)"
+    );
+    drop(service);
+
+    // mimalloc reads the variable in either case; the one the binary leaves alone keeps its setting.
+    let service = Service::start_with(&database, &[("mimalloc_purge_delay", "250")]).await;
+    assert_eq!(allocator_options(&service.log()), (0, 250));
+    drop(service);
+    let service = Service::start_with(&database, &[("MIMALLOC_ARENA_EAGER_COMMIT", "1")]).await;
+    assert_eq!(allocator_options(&service.log()), (1, 0));
 }
 
 /// Starts `serve` with one extra setting and expects it to refuse: exit code 2 and the variable named on stderr.

@@ -9,6 +9,9 @@ use crate::transcript::{READ_TOOL, WRITE_TOOL};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
+/// The content of every answer of the no-op executor (and so the result the naive approval floor stores).
+pub const OK_CONTENT: &str = "ok";
+
 /// Serves `POST /tools/{tool}` with `{"content":"ok","is_error":false}` on a free loopback port; returns the port.
 /// It runs on the harness's runtime, so its (small) CPU cost is counted as the harness's.
 pub async fn start() -> Result<u16, Error> {

@@ -2,7 +2,8 @@
 //! registered, running either
 //! - bench/deny_floor_naive.sql, the writes a straightforward implementation makes for one deny (issue 12's
 //!   target), on tables of the same shape in the schema `naive`, filled with a copy of the service's rows; or
-//! - bench/deny_floor.sql, the service's own SQL of one deny (bench/deny_floor_previous.sql: before issue 12).
+//! - bench/deny_floor.sql, the service's own SQL of one deny (bench/deny_floor_previous.sql: before issue 12); or
+//! - bench/approve_floor_naive.sql, the naive floor's approval of one call (issue 17), on the `naive` tables.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -14,6 +15,7 @@ use hdrhistogram::Histogram;
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use crate::executor::OK_CONTENT;
 use crate::seed::OWNERS;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -197,6 +199,12 @@ impl Floor {
             ("resbytes", content.len().to_string()),
             ("channel", "approval_resume_run_resumed".into()),
             ("payload", payload),
+            ("okbytes", OK_CONTENT.len().to_string()),
+            (
+                "okmessage",
+                serde_json::json!({"role": "tool", "tool_call_id": "call_r_0", "content": OK_CONTENT})
+                    .to_string(),
+            ),
             (
                 "toolmessage",
                 serde_json::json!({"role": "tool", "tool_call_id": "call_r_0", "content": content})

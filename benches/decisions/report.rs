@@ -207,6 +207,54 @@ pub fn plain(label: &str, phases: &[Phase]) -> String {
     out
 }
 
+/// Approvals against denies at each concurrency (issue 17: at least 0.8), beside the same ratio of the naive floors
+/// (bench/approve_floor_naive.sql ÷ bench/deny_floor_naive.sql): what the ratio would be for a service that cost
+/// nothing itself, with the Postgres CPU each floor spent per decision.
+pub fn approve_vs_deny(
+    approve: &[Phase],
+    deny: &[Phase],
+    deny_floors: &[FloorPhase],
+    approve_floors: &[FloorPhase],
+) -> String {
+    let mut out = String::from(
+        "| clients | approvals/s | denies/s | **approvals ÷ denies** | naive approval floor /s | naive deny floor tx/s | **floors' ratio** | Postgres CPU ms per naive approval | per naive deny |\n\
+         |---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    let ratio = |a: f64, b: f64| {
+        if a > 0.0 && b > 0.0 {
+            format!("{:.2}", a / b)
+        } else {
+            "–".into()
+        }
+    };
+    for approved in approve {
+        let clients = approved.clients;
+        let denied = deny.iter().find(|p| p.clients == clients);
+        let naive = |floors: &[FloorPhase], script: &str| {
+            floors
+                .iter()
+                .find(|f| f.clients == clients && f.script == script)
+                .map(|f| {
+                    (
+                        f.outcome.tps,
+                        per(f.cpu.postgres_ms, f.outcome.transactions),
+                    )
+                })
+        };
+        let (approve_floor, approve_cpu) =
+            naive(approve_floors, "naive-approve").unwrap_or((0.0, "–".into()));
+        let (deny_floor, deny_cpu) = naive(deny_floors, "naive").unwrap_or((0.0, "–".into()));
+        let deny_rate = denied.map_or(0.0, |p| p.outcome.rate());
+        out.push_str(&format!(
+            "| {clients} | {:.0} | {deny_rate:.0} | {} | {approve_floor:.0} | {deny_floor:.0} | {} | {approve_cpu} | {deny_cpu} |\n",
+            approved.outcome.rate(),
+            ratio(approved.outcome.rate(), deny_rate),
+            ratio(approve_floor, deny_floor),
+        ));
+    }
+    out
+}
+
 /// The open-loop phase: Poisson arrivals, latency from each request's scheduled start; the service, then pgbench
 /// at the same rate with the service's connection count.
 pub fn open_loop(target_rate: f64, saturating: f64, phase: &Phase, floor: &[FloorPhase]) -> String {
