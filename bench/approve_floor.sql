@@ -4,8 +4,8 @@
 -- whole approval that `bash bench/postgres_instructions.sh approve` counts. Two round trips, no transaction block,
 -- copied from:
 --   src/storage/deciding.rs      take_turn: the run to `resuming` under this instance's lease, the approval event and
---                                the call marked started, only while the run still waits on the turn read (no denied
---                                and no edited calls: their arrays are empty, as the service binds them)
+--                                the call marked started, only while the run still waits on the turn read (the
+--                                statement of an approval that denies and edits nothing, as every whole-turn one)
 --                                close_held_turn: the call's result, its tool event, the run resumed and the
 --                                run.resumed event in the outbox, only while the lease is still this instance's
 -- Between the two writes the service sends the call to its executor; here nothing happens.
@@ -27,26 +27,10 @@ with resuming as (
     from resuming
     returning turn_index, approved, decider_uid, decided_by, reason, turn_digest, client_name, decided_at, token_kid,
               calls
-), denied as (
-    update turn_calls c set outcome = r.outcome, is_error = r.is_error, content = r.content,
-                            content_sealed = r.content_sealed, finished_at = now()
-    from unnest('{}'::int[], '{}'::text[], '{}'::bool[], '{}'::text[], '{}'::bytea[])
-         as r(position, outcome, is_error, content, content_sealed)
-    where c.run_id = md5('floor' || :n)::uuid and c.turn_index = :turn and c.position = r.position
-      and c.outcome is null and exists (select from resuming)
-    returning c.position
-), edited as (
-    update turn_calls c set edited_arguments = e.arguments, edited_arguments_sealed = e.arguments_sealed,
-                            started_at = case when c.position = 0 and c.started_at is null and c.outcome is null
-                                              then now() else c.started_at end
-    from unnest('{}'::int[], '{}'::text[], '{}'::bytea[]) as e(position, arguments, arguments_sealed)
-    where c.run_id = md5('floor' || :n)::uuid and c.turn_index = :turn and c.position = e.position
-      and exists (select from resuming)
-    returning c.position
 ), started as (
     update turn_calls c set started_at = now()
     where c.run_id = md5('floor' || :n)::uuid and c.turn_index = :turn and c.position = 0
-      and c.started_at is null and c.outcome is null and c.position <> all('{}'::int[])
+      and c.started_at is null and c.outcome is null
       and exists (select from resuming)
     returning c.position
 )

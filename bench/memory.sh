@@ -8,8 +8,8 @@
 #   8 clients deciding runs of 10,000 messages (about 1.8 MB of transcript each, MEMORY_LARGE_DENIES of them), in the
 #   process that registered them and again in a fresh one (--fresh-service: the decisions' memory without what the
 #   registrations left behind), and 64 clients deciding runs of 10 messages (MEMORY_SMALL_DENIES of them).
-# The service inherits this script's environment: MIMALLOC_PURGE_DELAY=0 bash bench/memory.sh <label> measures the
-# allocator returning freed memory at once (README, "Memory").
+# The service inherits this script's environment: the binary sets the allocator's options itself (src/allocator.rs),
+# and MIMALLOC_PURGE_DELAY or MIMALLOC_ARENA_EAGER_COMMIT here override them (README, "Memory").
 # Settings: PROFILE_BINARY [target/release/approval-resume], MEMORY_LARGE_DENIES [64], MEMORY_SMALL_DENIES [5000].
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -8,22 +8,23 @@
 //! (BENCHMARKS.md, "The allocator's settings in the binary"). The price is a few microseconds of system time per
 //! small decision, which BENCHMARKS.md measures beside it.
 //!
-//! mimalloc reads its options from the environment when the process loads, before `main`; these are set in `main`
-//! before the runtime starts, and only where the environment did not name the option, so an operator's
-//! `MIMALLOC_PURGE_DELAY` or `MIMALLOC_ARENA_EAGER_COMMIT` still wins.
+//! mimalloc reads its options from the environment when the process loads; these are set just after, as the binary
+//! loads too (before Rust's runtime allocates and mimalloc reserves its first arena), and only where the environment
+//! did not name the option, so an operator's `MIMALLOC_PURGE_DELAY` or `MIMALLOC_ARENA_EAGER_COMMIT` still wins.
 
 use std::ffi::c_long;
 
 use libmimalloc_sys::{mi_option_get, mi_option_set, mi_option_t};
 
 /// One mimalloc option the service sets: its index in mimalloc's `mi_option_e` (mimalloc.h of the vendored
-/// version; `libmimalloc-sys` names only some of them), the names mimalloc reads from the environment, and the
-/// service's value.
+/// version; `libmimalloc-sys` names only some of them), the variables mimalloc reads it from, and the service's
+/// value.
 #[derive(Debug, Clone, Copy)]
 pub struct Setting {
     pub option: mi_option_t,
-    /// The variable mimalloc reads, then the legacy one it still accepts.
-    pub variables: [&'static str; 2],
+    /// The variables mimalloc reads, as it looks them up: its name and its legacy name, each in lower and in upper
+    /// case. Spelled out rather than derived, so that [`apply`] allocates nothing before it has set the options.
+    pub variables: [&'static str; 4],
     pub value: c_long,
 }
 
@@ -31,7 +32,9 @@ pub struct Setting {
 pub const ARENA_EAGER_COMMIT: Setting = Setting {
     option: 4,
     variables: [
+        "mimalloc_arena_eager_commit",
         "MIMALLOC_ARENA_EAGER_COMMIT",
+        "mimalloc_eager_region_commit",
         "MIMALLOC_EAGER_REGION_COMMIT",
     ],
     value: 0,
@@ -40,21 +43,24 @@ pub const ARENA_EAGER_COMMIT: Setting = Setting {
 /// Give freed memory back to the system at once instead of after mimalloc's delay (1,000 ms).
 pub const PURGE_DELAY: Setting = Setting {
     option: 15,
-    variables: ["MIMALLOC_PURGE_DELAY", "MIMALLOC_RESET_DELAY"],
+    variables: [
+        "mimalloc_purge_delay",
+        "MIMALLOC_PURGE_DELAY",
+        "mimalloc_reset_delay",
+        "MIMALLOC_RESET_DELAY",
+    ],
     value: 0,
 };
 
+/// In this order: the arena option first, so that it is set before anything below allocates (`var` may, when it
+/// finds a variable).
 pub const SETTINGS: [Setting; 2] = [ARENA_EAGER_COMMIT, PURGE_DELAY];
 
-/// Sets every option of [`SETTINGS`] the environment (`var`) does not name, in any letter case as mimalloc reads it.
-/// Call it first in `main`, before threads start.
+/// Sets every option of [`SETTINGS`] the environment does not name (`var`: whether a variable is set). Called as the
+/// binary loads, before Rust's runtime allocates (`main.rs`).
 pub fn apply(var: impl Fn(&str) -> bool) {
     for setting in SETTINGS {
-        if !setting
-            .variables
-            .iter()
-            .any(|name| var(name) || var(&name.to_lowercase()))
-        {
+        if !setting.variables.iter().any(|name| var(name)) {
             // SAFETY: mi_option_set only stores a value in mimalloc's table of options; the index is in range.
             unsafe { mi_option_set(setting.option, setting.value) };
         }

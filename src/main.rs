@@ -21,8 +21,9 @@ use approval_resume::{allocator, app, commands, telemetry};
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Sets the allocator's options (`allocator`) as the process loads, before Rust's runtime allocates: mimalloc reserves
-/// its first arena on the first allocation, with the options it has then. An entry of `.init_array` without a
-/// priority runs after mimalloc's own constructor, which reads the environment, and before `main`.
+/// its first arena on the first allocation, with the options it has then (set in `main`, they came too late: the
+/// arena was already committed). Entries of `.init_array` run before `main`. Whether this one runs before or after
+/// mimalloc's own constructor, the options end the same: mimalloc reads the environment only for options not set.
 #[used]
 #[unsafe(link_section = ".init_array")]
 static SET_ALLOCATOR_OPTIONS: extern "C" fn() = set_allocator_options;

@@ -76,16 +76,29 @@ async fn decisions_read_a_bounded_number_of_buffers_however_many_runs_wait_or_re
     .await
     .unwrap();
     admin.close().await.unwrap();
-    // The runs decided now, also unseen by the statistics: one denied, one approved, and one of two calls approved
-    // (its second call is marked started on its own, by `decisions::start_call`).
+    // The runs decided now, also unseen by the statistics: one denied, one approved, one of two calls approved (its
+    // second call is marked started on its own, by `decisions::start_call`), and one of two calls decided per call,
+    // the first approved with edited arguments and the second denied (the taking statement that also writes denied
+    // and edited calls).
     let runs = observed.waiting_runs(2).await;
     let two_calls = two_call_run(&observed).await;
+    let (per_call_id, per_call_digest) = two_call_run(&observed).await;
 
     let admin = observed.start_recording().await;
     for (run, approved) in [(&runs[0], false), (&runs[1], true), (&two_calls, true)] {
         let (status, answer) = observed.decide(run, approved).await;
         assert_eq!(status, 200, "{answer}");
     }
+    let (status, answer) = observed
+        .send(
+            reqwest::Method::POST,
+            &format!("/v1/runs/{per_call_id}/decision"),
+            json!({"decider_uid": 1, "turn_digest": per_call_digest,
+                   "calls": [{"call_id": "call_1", "approved": true, "arguments": "{\"page\": 14}"},
+                             {"call_id": "call_2", "approved": false, "reason": "variant"}]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
     assert_eq!(
         observed.sends_of(&runs[1]),
         1,
@@ -98,11 +111,11 @@ async fn decisions_read_a_bounded_number_of_buffers_however_many_runs_wait_or_re
         .collect();
     let listing = listing.join("\n");
     eprintln!("{listing}");
-    // Each statement that moves a run on, recorded: the read, the take, the deny's write and the close (both begin
-    // `with resumed as`), and the start of a later call.
+    // Each statement that moves a run on, recorded: the read, the take (of a plain approval, and of one that denies
+    // a call), the deny's write and the close (both begin `with resumed as`), and the start of a later call.
     for (beginning, statements) in [
         ("with reader as", 1),
-        ("with resuming as", 1),
+        ("with resuming as", 2),
         ("with resumed as", 2),
         ("with lease as", 1),
     ] {

@@ -379,23 +379,56 @@ pub struct TakingTurn<'a> {
 /// (under the run's lock, once it was seen waiting, only the expiry can stop it; from a snapshot, also a concurrent
 /// change that came first), and nothing otherwise: `None`.
 /// Returns the decision and whether that call was marked.
+///
+/// An approval that denies and edits nothing (every whole-turn approval) takes a statement without the two updates
+/// of denied and edited calls: each costs Postgres its setup even when it changes no row, a quarter of the take's
+/// instructions (BENCHMARKS.md, "The take of a plain approval").
 pub async fn take_turn(
     db: impl PgExecutor<'_>,
     taking: &TakingTurn<'_>,
 ) -> Result<Option<(DecisionRow, bool)>, StorageError> {
-    static SQL: LazyLock<String> = LazyLock::new(|| {
-        format!(
-            "with resuming as (
-                 update runs set status = 'resuming', lease_owner = $19,
-                     lease_until = now() + make_interval(secs => $20), updated_at = now()
-                 where id = $1{still_waiting}
-                 returning id
-             ), decision as (
-                 insert into approval_events (run_id, turn_index, approved, decider_uid, decided_by, reason,
-                                              turn_digest, client_name, token_kid, calls)
-                 select $1, $2, $3, $4, $5, $6, $7, $8, $9, $10 from resuming
-                 returning {DECISION_COLUMNS}
-             ), denied as (
+    let decision = taking.decision;
+    let query = if taking.denied.is_empty() && taking.edits.is_empty() {
+        static APPROVING: LazyLock<String> = LazyLock::new(|| taking_statement(None));
+        decisions::bind_decision(
+            sql::query(sqlx::AssertSqlSafe(APPROVING.as_str()))
+                .bind(decision.run_id)
+                .bind(decision.turn_index),
+            decision,
+        )
+    } else {
+        static DENYING_OR_EDITING: LazyLock<String> =
+            LazyLock::new(|| taking_statement(Some(DENIED_AND_EDITED)));
+        bind_denied_and_edited(
+            decisions::bind_decision(
+                sql::query(sqlx::AssertSqlSafe(DENYING_OR_EDITING.as_str()))
+                    .bind(decision.run_id)
+                    .bind(decision.turn_index),
+                decision,
+            ),
+            taking,
+        )
+    };
+    let row = query
+        .bind(taking.lease_owner)
+        .bind(taking.lease.as_secs_f64())
+        .bind(taking.first_sent)
+        .fetch_optional(db)
+        .await?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let first_started: bool = row.try_get("first_started")?;
+    Ok(Some((
+        DecisionRow::from_row(&row)?,
+        first_started && taking.first_sent.is_some(),
+    )))
+}
+
+/// The updates of the calls a decision denies ($11–$15: positions and results) and of those it edits ($16–$18:
+/// positions and arguments), bound by [`bind_denied_and_edited`]. An edited call that is the first to be sent is
+/// marked started here (one update per row).
+const DENIED_AND_EDITED: &str = "denied as (
                  update turn_calls c set outcome = r.outcome, is_error = r.is_error, content = r.content,
                                          content_sealed = r.content_sealed, finished_at = now()
                  from unnest($11::int[], $12::text[], $13::bool[], $14::text[], $15::bytea[])
@@ -412,24 +445,48 @@ pub async fn take_turn(
                  where c.run_id = $1 and c.turn_index = $2 and c.position = e.position
                    and exists (select from resuming)
                  returning c.position
-             ), started as (
-                 update turn_calls c set started_at = now()
-                 where c.run_id = $1 and c.turn_index = $2 and c.position = $21
-                   and c.started_at is null and c.outcome is null
-                   and c.position <> all($16::int[])
-                   and exists (select from resuming)
-                 returning c.position
-             )
-             select decision.*,
-                    exists (select 1 from turn_calls c
-                            where c.run_id = $1 and c.turn_index = $2 and c.position = $21
-                              and c.started_at is null and c.outcome is null) as first_started
-             from decision",
-            still_waiting = still_waiting!(),
-        )
-    });
-    let decision = taking.decision;
-    let (run_id, turn_index) = (decision.run_id, decision.turn_index);
+             ), ";
+
+/// The taking statement, with the updates of denied and edited calls or without them. Parameters: $1 run, $2 turn,
+/// $3–$10 the decision ([`decisions::bind_decision`]), then [`DENIED_AND_EDITED`]'s eight if it is there, then the
+/// lease's owner, the lease's seconds and the position of the first call sent (`$19`–`$21`, or `$11`–`$13`).
+fn taking_statement(denied_and_edited: Option<&str>) -> String {
+    let (owner, seconds, first, not_edited) = match denied_and_edited {
+        Some(_) => ("$19", "$20", "$21", " and c.position <> all($16::int[])"),
+        None => ("$11", "$12", "$13", ""),
+    };
+    let denied_and_edited = denied_and_edited.unwrap_or_default();
+    format!(
+        "with resuming as (
+             update runs set status = 'resuming', lease_owner = {owner},
+                 lease_until = now() + make_interval(secs => {seconds}), updated_at = now()
+             where id = $1{still_waiting}
+             returning id
+         ), decision as (
+             insert into approval_events (run_id, turn_index, approved, decider_uid, decided_by, reason,
+                                          turn_digest, client_name, token_kid, calls)
+             select $1, $2, $3, $4, $5, $6, $7, $8, $9, $10 from resuming
+             returning {DECISION_COLUMNS}
+         ), {denied_and_edited}started as (
+             update turn_calls c set started_at = now()
+             where c.run_id = $1 and c.turn_index = $2 and c.position = {first}
+               and c.started_at is null and c.outcome is null{not_edited}
+               and exists (select from resuming)
+             returning c.position
+         )
+         select decision.*,
+                exists (select 1 from turn_calls c
+                        where c.run_id = $1 and c.turn_index = $2 and c.position = {first}
+                          and c.started_at is null and c.outcome is null) as first_started
+         from decision",
+        still_waiting = still_waiting!(),
+    )
+}
+
+/// Binds [`DENIED_AND_EDITED`]'s parameters: the denied calls' positions, outcomes, errors and contents (clear or
+/// sealed), then the edited calls' positions and arguments (clear or sealed).
+fn bind_denied_and_edited<'q>(query: Query<'q>, taking: &TakingTurn<'q>) -> Query<'q> {
+    let (run_id, turn_index) = (taking.decision.run_id, taking.decision.turn_index);
     let (contents, contents_sealed): (Vec<Option<String>>, Vec<Option<Vec<u8>>>) = taking
         .denied
         .iter()
@@ -449,10 +506,7 @@ pub async fn take_turn(
         })
         .unzip();
     let denied = taking.denied;
-    let query = sql::query(sqlx::AssertSqlSafe(SQL.as_str()))
-        .bind(run_id)
-        .bind(turn_index);
-    let row = decisions::bind_decision(query, decision)
+    query
         .bind(denied.iter().map(|(p, _)| *p).collect::<Vec<i32>>())
         .bind(
             denied
@@ -471,19 +525,6 @@ pub async fn take_turn(
         .bind(taking.edits.iter().map(|(p, _)| *p).collect::<Vec<i32>>())
         .bind(edited)
         .bind(edited_sealed)
-        .bind(taking.lease_owner)
-        .bind(taking.lease.as_secs_f64())
-        .bind(taking.first_sent)
-        .fetch_optional(db)
-        .await?;
-    let Some(row) = row else {
-        return Ok(None);
-    };
-    let first_started: bool = row.try_get("first_started")?;
-    Ok(Some((
-        DecisionRow::from_row(&row)?,
-        first_started && taking.first_sent.is_some(),
-    )))
 }
 
 /// A deny ready to be written: its decision and how it closes its turn, column by column as the statements bind them
