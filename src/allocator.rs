@@ -1,69 +1,49 @@
 //! The allocator's settings, so that the service's resident memory follows what its decisions hold in flight
 //! (issue 17; README, "Memory").
 //!
-//! The binary allocates through mimalloc (`main.rs`). As mimalloc ships, it keeps what it commits: its arenas are
-//! committed whole on Linux, and freed pages go back to the system only after a second. With 8 decisions of
-//! 10,000-message runs that held 64–71 MiB at the peak for about 30 MiB in flight; committing only what is used
-//! (`arena_eager_commit` 0) and giving freed pages back at once (`purge_delay` 0) held 41 MiB
-//! (BENCHMARKS.md, "The allocator's settings in the binary"). The price is a few microseconds of system time per
-//! small decision, which BENCHMARKS.md measures beside it.
+//! The binary allocates through mimalloc (`main.rs`). By default mimalloc commits its arenas whole on Linux and
+//! gives freed pages back only after a second. With 8 decisions of 10,000-message runs in flight (about 30 MiB of
+//! them) the peak was 64.7 MiB in a fresh process even with `MIMALLOC_PURGE_DELAY=0`; committing only what is used
+//! (`arena_eager_commit` 0) and giving freed pages back at once (`purge_delay` 0) brought it to 37.9 MiB
+//! (BENCHMARKS.md, "The allocator's settings in the binary"), for a CPU price within the noise of a small deny.
 //!
-//! mimalloc reads its options from the environment when the process loads; these are set just after, as the binary
-//! loads too (before Rust's runtime allocates and mimalloc reserves its first arena), and only where the environment
-//! did not name the option, so an operator's `MIMALLOC_PURGE_DELAY` or `MIMALLOC_ARENA_EAGER_COMMIT` still wins.
+//! They are set as mimalloc's defaults (`mi_option_set_default`), as the binary loads: mimalloc reserves its first
+//! arena on the first allocation, before `main`, with the options it has then. A default gives way to the
+//! environment, as mimalloc reads it (any letter case, legacy names included), so an operator's
+//! `MIMALLOC_PURGE_DELAY` or `MIMALLOC_ARENA_EAGER_COMMIT` still wins, whichever constructor runs first.
 
 use std::ffi::c_long;
 
-use libmimalloc_sys::{mi_option_get, mi_option_set, mi_option_t};
+use libmimalloc_sys::{mi_option_get, mi_option_set_default, mi_option_t};
 
 /// One mimalloc option the service sets: its index in mimalloc's `mi_option_e` (mimalloc.h of the vendored
-/// version; `libmimalloc-sys` names only some of them), the variables mimalloc reads it from, and the service's
-/// value.
+/// version; `libmimalloc-sys` names only some of them) and the service's value.
 #[derive(Debug, Clone, Copy)]
 pub struct Setting {
     pub option: mi_option_t,
-    /// The variables mimalloc reads, as it looks them up: its name and its legacy name, each in lower and in upper
-    /// case. Spelled out rather than derived, so that [`apply`] allocates nothing before it has set the options.
-    pub variables: [&'static str; 4],
     pub value: c_long,
 }
 
 /// Commit arena memory as it is used, not all at once when the arena is reserved.
 pub const ARENA_EAGER_COMMIT: Setting = Setting {
     option: 4,
-    variables: [
-        "mimalloc_arena_eager_commit",
-        "MIMALLOC_ARENA_EAGER_COMMIT",
-        "mimalloc_eager_region_commit",
-        "MIMALLOC_EAGER_REGION_COMMIT",
-    ],
     value: 0,
 };
 
 /// Give freed memory back to the system at once instead of after mimalloc's delay (1,000 ms).
 pub const PURGE_DELAY: Setting = Setting {
     option: 15,
-    variables: [
-        "mimalloc_purge_delay",
-        "MIMALLOC_PURGE_DELAY",
-        "mimalloc_reset_delay",
-        "MIMALLOC_RESET_DELAY",
-    ],
     value: 0,
 };
 
-/// In this order: the arena option first, so that it is set before anything below allocates (`var` may, when it
-/// finds a variable).
 pub const SETTINGS: [Setting; 2] = [ARENA_EAGER_COMMIT, PURGE_DELAY];
 
-/// Sets every option of [`SETTINGS`] the environment does not name (`var`: whether a variable is set). Called as the
-/// binary loads, before Rust's runtime allocates (`main.rs`).
-pub fn apply(var: impl Fn(&str) -> bool) {
+/// Makes every value of [`SETTINGS`] mimalloc's default, which a variable in the environment overrides. Called as
+/// the binary loads, before Rust's runtime allocates (`main.rs`); it allocates nothing.
+pub fn apply() {
     for setting in SETTINGS {
-        if !setting.variables.iter().any(|name| var(name)) {
-            // SAFETY: mi_option_set only stores a value in mimalloc's table of options; the index is in range.
-            unsafe { mi_option_set(setting.option, setting.value) };
-        }
+        // SAFETY: mi_option_set_default only stores a value in mimalloc's table of options; the index is in range.
+        unsafe { mi_option_set_default(setting.option, setting.value) };
     }
 }
 
@@ -82,11 +62,11 @@ mod tests {
         // Only the defaults tell the options apart from outside: 2 ("on where the OS overcommits") for
         // arena_eager_commit, 1,000 ms for purge_delay. Nothing in the test binary sets them, unless its environment
         // does.
-        if SETTINGS
-            .iter()
-            .flat_map(|setting| setting.variables)
-            .any(|name| std::env::var_os(name).is_some())
-        {
+        if std::env::vars_os().any(|(name, _)| {
+            name.to_string_lossy()
+                .to_ascii_uppercase()
+                .starts_with("MIMALLOC_")
+        }) {
             return;
         }
         assert_eq!(current(ARENA_EAGER_COMMIT), 2);

@@ -22,31 +22,20 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Sets the allocator's options (`allocator`) as the process loads, before Rust's runtime allocates: mimalloc reserves
 /// its first arena on the first allocation, with the options it has then (set in `main`, they came too late: the
-/// arena was already committed). Entries of `.init_array` run before `main`. Whether this one runs before or after
-/// mimalloc's own constructor, the options end the same: mimalloc reads the environment only for options not set.
+/// arena was already committed). Entries of `.init_array` run before `main`; ELF's, so Linux only, where the
+/// service is built to run (elsewhere mimalloc keeps its own defaults).
+#[cfg(target_os = "linux")]
 #[used]
 #[unsafe(link_section = ".init_array")]
 static SET_ALLOCATOR_OPTIONS: extern "C" fn() = set_allocator_options;
 
+#[cfg(target_os = "linux")]
 extern "C" fn set_allocator_options() {
-    allocator::apply(|name| std::env::var_os(name).is_some());
+    allocator::apply();
 }
 
-fn main() -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("error: cannot start the async runtime: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
-    runtime.block_on(run())
-}
-
-async fn run() -> ExitCode {
+#[tokio::main]
+async fn main() -> ExitCode {
     let command = Cli::parse().into_command();
     if let Err(error) = command.validate() {
         eprintln!("error: invalid configuration: {error}");

@@ -177,8 +177,8 @@ async fn the_binary_commits_memory_as_used_and_gives_it_back_at_once_unless_the_
     );
     drop(service);
 
-    // mimalloc reads the variable in either case; the one the binary leaves alone keeps its setting.
-    let service = Service::start_with(&database, &[("mimalloc_purge_delay", "250")]).await;
+    // mimalloc reads the variable in any letter case; the option it does not name keeps the binary's setting.
+    let service = Service::start_with(&database, &[("Mimalloc_Purge_Delay", "250")]).await;
     assert_eq!(allocator_options(&service.log()), (0, 250));
     drop(service);
     let service = Service::start_with(&database, &[("MIMALLOC_ARENA_EAGER_COMMIT", "1")]).await;

@@ -208,14 +208,10 @@ pub fn plain(label: &str, phases: &[Phase]) -> String {
 }
 
 /// Approvals against denies at each concurrency (issue 17: at least 0.8), beside the same ratio of the naive floors
-/// (bench/approve_floor_naive.sql ÷ bench/deny_floor_naive.sql): what the ratio would be for a service that cost
-/// nothing itself, with the Postgres CPU each floor spent per decision.
-pub fn approve_vs_deny(
-    approve: &[Phase],
-    deny: &[Phase],
-    deny_floors: &[FloorPhase],
-    approve_floors: &[FloorPhase],
-) -> String {
+/// (bench/approve_floor_naive.sql ÷ bench/deny_floor_naive.sql, from `naive_floors`, run back to back): the ratio of
+/// the two paths when nothing but Postgres does the writes DESIGN.md §5 requires, with the Postgres CPU each floor
+/// spent per decision.
+pub fn approve_vs_deny(approve: &[Phase], deny: &[Phase], naive_floors: &[FloorPhase]) -> String {
     let mut out = String::from(
         "| clients | approvals/s | denies/s | **approvals ÷ denies** | naive approval floor /s | naive deny floor tx/s | **floors' ratio** | Postgres CPU ms per naive approval | per naive deny |\n\
          |---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
@@ -242,8 +238,8 @@ pub fn approve_vs_deny(
                 })
         };
         let (approve_floor, approve_cpu) =
-            naive(approve_floors, "naive-approve").unwrap_or((0.0, "–".into()));
-        let (deny_floor, deny_cpu) = naive(deny_floors, "naive").unwrap_or((0.0, "–".into()));
+            naive(naive_floors, "naive-approve").unwrap_or((0.0, "–".into()));
+        let (deny_floor, deny_cpu) = naive(naive_floors, "naive").unwrap_or((0.0, "–".into()));
         let deny_rate = denied.map_or(0.0, |p| p.outcome.rate());
         out.push_str(&format!(
             "| {clients} | {:.0} | {deny_rate:.0} | {} | {approve_floor:.0} | {deny_floor:.0} | {} | {approve_cpu} | {deny_cpu} |\n",

@@ -389,7 +389,7 @@ pub async fn take_turn(
 ) -> Result<Option<(DecisionRow, bool)>, StorageError> {
     let decision = taking.decision;
     let query = if taking.denied.is_empty() && taking.edits.is_empty() {
-        static APPROVING: LazyLock<String> = LazyLock::new(|| taking_statement(None));
+        static APPROVING: LazyLock<String> = LazyLock::new(|| taking_statement(false));
         decisions::bind_decision(
             sql::query(sqlx::AssertSqlSafe(APPROVING.as_str()))
                 .bind(decision.run_id)
@@ -397,8 +397,7 @@ pub async fn take_turn(
             decision,
         )
     } else {
-        static DENYING_OR_EDITING: LazyLock<String> =
-            LazyLock::new(|| taking_statement(Some(DENIED_AND_EDITED)));
+        static DENYING_OR_EDITING: LazyLock<String> = LazyLock::new(|| taking_statement(true));
         bind_denied_and_edited(
             decisions::bind_decision(
                 sql::query(sqlx::AssertSqlSafe(DENYING_OR_EDITING.as_str()))
@@ -447,15 +446,21 @@ const DENIED_AND_EDITED: &str = "denied as (
                  returning c.position
              ), ";
 
-/// The taking statement, with the updates of denied and edited calls or without them. Parameters: $1 run, $2 turn,
-/// $3–$10 the decision ([`decisions::bind_decision`]), then [`DENIED_AND_EDITED`]'s eight if it is there, then the
-/// lease's owner, the lease's seconds and the position of the first call sent (`$19`–`$21`, or `$11`–`$13`).
-fn taking_statement(denied_and_edited: Option<&str>) -> String {
-    let (owner, seconds, first, not_edited) = match denied_and_edited {
-        Some(_) => ("$19", "$20", "$21", " and c.position <> all($16::int[])"),
-        None => ("$11", "$12", "$13", ""),
+/// The taking statement, with [`DENIED_AND_EDITED`] or without it. Parameters: $1 run, $2 turn, $3–$10 the decision
+/// ([`decisions::bind_decision`]), then `DENIED_AND_EDITED`'s eight if it is there, then the lease's owner, the
+/// lease's seconds and the position of the first call sent (`$19`–`$21`, or `$11`–`$13`).
+fn taking_statement(with_denied_and_edited: bool) -> String {
+    let (denied_and_edited, owner, seconds, first, not_edited) = if with_denied_and_edited {
+        (
+            DENIED_AND_EDITED,
+            "$19",
+            "$20",
+            "$21",
+            " and c.position <> all($16::int[])",
+        )
+    } else {
+        ("", "$11", "$12", "$13", "")
     };
-    let denied_and_edited = denied_and_edited.unwrap_or_default();
     format!(
         "with resuming as (
              update runs set status = 'resuming', lease_owner = {owner},

@@ -33,11 +33,21 @@ pub fn settings() -> Vec<String> {
 /// The grace period the served binary gets; it must stop well within it when nothing is in flight.
 pub const GRACE_SECS: u64 = 5;
 
-/// A command of the binary with a clean environment but for `DATABASE_URL`.
+/// A command of the binary with a clean environment but for `DATABASE_URL`: none of its settings, and none of
+/// mimalloc's variables (which it reads in any letter case), so that it runs as shipped.
 pub fn binary(database: &TestDatabase) -> Command {
     let mut command = Command::new(BINARY);
     for setting in settings() {
         command.env_remove(setting);
+    }
+    for (name, _) in std::env::vars_os() {
+        if name
+            .to_string_lossy()
+            .to_ascii_uppercase()
+            .starts_with("MIMALLOC_")
+        {
+            command.env_remove(name);
+        }
     }
     command
         .env("DATABASE_URL", &database.url)
