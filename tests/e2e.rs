@@ -185,6 +185,37 @@ async fn the_binary_commits_memory_as_used_and_gives_it_back_at_once_unless_the_
     assert_eq!(allocator_options(&service.log()), (1, 0));
 }
 
+/// The resident memory of a served binary after the same few hundred requests, in KiB.
+async fn resident_after_requests(database: &TestDatabase, settings: &[(&str, &str)]) -> u64 {
+    let service = Service::start_with(database, settings).await;
+    let client = reqwest::Client::new();
+    for _ in 0..300 {
+        let answer = client
+            .get(service.url("/readyz"))
+            .send()
+            .await
+            .expect("the service answers");
+        assert_eq!(answer.status(), 200);
+    }
+    service.resident_kib()
+}
+
+#[tokio::test]
+async fn the_allocator_options_take_effect_before_the_first_arena_is_committed() {
+    // Set any later (in `main`, say), the options would find mimalloc's first arena already reserved and committed
+    // whole; the process would then hold as much as with that arena setting named in the environment.
+    let database = TestDatabase::new();
+    let shipped = resident_after_requests(&database, &[]).await;
+    let eager = resident_after_requests(&database, &[("MIMALLOC_ARENA_EAGER_COMMIT", "2")]).await;
+    eprintln!(
+        "resident after 300 requests: as shipped {shipped} KiB, arena committed eagerly {eager} KiB"
+    );
+    assert!(
+        shipped + 4 * 1024 < eager,
+        "as shipped {shipped} KiB resident, with the arena committed eagerly {eager} KiB"
+    );
+}
+
 /// Starts `serve` with one extra setting and expects it to refuse: exit code 2 and the variable named on stderr.
 async fn assert_start_refused(setting: &str, value: &str) {
     let database = TestDatabase::new();

@@ -173,6 +173,18 @@ impl Service {
         std::fs::read_to_string(&self.log_path).unwrap_or_default()
     }
 
+    /// The process's resident memory now (`VmRSS`), in KiB.
+    pub fn resident_kib(&self) -> u64 {
+        let pid = self.child.id().expect("the service still runs");
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("its status");
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmRSS:"))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|kib| kib.parse().ok())
+            .expect("a VmRSS line")
+    }
+
     /// Sends SIGTERM and waits for the exit, at most `within`.
     pub async fn terminate(&mut self, within: Duration) -> ExitStatus {
         let pid = self.child.id().expect("the service still runs");
