@@ -493,8 +493,8 @@ fn measure_length(settings: &Settings) -> Length {
 }
 
 /// pgbench at `clients` connections with bench/deny_floor_naive.sql (`naive`, on a fresh copy of the service's
-/// tables; `naive-approve`: bench/approve_floor_naive.sql, on the same), bench/deny_floor.sql (`current`) or bench/deny_floor_previous.sql (`previous`): a short warm-up that
-/// also sizes the seeding, then the measured run.
+/// tables; `naive-approve`: bench/approve_floor_naive.sql, on the same), bench/deny_floor.sql (`current`) or
+/// bench/deny_floor_previous.sql (`previous`): a short warm-up that also sizes the seeding, then the measured run.
 async fn floor_phase(
     bench: &Bench,
     floor: &mut Floor,

@@ -226,20 +226,19 @@ pub fn approve_vs_deny(approve: &[Phase], deny: &[Phase], naive_floors: &[FloorP
     for approved in approve {
         let clients = approved.clients;
         let denied = deny.iter().find(|p| p.clients == clients);
-        let naive = |floors: &[FloorPhase], script: &str| {
-            floors
+        let naive = |script: &str| {
+            naive_floors
                 .iter()
                 .find(|f| f.clients == clients && f.script == script)
-                .map(|f| {
+                .map_or((0.0, "–".into()), |f| {
                     (
                         f.outcome.tps,
                         per(f.cpu.postgres_ms, f.outcome.transactions),
                     )
                 })
         };
-        let (approve_floor, approve_cpu) =
-            naive(naive_floors, "naive-approve").unwrap_or((0.0, "–".into()));
-        let (deny_floor, deny_cpu) = naive(naive_floors, "naive").unwrap_or((0.0, "–".into()));
+        let (approve_floor, approve_cpu) = naive("naive-approve");
+        let (deny_floor, deny_cpu) = naive("naive");
         let deny_rate = denied.map_or(0.0, |p| p.outcome.rate());
         out.push_str(&format!(
             "| {clients} | {:.0} | {deny_rate:.0} | {} | {approve_floor:.0} | {deny_floor:.0} | {} | {approve_cpu} | {deny_cpu} |\n",

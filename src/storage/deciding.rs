@@ -387,27 +387,24 @@ pub async fn take_turn(
     db: impl PgExecutor<'_>,
     taking: &TakingTurn<'_>,
 ) -> Result<Option<(DecisionRow, bool)>, StorageError> {
+    static APPROVING: LazyLock<String> = LazyLock::new(|| taking_statement(false));
+    static DENYING_OR_EDITING: LazyLock<String> = LazyLock::new(|| taking_statement(true));
     let decision = taking.decision;
-    let query = if taking.denied.is_empty() && taking.edits.is_empty() {
-        static APPROVING: LazyLock<String> = LazyLock::new(|| taking_statement(false));
-        decisions::bind_decision(
-            sql::query(sqlx::AssertSqlSafe(APPROVING.as_str()))
-                .bind(decision.run_id)
-                .bind(decision.turn_index),
-            decision,
-        )
+    let plain = taking.denied.is_empty() && taking.edits.is_empty();
+    let statement = if plain {
+        &APPROVING
     } else {
-        static DENYING_OR_EDITING: LazyLock<String> = LazyLock::new(|| taking_statement(true));
-        bind_denied_and_edited(
-            decisions::bind_decision(
-                sql::query(sqlx::AssertSqlSafe(DENYING_OR_EDITING.as_str()))
-                    .bind(decision.run_id)
-                    .bind(decision.turn_index),
-                decision,
-            ),
-            taking,
-        )
+        &DENYING_OR_EDITING
     };
+    let mut query = decisions::bind_decision(
+        sql::query(sqlx::AssertSqlSafe(statement.as_str()))
+            .bind(decision.run_id)
+            .bind(decision.turn_index),
+        decision,
+    );
+    if !plain {
+        query = bind_denied_and_edited(query, taking);
+    }
     let row = query
         .bind(taking.lease_owner)
         .bind(taking.lease.as_secs_f64())
