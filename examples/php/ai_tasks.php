@@ -41,7 +41,12 @@ try {
     printf("%d run(s) wait for uid %d:\n", count($inbox), $approver);
     foreach ($inbox as $item) {
         $calls = array_map(
-            static fn ($call) => sprintf('%s (%s%s)', $call->name, $call->effect->value, $call->approvable ? '' : ', not approvable'),
+            static fn ($call) => sprintf(
+                '%s (%s%s)',
+                $call->name,
+                $call->effect->value,
+                $call->approvable ? '' : ', not approvable',
+            ),
             $item->pendingCalls,
         );
         printf("  %s  owner %d  turn %d: %s\n", $item->runId, $item->ownerUid, $item->turnIndex, implode(', ', $calls));
@@ -68,6 +73,8 @@ try {
 } catch (ApiException $error) {
     // `problemCode` is stable (already_decided, stale_turn, decider_not_permitted, …); the request id finds the
     // service's log line.
-    fwrite(STDERR, sprintf("refused: %d %s: %s (request %s)\n", $error->status, $error->problemCode, $error->detail, $error->requestId ?? '-'));
+    $request = $error->requestId ?? '-';
+    $line = sprintf('refused: %d %s: %s (request %s)', $error->status, $error->problemCode, $error->detail, $request);
+    fwrite(STDERR, $line . "\n");
     exit(1);
 }

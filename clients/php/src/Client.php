@@ -110,7 +110,13 @@ final class Client
         ?string $cursor = null,
     ): InboxPage {
         $query = array_filter(
-            ['acting_uid' => $actingUid, 'owner_uid' => $ownerUid, 'tool' => $tool, 'limit' => $limit, 'cursor' => $cursor],
+            [
+                'acting_uid' => $actingUid,
+                'owner_uid' => $ownerUid,
+                'tool' => $tool,
+                'limit' => $limit,
+                'cursor' => $cursor,
+            ],
             static fn (mixed $value): bool => $value !== null,
         );
         return InboxPage::fromArray($this->call('GET', '/v1/approvals?' . http_build_query($query)));
@@ -121,8 +127,12 @@ final class Client
      *
      * @return \Generator<int, InboxItem>
      */
-    public function inboxAll(int $actingUid, ?int $ownerUid = null, ?string $tool = null, int $pageSize = 50): \Generator
-    {
+    public function inboxAll(
+        int $actingUid,
+        ?int $ownerUid = null,
+        ?string $tool = null,
+        int $pageSize = 50,
+    ): \Generator {
         $cursor = null;
         do {
             $page = $this->inbox($actingUid, $ownerUid, $tool, $pageSize, $cursor);

@@ -18,7 +18,7 @@ use PHPUnit\Framework\TestCase;
 /** Decision tokens minted with ext-sodium (DESIGN.md §13): what they hold, and what the real service makes of them. */
 final class DecisionTokenTest extends TestCase
 {
-    public function test_a_token_holds_exactly_the_header_and_claims_of_the_design_and_verifies_with_its_public_key(): void
+    public function test_a_token_holds_exactly_the_design_s_header_and_claims_and_verifies_with_its_key(): void
     {
         $key = SigningKey::generate();
         $signer = new DecisionTokenSigner('chat', '2026-12', $key);
@@ -29,8 +29,9 @@ final class DecisionTokenTest extends TestCase
         foreach ($segments as $segment) {
             self::assertMatchesRegularExpression('/^[A-Za-z0-9_-]+$/', $segment, 'base64url without padding');
         }
-        $decode = static fn (string $segment): string => sodium_base642bin($segment, SODIUM_BASE64_VARIANT_URLSAFE_NO_PADDING);
-        self::assertSame(['alg' => 'EdDSA', 'kid' => '2026-12', 'typ' => 'JWT'], json_decode($decode($segments[0]), true));
+        $decode = static fn (string $part) => sodium_base642bin($part, SODIUM_BASE64_VARIANT_URLSAFE_NO_PADDING);
+        $header = json_decode($decode($segments[0]), true);
+        self::assertSame(['alg' => 'EdDSA', 'kid' => '2026-12', 'typ' => 'JWT'], $header);
         self::assertSame([
             'iss' => 'chat',
             'aud' => 'approval-resume',
@@ -40,8 +41,9 @@ final class DecisionTokenTest extends TestCase
             'run' => '0b0e9f1e-6a56-4c2b-9a43-3f1f4c1d2a01',
         ], json_decode($decode($segments[1]), true));
         $signature = $decode($segments[2]);
-        self::assertTrue(sodium_crypto_sign_verify_detached($signature, "{$segments[0]}.{$segments[1]}", $key->publicKey));
-        self::assertFalse(sodium_crypto_sign_verify_detached($signature, "{$segments[0]}.{$segments[1]}x", $key->publicKey));
+        $signed = "{$segments[0]}.{$segments[1]}";
+        self::assertTrue(sodium_crypto_sign_verify_detached($signature, $signed, $key->publicKey));
+        self::assertFalse(sodium_crypto_sign_verify_detached($signature, "{$signed}x", $key->publicKey));
         self::assertSame($key->publicKey, SigningKey::fromSecretKey($key->secretKey())->publicKey);
     }
 
@@ -68,7 +70,8 @@ final class DecisionTokenTest extends TestCase
         self::assertSame(RunStatus::Resumed, $answer->status);
         self::assertSame(DecidedBy::RunOwner, $answer->decision->decidedBy);
         self::assertSame($owner, $answer->decision->deciderUid, 'the decider is the token\'s sub');
-        self::assertStringStartsWith('Error: approval_denied (decided_by: run_owner).', $answer->result('call_2')?->content ?? '');
+        $denial = $answer->result('call_2')?->content ?? '';
+        self::assertStringStartsWith('Error: approval_denied (decided_by: run_owner).', $denial);
     }
 
     public function test_the_service_refuses_an_expired_token_with_401_token_expired_and_records_nothing(): void
@@ -81,7 +84,8 @@ final class DecisionTokenTest extends TestCase
         // Issued 20 minutes ago for 15: expired 5 minutes ago, well past the service's 30 seconds of leeway.
         $expired = $signer->mint($owner, runId: $run->id, lifetimeSecs: 900, now: time() - 1200);
 
-        $error = $this->refusal(fn () => (new Client($service->baseUrl, $expired))->denyTurn($run->id, $run->turn->digest, Decider::tokenHolder()));
+        $browser = new Client($service->baseUrl, $expired);
+        $error = $this->refusal(fn () => $browser->denyTurn($run->id, $run->turn->digest, Decider::tokenHolder()));
         self::assertSame([401, 'token_expired'], [$error->status, $error->problemCode]);
         self::assertSame(RunStatus::WaitingForApproval, $service->worker()->getRun($run->id)->status);
 

@@ -76,7 +76,8 @@ final class UsersAndInboxTest extends TestCase
 
         $listed = array_map(static fn ($item) => $item->runId, [...$first->items, ...$second->items]);
         self::assertSame(array_reverse($registered), $listed, 'newest first, each once');
-        $all = array_map(static fn ($item) => $item->runId, iterator_to_array($tasks->inboxAll($approver, ownerUid: $owner, pageSize: 1), false));
+        $all = iterator_to_array($tasks->inboxAll($approver, ownerUid: $owner, pageSize: 1), false);
+        $all = array_map(static fn ($item) => $item->runId, $all);
         self::assertSame($listed, $all, 'inboxAll follows next_cursor to the end');
 
         $item = $first->items[0];
@@ -90,6 +91,6 @@ final class UsersAndInboxTest extends TestCase
         self::assertNull($item->pendingCalls[1]->arguments, 'metadata level: no arguments in the inbox');
         self::assertSame($worker->getRun($item->runId)->turn->digest, $item->turnDigest);
 
-        self::assertSame([], $tasks->inbox($outsider, ownerUid: $owner)->items, 'someone else\'s runs are not theirs to decide');
+        self::assertSame([], $tasks->inbox($outsider, ownerUid: $owner)->items, 'another\'s runs are not theirs');
     }
 }

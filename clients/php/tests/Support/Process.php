@@ -16,7 +16,8 @@ final class Process
      */
     public static function run(array $command, array $env = []): string
     {
-        $process = proc_open($command, [0 => ['file', '/dev/null', 'r'], 1 => ['pipe', 'w'], 2 => ['pipe', 'w']], $pipes, null, self::env($env));
+        $streams = [0 => ['file', '/dev/null', 'r'], 1 => ['pipe', 'w'], 2 => ['pipe', 'w']];
+        $process = proc_open($command, $streams, $pipes, null, self::env($env));
         if (!is_resource($process)) {
             throw new \RuntimeException('cannot start ' . $command[0]);
         }
@@ -26,7 +27,8 @@ final class Process
         fclose($pipes[2]);
         $status = proc_close($process);
         if ($status !== 0) {
-            throw new \RuntimeException(sprintf("%s exited %d:\n%s", implode(' ', array_slice($command, 0, 3)), $status, $stderr));
+            $name = implode(' ', array_slice($command, 0, 3));
+            throw new \RuntimeException(sprintf("%s exited %d:\n%s", $name, $status, $stderr));
         }
         return (string) $stdout;
     }
@@ -40,7 +42,8 @@ final class Process
      */
     public static function start(array $command, array $env, string $log)
     {
-        $process = proc_open($command, [0 => ['file', '/dev/null', 'r'], 1 => ['file', $log, 'a'], 2 => ['file', $log, 'a']], $pipes, null, self::env($env));
+        $streams = [0 => ['file', '/dev/null', 'r'], 1 => ['file', $log, 'a'], 2 => ['file', $log, 'a']];
+        $process = proc_open($command, $streams, $pipes, null, self::env($env));
         if (!is_resource($process)) {
             throw new \RuntimeException('cannot start ' . $command[0]);
         }

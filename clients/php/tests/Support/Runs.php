@@ -42,7 +42,10 @@ final class Runs
             [
                 ['role' => 'user', 'content' => 'Write a meta description for page 12.'],
                 ['role' => 'assistant', 'content' => null, 'tool_calls' => [
-                    ['id' => 'call_1', 'type' => 'function', 'function' => ['name' => self::READ_TOOL, 'arguments' => '{"page": 12}']],
+                    ['id' => 'call_1', 'type' => 'function', 'function' => [
+                        'name' => self::READ_TOOL,
+                        'arguments' => '{"page": 12}',
+                    ]],
                     ['id' => 'call_2', 'type' => 'function', 'function' => [
                         'name' => self::WRITE_TOOL,
                         'arguments' => '{"page": 12, "description": "Fresh bread daily."}',

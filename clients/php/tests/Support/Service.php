@@ -53,7 +53,7 @@ final class Service
         if (self::$shared === null) {
             $binary = getenv('APPROVAL_RESUME_BIN') ?: dirname(__DIR__, 4) . '/target/debug/approval-resume';
             if (!is_executable($binary)) {
-                throw new \RuntimeException("no approval-resume binary at {$binary}: build it, or set APPROVAL_RESUME_BIN");
+                throw new \RuntimeException("no binary at {$binary}: build it, or set APPROVAL_RESUME_BIN");
             }
             $adminUrl = getenv('POSTGRES_ADMIN_URL') ?: 'postgres://postgres@127.0.0.1:5432/postgres';
             $service = new self($binary, $adminUrl, 'php_client_' . bin2hex(random_bytes(6)));
@@ -105,7 +105,10 @@ final class Service
         file_put_contents($publicKeyFile, $this->tokenKey->publicKeyBase64());
         try {
             Process::run(
-                [$this->binary, 'clients', 'token-key', 'add', self::TOKEN_ISSUER, '--kid', self::TOKEN_KID, '--public-key', $publicKeyFile],
+                [
+                    $this->binary, 'clients', 'token-key', 'add', self::TOKEN_ISSUER,
+                    '--kid', self::TOKEN_KID, '--public-key', $publicKeyFile,
+                ],
                 $env,
             );
         } finally {
@@ -159,6 +162,7 @@ final class Service
         $parts = parse_url($this->adminUrl);
         $auth = isset($parts['user']) ? $parts['user'] . (isset($parts['pass']) ? ':' . $parts['pass'] : '') . '@' : '';
         $port = isset($parts['port']) ? ':' . $parts['port'] : '';
-        return sprintf('%s://%s%s%s/%s', $parts['scheme'] ?? 'postgres', $auth, $parts['host'] ?? '127.0.0.1', $port, $this->database);
+        $host = $parts['host'] ?? '127.0.0.1';
+        return sprintf('%s://%s%s%s/%s', $parts['scheme'] ?? 'postgres', $auth, $host, $port, $this->database);
     }
 }
