@@ -11,6 +11,7 @@ use ApprovalResume\Enum\Effect;
 use ApprovalResume\Enum\EventType;
 use ApprovalResume\Enum\ModelInputFormat;
 use ApprovalResume\Enum\PrivacyLevel;
+use ApprovalResume\Enum\SubscriptionState;
 use ApprovalResume\Tests\Support\RecordingTransport;
 use ApprovalResume\TransportException;
 use ApprovalResume\Verdict;
@@ -37,23 +38,29 @@ final class OpenApiTest extends TestCase
         self::$spec = yaml_parse_file(dirname(__DIR__, 3) . '/openapi.yaml');
     }
 
-    /** @return iterable<string, array{class-string<\BackedEnum>, string}> */
+    /** @return iterable<string, array{class-string<\BackedEnum>, list<string>}> */
     public static function enums(): iterable
     {
         $names = ['DecidedBy', 'DenialReason', 'Outcome', 'Effect', 'RunStatus', 'PrivacyLevel', 'ModelInputFormat'];
         foreach ([...$names, 'EventType'] as $name) {
-            yield $name => ["ApprovalResume\\Enum\\{$name}", $name];
+            yield $name => ["ApprovalResume\\Enum\\{$name}", ['components', 'schemas', $name, 'enum']];
         }
+        $state = ['components', 'schemas', 'WebhookSubscription', 'properties', 'state', 'enum'];
+        yield 'SubscriptionState' => [SubscriptionState::class, $state];
     }
 
     /**
      * @dataProvider enums
      * @param class-string<\BackedEnum> $enum
+     * @param list<string> $path where the spec lists the enum's tokens
      */
-    public function test_each_enum_holds_exactly_the_tokens_of_its_schema(string $enum, string $schema): void
+    public function test_each_enum_holds_exactly_the_tokens_of_its_schema(string $enum, array $path): void
     {
-        $values = array_map(static fn (\BackedEnum $case) => $case->value, $enum::cases());
-        self::assertSame(self::$spec['components']['schemas'][$schema]['enum'], $values);
+        $tokens = self::$spec;
+        foreach ($path as $key) {
+            $tokens = $tokens[$key];
+        }
+        self::assertSame($tokens, array_map(static fn (\BackedEnum $case) => $case->value, $enum::cases()));
     }
 
     public function test_every_request_the_client_sends_is_a_documented_operation_with_documented_members(): void

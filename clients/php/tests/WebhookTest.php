@@ -5,6 +5,7 @@ declare(strict_types=1);
 namespace ApprovalResume\Tests;
 
 use ApprovalResume\Enum\EventType;
+use ApprovalResume\Enum\SubscriptionState;
 use ApprovalResume\Tests\Support\Process;
 use ApprovalResume\Tests\Support\Runs;
 use ApprovalResume\Tests\Support\Service;
@@ -92,6 +93,7 @@ final class WebhookTest extends TestCase
             $subscription = $service->tasks()->createWebhook($url, [EventType::RunWaiting]);
             self::assertStringStartsWith('whsec_', (string) $subscription->secret);
             self::assertSame([EventType::RunWaiting], $subscription->eventTypes);
+            self::assertSame(SubscriptionState::Active, $subscription->state);
 
             $owner = Runs::newUid();
             $service->worker()->putUser($owner, 'ada');

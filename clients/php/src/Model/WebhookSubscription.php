@@ -5,6 +5,7 @@ declare(strict_types=1);
 namespace ApprovalResume\Model;
 
 use ApprovalResume\Enum\EventType;
+use ApprovalResume\Enum\SubscriptionState;
 use ApprovalResume\Internal\Read;
 
 /**
@@ -18,7 +19,7 @@ final readonly class WebhookSubscription
         public string $id,
         public string $url,
         public array $eventTypes,
-        public string $state,
+        public SubscriptionState $state,
         public int $backlog,
         public \DateTimeImmutable $createdAt,
         #[\SensitiveParameter] public ?string $secret,
@@ -36,7 +37,7 @@ final readonly class WebhookSubscription
                     ?? throw new \UnexpectedValueException('answer member "event_types" holds an unknown type'),
                 Read::optionalStrings($data, 'event_types') ?? [],
             ),
-            Read::string($data, 'state'),
+            Read::enum($data, 'state', SubscriptionState::class),
             Read::int($data, 'backlog'),
             Read::time($data, 'created_at'),
             Read::optionalString($data, 'secret'),
