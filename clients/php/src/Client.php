@@ -1,0 +1,307 @@
+<?php
+
+declare(strict_types=1);
+
+namespace ApprovalResume;
+
+use ApprovalResume\Enum\DenialReason;
+use ApprovalResume\Enum\Effect;
+use ApprovalResume\Enum\EventType;
+use ApprovalResume\Enum\ModelInputFormat;
+use ApprovalResume\Enum\PrivacyLevel;
+use ApprovalResume\Http\CurlTransport;
+use ApprovalResume\Http\Response;
+use ApprovalResume\Http\Transport;
+use ApprovalResume\Internal\Json;
+use ApprovalResume\Model\DecisionAnswer;
+use ApprovalResume\Model\InboxItem;
+use ApprovalResume\Model\InboxPage;
+use ApprovalResume\Model\ModelInput;
+use ApprovalResume\Model\Run;
+use ApprovalResume\Model\User;
+use ApprovalResume\Model\WebhookSubscription;
+
+/**
+ * The HTTP API of approval-resume (DESIGN.md §8; openapi.yaml). The credential is an API key (`ar_…`, scopes as
+ * `clients add` gave them) or a decision token (`DecisionTokenSigner`), which may only read and decide its user's
+ * runs. Every non-2xx answer throws ApiException; no answer at all throws TransportException.
+ */
+final class Client
+{
+    private readonly string $baseUrl;
+    private readonly Transport $transport;
+
+    public function __construct(
+        string $baseUrl,
+        #[\SensitiveParameter] private readonly string $credential,
+        ?Transport $transport = null,
+    ) {
+        $this->baseUrl = rtrim($baseUrl, '/');
+        $this->transport = $transport ?? new CurlTransport();
+    }
+
+    /**
+     * Creates or replaces a backend user (scope `users:write`).
+     *
+     * @param ?list<string> $approvableTools the tools whose write calls the user may approve; null: no limit (§4)
+     */
+    public function putUser(
+        int $uid,
+        string $username,
+        bool $isAdmin = false,
+        bool $canApproveOthers = false,
+        bool $disabled = false,
+        ?array $approvableTools = null,
+    ): User {
+        $body = [
+            'username' => $username,
+            'is_admin' => $isAdmin,
+            'can_approve_others' => $canApproveOthers,
+            'disabled' => $disabled,
+            'approvable_tools' => $approvableTools === null ? null : array_values($approvableTools),
+        ];
+        return User::fromArray($this->call('PUT', '/v1/users/' . $uid, $body));
+    }
+
+    /**
+     * Registers a run suspended on its last assistant turn (scope `runs:write`). The same arguments again answer
+     * the same run; other ones under a taken id throw 409 `run_exists`.
+     *
+     * @param list<array<string, mixed>> $messages OpenAI chat messages, the last an assistant message with tool calls
+     * @param array<string, Effect> $tools each tool's effect by name; a tool the run declares no effect for is a read
+     *                                     unless the service's TOOLS_CONFIG makes it a write
+     */
+    public function registerRun(
+        string $id,
+        int $ownerUid,
+        array $messages,
+        array $tools = [],
+        ?PrivacyLevel $privacyLevel = null,
+        bool $requireSecondApprover = false,
+        ?int $approvalTtlSecs = null,
+        ?\DateTimeInterface $expiresAt = null,
+    ): Run {
+        $body = ['id' => $id, 'owner_uid' => $ownerUid, 'messages' => $messages, 'tools' => []];
+        foreach ($tools as $name => $effect) {
+            $body['tools'][] = ['name' => (string) $name, 'effect' => $effect->value];
+        }
+        if ($privacyLevel !== null) {
+            $body['privacy_level'] = $privacyLevel->value;
+        }
+        $body['require_second_approver'] = $requireSecondApprover;
+        return Run::fromArray($this->call('POST', '/v1/runs', self::withExpiry($body, $approvalTtlSecs, $expiresAt)));
+    }
+
+    /** The run, its current turn (with the digest a decision names) and its decision (scope `runs:read`). */
+    public function getRun(string $runId): Run
+    {
+        return Run::fromArray($this->call('GET', self::runPath($runId)));
+    }
+
+    /**
+     * One page of the approvals inbox (scope `approvals:read`): the runs waiting for approval that `$actingUid`
+     * may decide, newest first.
+     */
+    public function inbox(
+        int $actingUid,
+        ?int $ownerUid = null,
+        ?string $tool = null,
+        ?int $limit = null,
+        ?string $cursor = null,
+    ): InboxPage {
+        $query = array_filter(
+            [
+                'acting_uid' => $actingUid,
+                'owner_uid' => $ownerUid,
+                'tool' => $tool,
+                'limit' => $limit,
+                'cursor' => $cursor,
+            ],
+            static fn (mixed $value): bool => $value !== null,
+        );
+        return InboxPage::fromArray($this->call('GET', '/v1/approvals?' . http_build_query($query)));
+    }
+
+    /**
+     * Every item of the inbox, page after page, following `next_cursor` until it is null.
+     *
+     * @return \Generator<int, InboxItem>
+     */
+    public function inboxAll(
+        int $actingUid,
+        ?int $ownerUid = null,
+        ?string $tool = null,
+        int $pageSize = 50,
+    ): \Generator {
+        $cursor = null;
+        do {
+            $page = $this->inbox($actingUid, $ownerUid, $tool, $pageSize, $cursor);
+            yield from $page->items;
+            $cursor = $page->nextCursor;
+        } while ($cursor !== null);
+    }
+
+    /** Approves the whole turn named by its digest (scope `decisions:write`). */
+    public function approveTurn(
+        string $runId,
+        string $turnDigest,
+        Decider $decider,
+        ModelInputFormat $format = ModelInputFormat::OpenAiChat,
+    ): DecisionAnswer {
+        $body = $decider->addTo(['approved' => true, 'turn_digest' => $turnDigest]);
+        return $this->decide($runId, $body, $format);
+    }
+
+    /**
+     * Denies the whole turn; `$reason` `variant` asks the model for another version, `skip` not to propose it
+     * again (rendered on write calls only).
+     */
+    public function denyTurn(
+        string $runId,
+        string $turnDigest,
+        Decider $decider,
+        ?DenialReason $reason = null,
+        ModelInputFormat $format = ModelInputFormat::OpenAiChat,
+    ): DecisionAnswer {
+        $body = $decider->addTo(['approved' => false, 'turn_digest' => $turnDigest]);
+        if ($reason !== null) {
+            $body['reason'] = $reason->value;
+        }
+        return $this->decide($runId, $body, $format);
+    }
+
+    /**
+     * A verdict per call: every pending call exactly once, each approved (as proposed or edited) or denied.
+     *
+     * @param list<Verdict> $verdicts
+     */
+    public function decideCalls(
+        string $runId,
+        string $turnDigest,
+        Decider $decider,
+        array $verdicts,
+        ModelInputFormat $format = ModelInputFormat::OpenAiChat,
+    ): DecisionAnswer {
+        $calls = array_map(static fn (Verdict $verdict): array => $verdict->toArray(), $verdicts);
+        $body = $decider->addTo(['turn_digest' => $turnDigest, 'calls' => $calls]);
+        return $this->decide($runId, $body, $format);
+    }
+
+    /** The last resumed model input of the run, in `$format` (scope `runs:read`; 409 `not_resumed` before one). */
+    public function modelInput(string $runId, ModelInputFormat $format = ModelInputFormat::OpenAiChat): ModelInput
+    {
+        $path = self::runPath($runId) . '/model-input?' . http_build_query(['format' => $format->value]);
+        return ModelInput::fromArray($this->call('GET', $path));
+    }
+
+    /**
+     * Suspends a resumed run again on its next assistant turn (scope `runs:write`).
+     *
+     * @param list<array<string, mixed>> $messages what followed the model input, ending with the next assistant turn
+     */
+    public function appendTurn(
+        string $runId,
+        array $messages,
+        ?int $approvalTtlSecs = null,
+        ?\DateTimeInterface $expiresAt = null,
+    ): Run {
+        $body = self::withExpiry(['messages' => $messages], $approvalTtlSecs, $expiresAt);
+        return Run::fromArray($this->call('POST', self::runPath($runId) . '/turns', $body));
+    }
+
+    /** Abandons a run (scope `runs:write`). */
+    public function cancelRun(string $runId): Run
+    {
+        return Run::fromArray($this->call('POST', self::runPath($runId) . '/cancel'));
+    }
+
+    /** Ends a resumed run (scope `runs:write`). */
+    public function completeRun(string $runId): Run
+    {
+        return Run::fromArray($this->call('POST', self::runPath($runId) . '/complete'));
+    }
+
+    /**
+     * Subscribes a URL to the tenant's events (scope `webhooks:write`); the answer's `secret` is shown this once.
+     *
+     * @param ?list<EventType> $eventTypes null: every type
+     */
+    public function createWebhook(string $url, ?array $eventTypes = null): WebhookSubscription
+    {
+        $body = ['url' => $url];
+        if ($eventTypes !== null) {
+            $body['event_types'] = array_map(static fn (EventType $type): string => $type->value, $eventTypes);
+        }
+        return WebhookSubscription::fromArray($this->call('POST', '/v1/webhooks', $body));
+    }
+
+    /** Removes a webhook subscription (scope `webhooks:write`). */
+    public function removeWebhook(string $id): void
+    {
+        $this->call('DELETE', '/v1/webhooks/' . rawurlencode($id));
+    }
+
+    /** @return array<string, mixed> */
+    public function __debugInfo(): array
+    {
+        return ['baseUrl' => $this->baseUrl];
+    }
+
+    /** @param array<string, mixed> $body */
+    private function decide(string $runId, array $body, ModelInputFormat $format): DecisionAnswer
+    {
+        $path = self::runPath($runId) . '/decision?' . http_build_query(['format' => $format->value]);
+        return DecisionAnswer::fromArray($this->call('POST', $path, $body));
+    }
+
+    /**
+     * @param ?array<string, mixed> $body
+     * @return array<mixed> the decoded answer; [] for 204
+     */
+    private function call(string $method, string $path, ?array $body = null): array
+    {
+        $headers = ['Authorization: Bearer ' . $this->credential, 'Accept: application/json'];
+        if ($body !== null) {
+            $headers[] = 'Content-Type: application/json';
+        }
+        $response = $this->transport->send(
+            $method,
+            $this->baseUrl . $path,
+            $headers,
+            $body === null ? null : Json::encode($body),
+        );
+        return self::decoded($response);
+    }
+
+    /** @return array<mixed> */
+    private static function decoded(Response $response): array
+    {
+        if ($response->status < 200 || $response->status > 299) {
+            throw ApiException::fromResponse($response);
+        }
+        if ($response->status === 204) {
+            return [];
+        }
+        return Json::decodeObject($response->body);
+    }
+
+    /**
+     * @param array<string, mixed> $body
+     * @return array<string, mixed>
+     */
+    private static function withExpiry(array $body, ?int $approvalTtlSecs, ?\DateTimeInterface $expiresAt): array
+    {
+        if ($approvalTtlSecs !== null) {
+            $body['approval_ttl_secs'] = $approvalTtlSecs;
+        }
+        if ($expiresAt !== null) {
+            $body['expires_at'] = $expiresAt->format(\DateTimeInterface::RFC3339_EXTENDED);
+        }
+        return $body;
+    }
+
+    private static function runPath(string $runId): string
+    {
+        return '/v1/runs/' . rawurlencode($runId);
+    }
+}

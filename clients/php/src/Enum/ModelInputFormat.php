@@ -1,0 +1,16 @@
+<?php
+
+declare(strict_types=1);
+
+namespace ApprovalResume\Enum;
+
+/**
+ * The provider format a resumed model input is rendered in (DESIGN.md §7). The values are the wire tokens of
+ * openapi.yaml.
+ */
+enum ModelInputFormat: string
+{
+    case OpenAiChat = 'openai-chat';
+    case Anthropic = 'anthropic';
+    case OpenAiResponses = 'openai-responses';
+}

@@ -1,0 +1,15 @@
+<?php
+
+declare(strict_types=1);
+
+namespace ApprovalResume\Enum;
+
+/** The life of a run (DESIGN.md §5). The values are the wire tokens of openapi.yaml. */
+enum RunStatus: string
+{
+    case WaitingForApproval = 'waiting_for_approval';
+    case Resuming = 'resuming';
+    case Resumed = 'resumed';
+    case Cancelled = 'cancelled';
+    case Completed = 'completed';
+}

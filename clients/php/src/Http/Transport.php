@@ -1,0 +1,17 @@
+<?php
+
+declare(strict_types=1);
+
+namespace ApprovalResume\Http;
+
+use ApprovalResume\TransportException;
+
+/** Sends one HTTP request. The client's only way out, so a host can route it through its own HTTP stack. */
+interface Transport
+{
+    /**
+     * @param list<string> $headers lines such as "Authorization: Bearer …"
+     * @throws TransportException when no answer arrived (connection refused, timeout, TLS failure)
+     */
+    public function send(string $method, string $url, array $headers, ?string $body): Response;
+}

@@ -1,0 +1,45 @@
+<?php
+
+declare(strict_types=1);
+
+namespace ApprovalResume\Model;
+
+use ApprovalResume\Enum\RunStatus;
+use ApprovalResume\Internal\Read;
+
+/** The answer to a decision: what was recorded, one result per pending call, and the resumed model input. */
+final readonly class DecisionAnswer
+{
+    /** @param list<ToolResult> $results in the turn's order */
+    public function __construct(
+        public string $runId,
+        public RunStatus $status,
+        public Decision $decision,
+        public array $results,
+        public ModelInput $modelInput,
+    ) {
+    }
+
+    /** @param array<mixed> $data */
+    public static function fromArray(array $data): self
+    {
+        return new self(
+            Read::string($data, 'run_id'),
+            Read::enum($data, 'status', RunStatus::class),
+            Decision::fromArray(Read::object($data, 'decision')),
+            array_map(ToolResult::fromArray(...), Read::listOfObjects($data, 'results')),
+            ModelInput::fromArray(Read::object($data, 'model_input')),
+        );
+    }
+
+    /** The result of one call, by its id. */
+    public function result(string $callId): ?ToolResult
+    {
+        foreach ($this->results as $result) {
+            if ($result->callId === $callId) {
+                return $result;
+            }
+        }
+        return null;
+    }
+}

@@ -1,0 +1,40 @@
+<?php
+
+declare(strict_types=1);
+
+namespace ApprovalResume\Model;
+
+use ApprovalResume\Enum\Effect;
+use ApprovalResume\Internal\Read;
+
+/**
+ * A pending call as the inbox lists it. `$arguments` is present only where the run's privacy level allows
+ * (verbatim at full, redacted at redacted); `$argumentsOmitted` says the page's byte budget ran out before it
+ * (`Client::getRun()` shows them). `$approvable` is false for a write call the acting user may not approve: such
+ * a turn may still be denied.
+ */
+final readonly class InboxCall
+{
+    public function __construct(
+        public string $id,
+        public string $name,
+        public Effect $effect,
+        public ?string $arguments,
+        public bool $argumentsOmitted,
+        public bool $approvable,
+    ) {
+    }
+
+    /** @param array<mixed> $data */
+    public static function fromArray(array $data): self
+    {
+        return new self(
+            Read::string($data, 'id'),
+            Read::string($data, 'name'),
+            Read::enum($data, 'effect', Effect::class),
+            Read::optionalString($data, 'arguments'),
+            Read::optionalBool($data, 'arguments_omitted') ?? false,
+            Read::bool($data, 'approvable'),
+        );
+    }
+}

@@ -1,0 +1,45 @@
+<?php
+
+declare(strict_types=1);
+
+namespace ApprovalResume\Model;
+
+use ApprovalResume\Enum\PrivacyLevel;
+use ApprovalResume\Enum\RunStatus;
+use ApprovalResume\Internal\Read;
+
+/** A run as `GET /v1/runs/{id}` (and registration, new turns, cancel, complete) answers it. */
+final readonly class Run
+{
+    public function __construct(
+        public string $id,
+        public int $ownerUid,
+        public RunStatus $status,
+        public PrivacyLevel $privacyLevel,
+        public bool $requireSecondApprover,
+        public ?\DateTimeImmutable $expiresAt,
+        public Turn $turn,
+        public ?Decision $decision,
+        public \DateTimeImmutable $createdAt,
+        public \DateTimeImmutable $updatedAt,
+    ) {
+    }
+
+    /** @param array<mixed> $data */
+    public static function fromArray(array $data): self
+    {
+        $decision = Read::optionalObject($data, 'decision');
+        return new self(
+            Read::string($data, 'id'),
+            Read::int($data, 'owner_uid'),
+            Read::enum($data, 'status', RunStatus::class),
+            Read::enum($data, 'privacy_level', PrivacyLevel::class),
+            Read::bool($data, 'require_second_approver'),
+            Read::optionalTime($data, 'expires_at'),
+            Turn::fromArray(Read::object($data, 'turn')),
+            $decision === null ? null : Decision::fromArray($decision),
+            Read::time($data, 'created_at'),
+            Read::time($data, 'updated_at'),
+        );
+    }
+}

@@ -1,0 +1,54 @@
+<?php
+
+declare(strict_types=1);
+
+namespace ApprovalResume\Model;
+
+use ApprovalResume\Enum\EventType;
+use ApprovalResume\Enum\SubscriptionState;
+use ApprovalResume\Internal\Read;
+
+/**
+ * A webhook subscription. `$secret` (`whsec_…`) is set only in the answer to its creation, the one time the
+ * service shows it: store it then, for `WebhookVerifier`.
+ */
+final readonly class WebhookSubscription
+{
+    /** @param list<EventType> $eventTypes */
+    public function __construct(
+        public string $id,
+        public string $url,
+        public array $eventTypes,
+        public SubscriptionState $state,
+        public int $backlog,
+        public \DateTimeImmutable $createdAt,
+        #[\SensitiveParameter] public ?string $secret,
+    ) {
+    }
+
+    /** @param array<mixed> $data */
+    public static function fromArray(array $data): self
+    {
+        return new self(
+            Read::string($data, 'id'),
+            Read::string($data, 'url'),
+            array_map(
+                static fn (string $type): EventType => EventType::tryFrom($type)
+                    ?? throw new \UnexpectedValueException('answer member "event_types" holds an unknown type'),
+                Read::optionalStrings($data, 'event_types') ?? [],
+            ),
+            Read::enum($data, 'state', SubscriptionState::class),
+            Read::int($data, 'backlog'),
+            Read::time($data, 'created_at'),
+            Read::optionalString($data, 'secret'),
+        );
+    }
+
+    /** @return array<string, mixed> */
+    public function __debugInfo(): array
+    {
+        $shown = get_object_vars($this);
+        $shown['secret'] = $this->secret === null ? null : 'whsec_…';
+        return $shown;
+    }
+}
