@@ -9,21 +9,21 @@ import pytest
 from conftest import REPO, TOOL, Service, chat_transcript, new_run_id
 
 from approval_resume import ApiError, AsyncClient, Client, approve_call, deny_call
-from approval_resume.models import RegisterRun, RunView
+from approval_resume.models import PutUser, RegisterRun, RunView
 
 ARGUMENTS = '{"page": 12, "description": "Fresh bread daily."}'
 WHO_OWNER = "by the user who started this run, the person you are talking to"
 WHO_OTHER = "by another backend user, not the person you are talking to"
 
 
-def user(name: str, **grants: bool) -> dict[str, object]:
-    return {"username": name, "is_admin": False, "can_approve_others": False, "disabled": False, **grants}
+def user(name: str, *, is_admin: bool = False, can_approve_others: bool = False) -> PutUser:
+    return {"username": name, "is_admin": is_admin, "can_approve_others": can_approve_others, "disabled": False}
 
 
 def new_owner(api: Client) -> int:
     """A backend user of its own for each test, so inbox listings see only that test's runs."""
     uid = uuid.uuid4().int % 1_000_000_000 + 1000
-    api.put_user(uid, user(f"owner-{uid}"))  # type: ignore[arg-type]
+    api.put_user(uid, user(f"owner-{uid}"))
     return uid
 
 
@@ -40,14 +40,14 @@ def register(api: Client, owner: int, *calls: tuple[str, str], **members: object
 
 @pytest.fixture(scope="module")
 def approver(api: Client) -> int:
-    api.put_user(3, user("grace", can_approve_others=True))  # type: ignore[arg-type]
+    api.put_user(3, user("grace", can_approve_others=True))
     return 3
 
 
 def test_a_user_is_upserted_and_answered_as_stored(api: Client) -> None:
-    first = api.put_user(41, user("linus"))  # type: ignore[arg-type]
+    first = api.put_user(41, user("linus"))
     assert (first["uid"], first["username"], first["approvable_tools"]) == (41, "linus", None)
-    second = api.put_user(41, {**user("linus", is_admin=True), "approvable_tools": [TOOL]})  # type: ignore[typeddict-item]
+    second = api.put_user(41, {**user("linus", is_admin=True), "approvable_tools": [TOOL]})
     assert (second["is_admin"], second["approvable_tools"], second["created_at"]) == (True, [TOOL], first["created_at"])
 
 
@@ -65,9 +65,9 @@ def test_a_registration_with_every_member_is_the_run_and_the_same_body_again_the
     }
     try:
         run = api.register_run(body)
-    except ApiError as error:
+    except ApiError as refusal:
         # Until DESIGN.md §14's `format` lands in the service, the strict body refuses it; then it is taken as is.
-        assert (error.status, error.code) == (422, "invalid_body") and "format" in error.detail, error
+        assert (refusal.status, refusal.code) == (422, "invalid_body") and "format" in refusal.detail, refusal
         del body["format"]
         run = api.register_run(body)
     assert (run["id"], run["owner_uid"], run["status"]) == (body["id"], owner, "waiting_for_approval")
@@ -236,7 +236,7 @@ def test_a_resumed_run_takes_its_next_turn_and_completes_and_another_is_cancelle
 
 def test_every_error_answer_is_one_api_error_with_the_problem_s_members(api: Client, service: Service) -> None:
     with service.client(["runs:read"]) as reader, pytest.raises(ApiError) as forbidden:
-        reader.put_user(5, user("eve"))  # type: ignore[arg-type]
+        reader.put_user(5, user("eve"))
     error = forbidden.value
     assert (error.status, error.code) == (403, "missing_scope") and "users:write" in error.detail
     assert error.problem is not None and error.problem["type"] == "urn:approval-resume:problem:missing_scope"

@@ -40,7 +40,9 @@ ModelInputFormat = Literal["openai-chat", "anthropic", "openai-responses", "gemi
 ChatMessage = JsonObject
 """An OpenAI chat message, kept as it came (open in the spec: any other member is kept)."""
 ToolCall = JsonObject
-ApprovableTools = list[str] | None
+ToolName = str
+"""`^[A-Za-z0-9_-]{1,64}$`, the model providers' rule; the service refuses other names."""
+ApprovableTools = list[ToolName] | None
 
 # Members of DESIGN.md §14 that openapi.yaml does not list yet, per schema; test_spec.py allows exactly these.
 SPEC_PENDING: dict[str, frozenset[str]] = {
