@@ -21,6 +21,7 @@ python_venv "$venv" tests/python-client/requirements.txt
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --force-reinstall ./clients/python
 "$venv/bin/python" -m pip check --disable-pip-version-check
 
+export MYPY_CACHE_DIR="$PWD/target/python-client-mypy-cache"
 # The package, strictly; then the tests, as a user's code: against the installed package and its py.typed.
 (cd clients/python && "../../$venv/bin/mypy" --strict --no-incremental src/approval_resume)
 (cd tests/python-client && "../../$venv/bin/mypy" --strict --no-incremental --explicit-package-bases .)
