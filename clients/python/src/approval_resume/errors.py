@@ -7,9 +7,11 @@ problem to read, and the caller may want to tell "the service said no" from "the
 
 import email.utils
 import time
-from typing import Any
+from typing import cast
 
 import httpx
+
+from .models import Problem
 
 
 class ApiError(Exception):
@@ -24,7 +26,7 @@ class ApiError(Exception):
         title: str | None = None,
         request_id: str | None = None,
         retry_after: float | None = None,
-        problem: dict[str, Any] | None = None,
+        problem: Problem | None = None,
     ) -> None:
         super().__init__(f"{status} {code or 'error'}: {detail}" + (f" (request {request_id})" if request_id else ""))
         self.status = status
@@ -56,7 +58,7 @@ class ApiError(Exception):
                 title=body.get("title"),
                 request_id=body.get("request_id") or header_id,
                 retry_after=retry_after,
-                problem=body,
+                problem=cast(Problem, body),
             )
         # Not a problem document: whatever stands between client and service answered. A short, plain excerpt.
         return cls(
