@@ -1,0 +1,31 @@
+"""approval-resume's Python client (DESIGN.md §16): the HTTP API, the feed of events with a stored cursor, and
+webhook verification. Framework adapters will live in `approval_resume.adapters`."""
+
+from . import models, verdicts
+from .async_client import AsyncClient
+from .client import Client
+from .errors import ApiError
+from .feed import AsyncFeed, Checkpoint, CursorStore, Feed, FileCursorStore, MemoryCursorStore
+from .retry import RetryPolicy
+from .verdicts import approve_call, deny_call
+from .webhooks import WebhookVerificationError, WebhookVerifier, verify_webhook
+
+__all__ = [
+    "ApiError",
+    "AsyncClient",
+    "AsyncFeed",
+    "Checkpoint",
+    "Client",
+    "CursorStore",
+    "Feed",
+    "FileCursorStore",
+    "MemoryCursorStore",
+    "RetryPolicy",
+    "WebhookVerificationError",
+    "WebhookVerifier",
+    "approve_call",
+    "deny_call",
+    "models",
+    "verdicts",
+    "verify_webhook",
+]

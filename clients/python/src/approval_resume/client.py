@@ -1,0 +1,213 @@
+"""`Client`: the whole HTTP API of approval-resume (openapi.yaml), synchronous, over one `httpx.Client`.
+
+Each method is one operation of `operations.OPERATIONS`, named after it, plus a few conveniences built on them
+(`approve`, `deny`, `decide_calls`, `iter_approvals`). An error answer raises `ApiError`; see `retry` for what is
+sent again. `AsyncClient` (async_client.py) is the same API for asyncio.
+"""
+
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any, cast
+
+import httpx
+
+from . import _transport, operations, verdicts
+from .models import (
+    AppendTurn,
+    CallVerdictBody,
+    CreateWebhook,
+    DecisionAnswer,
+    DecisionBody,
+    DenialReason,
+    EventsPage,
+    EventsView,
+    EventType,
+    InboxItem,
+    InboxPage,
+    ModelInput,
+    ModelInputFormat,
+    PutUser,
+    RegisterRun,
+    RunView,
+    UserView,
+    WebhookCreated,
+    WebhookSubscriptions,
+)
+from .operations import Request
+from .retry import RetryPolicy
+
+
+class Client:
+    """A client of one service, with one API key (its scopes decide which methods work)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        key: str,
+        *,
+        timeout: float = 30.0,
+        retry: RetryPolicy | None = None,
+        headers: dict[str, str] | None = None,
+        http: httpx.Client | None = None,
+    ) -> None:
+        """`http`: a client of your own (proxies, TLS settings, a mock transport); closed by you, not by `close`."""
+        self._own_http = http is None
+        self._http = http or httpx.Client(timeout=timeout)
+        self._base_url = base_url.rstrip("/")
+        self._headers = _transport.headers(key, headers)
+        self._retry = retry or RetryPolicy()
+
+    def close(self) -> None:
+        if self._own_http:
+            self._http.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def _send(self, request: Request) -> Any:
+        attempt = 1
+        while True:
+            try:
+                response = self._http.request(
+                    request.operation.method,
+                    self._base_url + request.path,
+                    headers=self._headers,
+                    **_transport.send_arguments(request),
+                )
+            except httpx.ConnectError:
+                wait = self._retry.wait_after_connect_error(attempt)
+                if wait is None:
+                    raise
+            else:
+                error = _transport.error(response)
+                if error is None:
+                    return _transport.decode(request, response)
+                wait = self._retry.wait_after_status(
+                    attempt, request.operation.idempotent, error.status, error.retry_after
+                )
+                if wait is None:
+                    raise error
+            time.sleep(wait)
+            attempt += 1
+
+    # Users.
+    def put_user(self, uid: int, user: PutUser) -> UserView:
+        return cast(UserView, self._send(operations.put_user(uid, user)))
+
+    # Runs.
+    def register_run(self, run: RegisterRun) -> RunView:
+        """201 new, or 200 for the same body again; another body under the id raises 409 `run_exists`."""
+        return cast(RunView, self._send(operations.register_run(run)))
+
+    def get_run(self, run_id: str) -> RunView:
+        return cast(RunView, self._send(operations.get_run(run_id)))
+
+    def append_turn(self, run_id: str, turn: AppendTurn) -> RunView:
+        return cast(RunView, self._send(operations.append_turn(run_id, turn)))
+
+    def list_events(self, run_id: str) -> EventsView:
+        """The run's audit records (approval and tool events), not the feed (`follow_events`)."""
+        return cast(EventsView, self._send(operations.list_events(run_id)))
+
+    def cancel_run(self, run_id: str) -> RunView:
+        return cast(RunView, self._send(operations.cancel_run(run_id)))
+
+    def complete_run(self, run_id: str) -> RunView:
+        return cast(RunView, self._send(operations.complete_run(run_id)))
+
+    # Decisions.
+    def decide(self, run_id: str, body: DecisionBody, *, format: ModelInputFormat | None = None) -> DecisionAnswer:
+        return cast(DecisionAnswer, self._send(operations.decide(run_id, body, format)))
+
+    def approve(
+        self, run_id: str, turn_digest: str, decider_uid: int | None, *, format: ModelInputFormat | None = None
+    ) -> DecisionAnswer:
+        return self.decide(run_id, verdicts.whole_turn(turn_digest, decider_uid, True), format=format)
+
+    def deny(
+        self,
+        run_id: str,
+        turn_digest: str,
+        decider_uid: int | None,
+        reason: DenialReason | None = None,
+        *,
+        format: ModelInputFormat | None = None,
+    ) -> DecisionAnswer:
+        return self.decide(run_id, verdicts.whole_turn(turn_digest, decider_uid, False, reason), format=format)
+
+    def decide_calls(
+        self,
+        run_id: str,
+        turn_digest: str,
+        decider_uid: int | None,
+        calls: Iterable[CallVerdictBody],
+        *,
+        format: ModelInputFormat | None = None,
+    ) -> DecisionAnswer:
+        """A verdict per call (`verdicts.approve_call`, `verdicts.deny_call`)."""
+        return self.decide(run_id, verdicts.per_call(turn_digest, decider_uid, calls), format=format)
+
+    def get_model_input(self, run_id: str, *, format: ModelInputFormat | None = None) -> ModelInput:
+        return cast(ModelInput, self._send(operations.get_model_input(run_id, format)))
+
+    # The approvals inbox.
+    def list_approvals(
+        self,
+        acting_uid: int,
+        *,
+        owner_uid: int | None = None,
+        tool: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> InboxPage:
+        request = operations.list_approvals(acting_uid, owner_uid=owner_uid, tool=tool, limit=limit, cursor=cursor)
+        return cast(InboxPage, self._send(request))
+
+    def iter_approvals(
+        self, acting_uid: int, *, owner_uid: int | None = None, tool: str | None = None, limit: int | None = None
+    ) -> Iterator[InboxItem]:
+        """Every waiting run `acting_uid` may decide, newest first, page after page."""
+        cursor: str | None = None
+        while True:
+            page = self.list_approvals(acting_uid, owner_uid=owner_uid, tool=tool, limit=limit, cursor=cursor)
+            yield from page["items"]
+            cursor = page["next_cursor"]
+            if cursor is None:
+                return
+
+    # Events.
+    def follow_events(self, after: str | None = None, *, wait: int = 0, limit: int | None = None) -> EventsPage:
+        """One page of the tenant's events after the cursor `after`; `feed.Feed` follows it with a stored cursor."""
+        return cast(EventsPage, self._send(operations.follow_events(after, wait=wait, limit=limit)))
+
+    def list_webhooks(self) -> WebhookSubscriptions:
+        return cast(WebhookSubscriptions, self._send(operations.list_webhooks()))
+
+    def create_webhook(self, url: str, event_types: list[EventType] | None = None) -> WebhookCreated:
+        """The subscription with its signing `secret`, shown this once: keep it for `webhooks.WebhookVerifier`."""
+        body: CreateWebhook = {"url": url}
+        if event_types is not None:
+            body["event_types"] = event_types
+        return cast(WebhookCreated, self._send(operations.create_webhook(body)))
+
+    def remove_webhook(self, subscription_id: str) -> None:
+        self._send(operations.remove_webhook(subscription_id))
+
+    # Ops.
+    def healthz(self) -> dict[str, str]:
+        return cast(dict[str, str], self._send(operations.healthz()))
+
+    def readyz(self) -> dict[str, str]:
+        return cast(dict[str, str], self._send(operations.readyz()))
+
+    def metrics(self) -> str:
+        return cast(str, self._send(operations.metrics()))
+
+    def get_approval_card(self) -> str:
+        return cast(str, self._send(operations.get_approval_card()))
+
+    def get_openapi(self) -> str:
+        return cast(str, self._send(operations.get_openapi()))

@@ -1,0 +1,378 @@
+"""The wire shapes of openapi.yaml as `TypedDict`s and `Literal`s, named as the spec names its schemas.
+
+Why TypedDicts: a body is sent and an answer read as the JSON it is, with no copy into objects and no runtime
+dependency, while a type checker still checks every member name and type. Transcripts (messages, items, contents)
+stay plain JSON objects: the service keeps them whole (DESIGN.md §14), so the client must not narrow or rebuild
+them. Enums are `Literal`s: a value the service adds later still arrives as the string it is.
+
+tests/python-client/test_spec.py holds these names, members and enums to openapi.yaml. The only members here that
+the spec does not list yet are DESIGN.md §14's `format` and its native members (`SPEC_PENDING`), which another
+change is adding to the service; they are sent as given, so nothing here changes when they land.
+"""
+
+from typing import Any, Literal, NotRequired, TypedDict
+
+JsonObject = dict[str, Any]
+"""A JSON object passed through as it is: a message, an item, a content, a block."""
+
+# Enums (components/schemas).
+DecidedBy = Literal["run_owner", "other_user", "unknown"]
+DenialReason = Literal["variant", "skip"]
+Outcome = Literal["ok", "failed", "denied", "not_permitted", "interrupted", "expired"]
+Effect = Literal["read", "write"]
+RunStatus = Literal["waiting_for_approval", "resuming", "resumed", "cancelled", "completed"]
+PrivacyLevel = Literal["none", "metadata", "redacted", "full"]
+Scope = Literal[
+    "runs:write",
+    "runs:read",
+    "users:write",
+    "decisions:write",
+    "decisions:anonymous",
+    "approvals:read",
+    "metrics:read",
+    "events:read",
+    "webhooks:write",
+]
+EventType = Literal["run.waiting", "run.resumed", "run.expired", "run.cancelled", "run.completed"]
+# `gemini` is DESIGN.md §14's fourth format (SPEC_PENDING).
+ModelInputFormat = Literal["openai-chat", "anthropic", "openai-responses", "gemini"]
+
+ChatMessage = JsonObject
+"""An OpenAI chat message, kept as it came (open in the spec: any other member is kept)."""
+ToolCall = JsonObject
+ToolName = str
+"""`^[A-Za-z0-9_-]{1,64}$`, the model providers' rule; the service refuses other names."""
+ApprovableTools = list[ToolName] | None
+
+# Members of DESIGN.md §14 that openapi.yaml does not list yet, per schema; test_spec.py allows exactly these.
+SPEC_PENDING: dict[str, frozenset[str]] = {
+    "RegisterRun": frozenset({"format", "system", "instructions", "input", "system_instruction", "contents"}),
+    "AppendTurn": frozenset({"input", "contents"}),
+}
+# Members required by the spec today that a §14 format replaces (`input` or `contents` instead of `messages`).
+SPEC_PENDING_OPTIONAL: dict[str, frozenset[str]] = {
+    "RegisterRun": frozenset({"messages"}),
+    "AppendTurn": frozenset({"messages"}),
+}
+
+
+# Users.
+class PutUser(TypedDict):
+    username: str
+    is_admin: bool
+    can_approve_others: bool
+    disabled: bool
+    approvable_tools: NotRequired[ApprovableTools]
+
+
+class UserView(TypedDict):
+    uid: int
+    username: str
+    is_admin: bool
+    can_approve_others: bool
+    disabled: bool
+    approvable_tools: ApprovableTools
+    created_at: str
+    updated_at: str
+
+
+# Runs.
+class DeclaredTool(TypedDict):
+    name: str
+    effect: Effect
+
+
+class RegisterRun(TypedDict):
+    """A suspended run. `format` picks the transcript's members (DESIGN.md §14): `openai-chat` (the default)
+    `messages`; `anthropic` `system?` and `messages`; `openai-responses` `instructions?` and `input`; `gemini`
+    `system_instruction?` and `contents`."""
+
+    id: str
+    owner_uid: int
+    messages: NotRequired[list[ChatMessage]]
+    tools: NotRequired[list[DeclaredTool]]
+    privacy_level: NotRequired[PrivacyLevel]
+    require_second_approver: NotRequired[bool]
+    expires_at: NotRequired[str]
+    approval_ttl_secs: NotRequired[int]
+    format: NotRequired[ModelInputFormat]
+    system: NotRequired[str | list[JsonObject]]
+    instructions: NotRequired[str]
+    input: NotRequired[list[JsonObject]]
+    system_instruction: NotRequired[JsonObject]
+    contents: NotRequired[list[JsonObject]]
+
+
+class AppendTurn(TypedDict):
+    """What followed the resumed model input, in the run's format, ending with the next turn that waits."""
+
+    messages: NotRequired[list[ChatMessage]]
+    expires_at: NotRequired[str]
+    approval_ttl_secs: NotRequired[int]
+    input: NotRequired[list[JsonObject]]
+    contents: NotRequired[list[JsonObject]]
+
+
+class PendingCall(TypedDict):
+    id: str
+    name: str
+    arguments: str
+    effect: Effect
+
+
+class TurnView(TypedDict):
+    index: int
+    digest: str
+    pending_calls: list[PendingCall]
+
+
+class CallVerdictView(TypedDict):
+    call_id: str
+    approved: bool
+    reason: DenialReason | None
+    edited: bool
+
+
+class DecisionView(TypedDict):
+    approved: bool | None
+    decided_by: DecidedBy
+    decider_uid: int | None
+    reason: DenialReason | None
+    turn_digest: str
+    decided_at: str
+    calls: list[CallVerdictView]
+
+
+class RunView(TypedDict):
+    id: str
+    owner_uid: int
+    status: RunStatus
+    privacy_level: PrivacyLevel
+    require_second_approver: bool
+    expires_at: str | None
+    turn: TurnView
+    decision: NotRequired[DecisionView]
+    created_at: str
+    updated_at: str
+
+
+# Decisions.
+class CallVerdictBody(TypedDict):
+    call_id: str
+    approved: bool
+    reason: NotRequired[DenialReason | None]
+    arguments: NotRequired[str | None]
+
+
+class DecisionBody(TypedDict):
+    """One of two forms: the whole turn (`approved`, `reason` on a denial) or a verdict per call (`calls`)."""
+
+    approved: NotRequired[bool]
+    decider_uid: NotRequired[int | None]
+    turn_digest: str
+    reason: NotRequired[DenialReason | None]
+    calls: NotRequired[list[CallVerdictBody]]
+
+
+class ToolResult(TypedDict):
+    call_id: str
+    tool: str
+    outcome: Outcome
+    is_error: bool
+    content: str
+    edited: bool
+
+
+# The resumed model input: the transcript's own members are passed through as JSON (DESIGN.md §14).
+class OpenAiChatInput(TypedDict):
+    format: Literal["openai-chat"]
+    messages: list[ChatMessage]
+
+
+class AnthropicInput(TypedDict):
+    format: Literal["anthropic"]
+    system: NotRequired[str]
+    messages: list[JsonObject]
+
+
+class OpenAiResponsesInput(TypedDict):
+    format: Literal["openai-responses"]
+    instructions: NotRequired[str]
+    input: list[JsonObject]
+
+
+class GeminiInput(TypedDict):
+    """DESIGN.md §14's Gemini format (SPEC_PENDING)."""
+
+    format: Literal["gemini"]
+    system_instruction: NotRequired[JsonObject]
+    contents: list[JsonObject]
+
+
+ModelInput = OpenAiChatInput | AnthropicInput | OpenAiResponsesInput | GeminiInput
+
+
+class DecisionAnswer(TypedDict):
+    run_id: str
+    status: RunStatus
+    decision: DecisionView
+    results: list[ToolResult]
+    model_input: ModelInput
+
+
+# The approvals inbox.
+class InboxCall(TypedDict):
+    id: str
+    name: str
+    effect: Effect
+    approvable: bool
+    arguments: NotRequired[str]
+    arguments_omitted: NotRequired[bool]
+
+
+class InboxTurn(TypedDict):
+    index: int
+    digest: str
+    pending_calls: list[InboxCall]
+
+
+class InboxItem(TypedDict):
+    expires_at: str | None
+    run_id: str
+    owner_uid: int
+    privacy_level: PrivacyLevel
+    require_second_approver: bool
+    created_at: str
+    turn: InboxTurn
+
+
+class InboxPage(TypedDict):
+    items: list[InboxItem]
+    next_cursor: str | None
+
+
+# A run's audit records.
+class ApprovalCall(TypedDict):
+    call_id: str
+    approved: bool
+    reason: DenialReason | None
+    edited: bool
+    arguments_sha256: str | None
+
+
+class ApprovalEvent(TypedDict):
+    turn_index: int
+    approved: bool | None
+    decider_uid: int | None
+    decided_by: DecidedBy
+    reason: DenialReason | None
+    turn_digest: str
+    client_name: str
+    credential: Literal["api_key", "token"]
+    token_kid: str | None
+    decided_at: str
+    calls: list[ApprovalCall]
+
+
+class Expiry(TypedDict):
+    turn_index: int
+    expires_at: str
+    expired_at: str
+
+
+class ToolEvent(TypedDict):
+    turn_index: int
+    position: int
+    call_id: str
+    tool: str
+    outcome: Outcome
+    is_error: bool
+    decided_by: DecidedBy
+    privacy_level: PrivacyLevel
+    arguments_bytes: int
+    result_bytes: int
+    arguments: str | None
+    result: str | None
+    started_at: str | None
+    finished_at: str | None
+    recorded_at: str
+
+
+class EventsView(TypedDict):
+    run_id: str
+    approval_events: list[ApprovalEvent]
+    tool_events: list[ToolEvent]
+    expiries: list[Expiry]
+
+
+# Events: the feed and webhooks (DESIGN.md §10).
+class EventTurn(TypedDict):
+    index: int
+    digest: str
+
+
+class EventDecision(TypedDict):
+    approved: bool | None
+    decided_by: DecidedBy
+    decider_uid: int | None
+
+
+class EventData(TypedDict):
+    run_id: str
+    tenant: str
+    status: RunStatus
+    turn: EventTurn
+    decision: NotRequired[EventDecision]
+    outcomes: NotRequired[dict[Outcome, int]]
+
+
+class Event(TypedDict):
+    """One event, as the feed lists it and as a webhook's body: ids and metadata only."""
+
+    id: str
+    type: EventType
+    timestamp: str
+    data: EventData
+
+
+class EventsPage(TypedDict):
+    events: list[Event]
+    next_cursor: str
+
+
+class CreateWebhook(TypedDict):
+    url: str
+    event_types: NotRequired[list[EventType] | None]
+
+
+class WebhookSubscription(TypedDict):
+    id: str
+    tenant: str
+    url: str
+    event_types: list[EventType]
+    state: Literal["active", "failing"]
+    attempts: int
+    failing_since: str | None
+    last_error: str | None
+    next_attempt_at: str
+    delivered_total: int
+    backlog: int
+    created_at: str
+
+
+class WebhookCreated(WebhookSubscription):
+    secret: str
+
+
+class WebhookSubscriptions(TypedDict):
+    subscriptions: list[WebhookSubscription]
+
+
+# Errors (RFC 9457); errors.ApiError carries one.
+class Problem(TypedDict):
+    type: str
+    title: str
+    status: int
+    detail: str
+    code: str
+    request_id: NotRequired[str]
