@@ -19,8 +19,8 @@ use tower_http::trace::TraceLayer;
 
 use crate::http::error::{ApiError, REQUEST_ID};
 use crate::http::{
-    approvals, body, cors, decisions, detach, events, events_feed, ops, request_id, runs, turns, ui,
-    users, webhooks,
+    approvals, body, cors, decisions, detach, events, events_feed, ops, request_id, runs, turns,
+    ui, users, webhooks,
 };
 use crate::listen::{self, ConnectionLimits};
 use crate::metrics;

@@ -55,7 +55,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    const SECRET: &str = r#"{"api_key":"sk-abcdefghijklmnopqrstuvwxyz0123456789","to":"ann@example.com"}"#;
+    const SECRET: &str =
+        r#"{"api_key":"sk-abcdefghijklmnopqrstuvwxyz0123456789","to":"ann@example.com"}"#;
 
     #[test]
     fn a_token_sees_arguments_verbatim_at_full_redacted_at_redacted_and_none_below() {

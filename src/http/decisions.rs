@@ -132,14 +132,37 @@ struct DecisionHead {
 /// The whole answer: the head, then `model_input` in the asked format (the stored transcript spliced in as it is).
 fn answer(resumed: Resumed, format: ModelInputFormat) -> Result<JsonPieces, ApiError> {
     let model_input = rendered(format, &resumed)?;
-    let head = DecisionHead {
+    JsonPieces::object_with(&head_of(resumed)?, "model_input", model_input)
+        .map_err(|error| ApiError::internal(format!("the decision's answer as JSON: {error}")))
+}
+
+/// The answer to a decision token on a run below privacy level `full`: the model input with every text redacted at
+/// `redacted`, and none at `metadata` or `none` (`domain::token_view`), as `GET …/model-input` shows it to a token.
+/// The results stay: they are the texts the decider's own click gave the model.
+async fn answer_to_a_token(
+    resumed: Resumed,
+    format: ModelInputFormat,
+    level: PrivacyLevel,
+) -> Result<JsonPieces, ApiError> {
+    let as_json = |error: serde_json::Error| {
+        ApiError::internal(format!("the decision's answer as JSON: {error}"))
+    };
+    if !token_view::shows_payloads(level) {
+        let head = serde_json::to_vec(&head_of(resumed)?).map_err(as_json)?;
+        return Ok(JsonPieces(vec![Bytes::from(head)]));
+    }
+    let model_input = rendered(format, &resumed)?;
+    let JsonPieces(shown) = as_a_token_sees_it(level, model_input).await?;
+    JsonPieces::object_with(&head_of(resumed)?, "model_input", shown).map_err(as_json)
+}
+
+fn head_of(resumed: Resumed) -> Result<DecisionHead, ApiError> {
+    Ok(DecisionHead {
         run_id: resumed.run_id,
         status: RunStatus::Resumed,
         decision: DecisionView::of(&resumed.decision)?,
         results: resumed.results,
-    };
-    JsonPieces::object_with(&head, "model_input", model_input)
-        .map_err(|error| ApiError::internal(format!("the decision's answer as JSON: {error}")))
+    })
 }
 
 /// The model input of a resumed turn as JSON text pieces.
@@ -255,10 +278,21 @@ pub async fn decide(
             (actor, request, snapshot)
         }
     };
+    // A token is answered the model input as its reads show it (DESIGN.md §17), by the level of the run it read.
+    let token_level = match &credential {
+        DecisionCredential::Token(_) => snapshot.run.as_ref().map(|run| {
+            let floor = state.resumer.privacy_floor;
+            floor.stricter(run.facts.run.privacy_level())
+        }),
+        DecisionCredential::Key(_) | DecisionCredential::Caller(_) => None,
+    };
     let resumed = resume::decide(&state.resumer, &actor, &request, snapshot).await?;
     // A replay committed nothing; the nudge is only a hint, so a needless one costs a poll.
     state.events.committed();
-    answer(resumed, query.format)
+    match token_level {
+        None | Some(PrivacyLevel::Full) => answer(resumed, query.format),
+        Some(level) => answer_to_a_token(resumed, query.format, level).await,
+    }
 }
 
 /// With an API key whose client is known: the checks in their order, then the run's read unless it was made.

@@ -256,9 +256,7 @@ async fn the_inbox_marks_the_calls_the_acting_user_may_not_approve() {
 }
 
 /// An app whose tool `TOOL` is a read, run by a fake executor that answers `ok`.
-async fn app_with_a_read_tool(
-    pool: sqlx::PgPool,
-) -> (TestApp, crate::executors::FakeExecutor) {
+async fn app_with_a_read_tool(pool: sqlx::PgPool) -> (TestApp, crate::executors::FakeExecutor) {
     use approval_resume::executor::Executors;
     use approval_resume::tokens::Effect;
     let fake = crate::executors::FakeExecutor::start().await;
@@ -305,7 +303,12 @@ async fn editing_a_read_call_needs_the_right_to_approve_a_write_and_nobody_may_e
         assert_nothing_recorded(&pool, id).await;
         // The same approval without the edit is a plain read, which the gate lets through.
         let approved = approve_one(&app, id, &digest, uid, None).await;
-        assert_eq!(approved.status, StatusCode::OK, "{uid:?}: {}", approved.body);
+        assert_eq!(
+            approved.status,
+            StatusCode::OK,
+            "{uid:?}: {}",
+            approved.body
+        );
     }
     // Every call the executor ran had the proposed arguments: no edit ever reached it.
     let received = fake.received();

@@ -307,7 +307,11 @@ async fn a_token_whose_client_no_longer_holds_decisions_write_is_refused_401_and
         .await;
     assert_problem(&read, StatusCode::UNAUTHORIZED, "token_client_lacks_scope");
     let decided = post_decision(&app, id, &token, deny(&digest)).await;
-    assert_problem(&decided, StatusCode::UNAUTHORIZED, "token_client_lacks_scope");
+    assert_problem(
+        &decided,
+        StatusCode::UNAUTHORIZED,
+        "token_client_lacks_scope",
+    );
     assert_nothing_recorded(&app.pool, id).await;
 }
 
@@ -329,7 +333,8 @@ async fn secret_run(app: &TestApp, level: &str) -> (Uuid, String) {
 }
 
 #[tokio::test]
-async fn a_tokens_reads_show_arguments_and_the_transcript_only_as_the_runs_privacy_level_allows() {
+async fn a_tokens_reads_and_decisions_show_arguments_and_the_transcript_only_as_the_runs_privacy_level_allows()
+ {
     let (_database, pool) = TestDatabase::create().await;
     let (app, signer) = setup(pool).await;
     app.user(7, false, false, false).await;
@@ -338,14 +343,22 @@ async fn a_tokens_reads_show_arguments_and_the_transcript_only_as_the_runs_priva
         let (id, digest) = secret_run(&app, level).await;
         let path = format!("/v1/runs/{id}");
         let by_token = app.call(Method::GET, &path, Some(&token), None).await;
-        assert_eq!(by_token.status, StatusCode::OK, "{level}: {:?}", by_token.body);
+        assert_eq!(
+            by_token.status,
+            StatusCode::OK,
+            "{level}: {:?}",
+            by_token.body
+        );
         let call = &by_token.body["turn"]["pending_calls"][0];
         assert_eq!(call["name"], "read_page", "{level}");
         match level {
             "full" => assert!(call["arguments"].as_str().unwrap().contains(SECRET)),
             "redacted" => {
                 let shown = call["arguments"].as_str().unwrap();
-                assert!(!shown.contains(SECRET) && !shown.contains("ann@example.com"), "{shown}");
+                assert!(
+                    !shown.contains(SECRET) && !shown.contains("ann@example.com"),
+                    "{shown}"
+                );
             }
             _ => assert!(call.get("arguments").is_none(), "{level}: {call}"),
         }
@@ -354,7 +367,34 @@ async fn a_tokens_reads_show_arguments_and_the_transcript_only_as_the_runs_priva
         let arguments = by_key.body["turn"]["pending_calls"][0]["arguments"].as_str();
         assert!(arguments.unwrap().contains(SECRET), "{level}");
 
-        assert_eq!(app.decide(id, false, Some(7), &digest).await.status, StatusCode::OK);
+        // The decision's own answer shows the model input as the model-input read does; its results stay.
+        let decided = post_decision(&app, id, &token, deny(&digest)).await;
+        assert_eq!(
+            decided.status,
+            StatusCode::OK,
+            "{level}: {:?}",
+            decided.body
+        );
+        let denial = decided.body["results"][0]["content"].as_str().unwrap();
+        assert!(denial.contains("approval_denied"), "{denial}");
+        let answered = &decided.body["model_input"];
+        match level {
+            "full" => assert!(answered.to_string().contains(SECRET)),
+            "redacted" => {
+                let text = answered.to_string();
+                assert!(
+                    !text.contains(SECRET) && !text.contains("ann@example.com"),
+                    "{text}"
+                );
+                assert_eq!(answered["format"], "openai-chat", "{text}");
+            }
+            _ => assert!(decided.body.get("model_input").is_none(), "{level}"),
+        }
+        let again = post_decision(&app, id, &token, deny(&digest)).await;
+        assert_eq!(
+            again.bytes, decided.bytes,
+            "{level}: a replay is byte-identical"
+        );
         let input_path = format!("/v1/runs/{id}/model-input");
         let input = app.call(Method::GET, &input_path, Some(&token), None).await;
         match level {
@@ -365,7 +405,10 @@ async fn a_tokens_reads_show_arguments_and_the_transcript_only_as_the_runs_priva
             "redacted" => {
                 assert_eq!(input.status, StatusCode::OK, "{:?}", input.body);
                 let text = input.body.to_string();
-                assert!(!text.contains(SECRET) && !text.contains("ann@example.com"), "{text}");
+                assert!(
+                    !text.contains(SECRET) && !text.contains("ann@example.com"),
+                    "{text}"
+                );
                 assert_eq!(input.body["format"], "openai-chat", "{text}");
                 assert!(text.contains("approval_denied"), "{text}");
             }
