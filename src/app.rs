@@ -11,6 +11,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
 use tokio::net::TcpListener;
+use tower::util::MapRequestLayer;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::cors::CorsLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
@@ -18,8 +19,8 @@ use tower_http::trace::TraceLayer;
 
 use crate::http::error::{ApiError, REQUEST_ID};
 use crate::http::{
-    approvals, body, cors, decisions, detach, events, events_feed, ops, runs, turns, ui, users,
-    webhooks,
+    approvals, body, cors, decisions, detach, events, events_feed, ops, request_id, runs, turns,
+    ui, users, webhooks,
 };
 use crate::listen::{self, ConnectionLimits};
 use crate::metrics;
@@ -97,6 +98,9 @@ pub fn layered(routes: Router<AppState>, state: AppState) -> Router {
         )
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+        // Outermost: a client's own id is kept only in a short, safe form, else the layer above makes one. A plain
+        // `MapRequest` (no boxed future, no clone of the service) since it runs on every request.
+        .layer(MapRequestLayer::new(request_id::keep_if_acceptable))
         .with_state(state)
 }
 

@@ -215,6 +215,11 @@ async fn token_key(pool: &Database, command: TokenKeyCommand) -> Result<(), Comm
                 token_keys::Added::KidTaken => Err(CommandError::Usage(format!(
                     "{name} has a key {kid:?} already; pick another kid"
                 ))),
+                token_keys::Added::ClientMayNotDecide => Err(CommandError::Usage(format!(
+                    "{name} does not hold {}: a decision token decides as its user, so only a client that may \
+                     decide may have token keys",
+                    token_keys::TOKEN_SCOPE.as_str()
+                ))),
             }
         }
         TokenKeyCommand::Retire { name, kid, .. } => {

@@ -57,7 +57,7 @@ fs.writeFileSync(process.argv[2], publicKey.export({ type: "spki", format: "pem"
 ' "$work/key.pem" "$work/public.pem"
 
 admin_key=$("$binary" clients add browser-admin --scope runs:write --scope runs:read --scope users:write 2>/dev/null)
-"$binary" clients add chat --scope runs:read --allow-origin "http://127.0.0.1:${host_port}" >/dev/null 2>&1
+"$binary" clients add chat --scope runs:read --scope decisions:write --allow-origin "http://127.0.0.1:${host_port}" >/dev/null 2>&1
 "$binary" clients token-key add chat --kid k1 --public-key "$work/public.pem"
 
 LISTEN_ADDR="127.0.0.1:${service_port}" LOG_FORMAT=json "$binary" serve >"$artifacts/service.log" 2>&1 &

@@ -302,6 +302,53 @@ async fn clients_are_listed_without_their_keys_and_a_revoked_client_is_shown_rev
     assert!(stderr.contains("e2e"), "{stderr}");
 }
 
+#[tokio::test]
+async fn clients_token_key_add_refuses_a_client_that_may_not_decide() {
+    let database = TestDatabase::new();
+    add_client(&database, &["runs:read"]).await;
+    let (status, _, stderr) = run(
+        &database,
+        &["clients", "add", "decider", "--scope", "decisions:write"],
+    )
+    .await;
+    assert!(status.success(), "clients add: {status}\n{stderr}");
+    let public_key =
+        std::env::temp_dir().join(format!("token-key-{}.b64", Uuid::new_v4().simple()));
+    std::fs::write(&public_key, "Gb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE=").unwrap();
+    let public_key = public_key.to_str().unwrap();
+    let add = |client: &'static str| {
+        let args = [
+            "clients",
+            "token-key",
+            "add",
+            client,
+            "--kid",
+            "k1",
+            "--public-key",
+            public_key,
+        ];
+        let database = &database;
+        async move { run(database, &args).await }
+    };
+
+    let (status, _, stderr) = add("e2e").await;
+    assert_eq!(status.code(), Some(1), "a runs:read client: {stderr}");
+    assert!(stderr.contains("decisions:write"), "{stderr}");
+    let (status, stdout, stderr) = add("decider").await;
+    assert!(
+        status.success(),
+        "a decisions:write client: {status}\n{stderr}"
+    );
+    assert_eq!(stdout.trim(), "added token key k1 to decider");
+    let (_, listed, _) = run(&database, &["clients", "token-key", "list"]).await;
+    let clients: Vec<&str> = listed
+        .lines()
+        .skip(1)
+        .filter_map(|line| line.split_whitespace().next())
+        .collect();
+    assert_eq!(clients, ["decider"], "{listed}");
+}
+
 #[test]
 fn the_readme_documents_every_setting_with_its_flag_and_default_and_every_scope() {
     let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))

@@ -42,6 +42,8 @@ pub enum Refusal {
     ToolNotApprovable,
     #[error("a decision without a decider uid may not approve a write call")]
     AnonymousWriteApproval,
+    #[error("a decision without a decider uid may not edit a call's arguments")]
+    AnonymousEdit,
 }
 
 impl Refusal {
@@ -55,6 +57,7 @@ impl Refusal {
             Refusal::FourEyes => "second_approver_required",
             Refusal::ToolNotApprovable => "tool_not_approvable",
             Refusal::AnonymousWriteApproval => "anonymous_write_approval",
+            Refusal::AnonymousEdit => "anonymous_edit",
         }
     }
 }

@@ -3,15 +3,21 @@
 //! A pure rule over the calls a decision approves, applied after `authorize` said the decider may decide the run
 //! at all. A denial approves no call, so it is never gated: callers pass what an approval releases, and a denial
 //! passes nothing.
+//!
+//! Edited arguments are a release too (DESIGN.md §17): the call runs as the owner with the decider's arguments, so
+//! an edited call needs the right to approve a write whatever the tool's effect, and nobody (no decider uid) may
+//! edit at all.
 
 use super::authorize::Refusal;
 use super::tokens::Effect;
 
-/// A call a decision approves: its tool, and its effect as the executors resolve it.
+/// A call a decision approves: its tool, its effect as the executors resolve it, and whether the decision edits its
+/// arguments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ApprovedCall<'a> {
     pub tool: &'a str,
     pub effect: Effect,
+    pub edited: bool,
 }
 
 /// Who releases the calls.
@@ -25,11 +31,13 @@ pub enum Approver<'a> {
     },
 }
 
-/// Whether `approver` may release every call of `approved`. Reads always pass; the first write outside the rule
-/// refuses the whole decision (nothing is recorded).
+/// Whether `approver` may release every call of `approved`. Unedited reads always pass; an edited call is held to
+/// the rule of a write; the first call outside the rule refuses the whole decision (nothing is recorded).
 pub fn check(approver: Approver<'_>, approved: &[ApprovedCall<'_>]) -> Result<(), Refusal> {
-    for call in approved.iter().filter(|call| call.effect == Effect::Write) {
+    let gated = |call: &&ApprovedCall<'_>| call.effect == Effect::Write || call.edited;
+    for call in approved.iter().filter(gated) {
         match approver {
+            Approver::Anonymous if call.edited => return Err(Refusal::AnonymousEdit),
             Approver::Anonymous => return Err(Refusal::AnonymousWriteApproval),
             Approver::User {
                 approvable_tools: Some(tools),
@@ -52,7 +60,18 @@ mod tests {
     use super::*;
 
     fn call(tool: &str, effect: Effect) -> ApprovedCall<'_> {
-        ApprovedCall { tool, effect }
+        ApprovedCall {
+            tool,
+            effect,
+            edited: false,
+        }
+    }
+
+    fn edit(tool: &str, effect: Effect) -> ApprovedCall<'_> {
+        ApprovedCall {
+            edited: true,
+            ..call(tool, effect)
+        }
     }
 
     /// Owner, another user and an admin are all `User`s here: the gate does not look at who they are, only at
@@ -140,6 +159,51 @@ mod tests {
         assert_eq!(
             check(approver, &[call("x", Effect::Write)]),
             Err(Refusal::ToolNotApprovable)
+        );
+    }
+
+    #[test]
+    fn an_edit_needs_the_right_to_approve_a_write_whatever_the_tools_effect() {
+        let list = vec!["send_mail".to_owned()];
+        let listed = Approver::User {
+            approvable_tools: Some(&list),
+        };
+        let unlimited = Approver::User {
+            approvable_tools: None,
+        };
+        let reads_only = Approver::User {
+            approvable_tools: Some(&[]),
+        };
+        for effect in [Effect::Read, Effect::Write] {
+            assert_eq!(check(listed, &[edit("send_mail", effect)]), Ok(()));
+            assert_eq!(check(unlimited, &[edit("lookup", effect)]), Ok(()));
+            assert_eq!(
+                check(listed, &[edit("lookup", effect)]),
+                Err(Refusal::ToolNotApprovable),
+                "{effect:?}"
+            );
+            assert_eq!(
+                check(reads_only, &[edit("lookup", effect)]),
+                Err(Refusal::ToolNotApprovable),
+                "{effect:?}"
+            );
+        }
+        // The same read, unedited, is never gated.
+        assert_eq!(check(reads_only, &[call("lookup", Effect::Read)]), Ok(()));
+    }
+
+    #[test]
+    fn nobody_may_edit_a_call_of_either_effect() {
+        for effect in [Effect::Read, Effect::Write] {
+            assert_eq!(
+                check(Approver::Anonymous, &[edit("lookup", effect)]),
+                Err(Refusal::AnonymousEdit),
+                "{effect:?}"
+            );
+        }
+        assert_eq!(
+            check(Approver::Anonymous, &[call("lookup", Effect::Read)]),
+            Ok(())
         );
     }
 }

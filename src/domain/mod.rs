@@ -9,6 +9,7 @@ pub mod privacy;
 pub mod redact;
 pub mod results;
 pub mod scopes;
+pub mod token_view;
 pub mod tokens;
 pub mod transcript;
 pub mod transcript_text;

@@ -188,6 +188,7 @@ fn item(
                 gate::ApprovedCall {
                     tool: &call.tool,
                     effect,
+                    edited: false,
                 },
             );
             InboxCall {

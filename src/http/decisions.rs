@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use super::decision_credential::{self, DecisionCredential};
 use super::error::ApiError;
-use super::extract::{Caller, Json, KeyOrToken, Query, RunId, scope};
+use super::extract::{Caller, Credential, Json, KeyOrToken, Query, RunId, scope};
 use super::integer;
 use super::json_pieces::JsonPieces;
 use super::views::DecisionView;
@@ -16,7 +16,8 @@ use super::visible;
 use crate::domain::model_input::{self, ModelInputFormat};
 use crate::domain::results::ToolResult;
 use crate::domain::scopes::Scope;
-use crate::domain::tokens::{DenialReason, RunStatus};
+use crate::domain::token_view;
+use crate::domain::tokens::{DenialReason, PrivacyLevel, RunStatus};
 use crate::domain::transcript_text::TranscriptText;
 use crate::domain::verdicts::{CallVerdict, DecisionForm};
 use crate::resume::{self, Actor, DecisionRequest, Reader, Resumed, Snapshot};
@@ -28,7 +29,8 @@ use axum::http::StatusCode;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DecisionBody {
-    #[serde(default)]
+    /// `null` is refused (422 `invalid_body`), as the spec types it: only an absent member means the other form.
+    #[serde(default, deserialize_with = "present_not_null")]
     approved: Option<bool>,
     /// Required with an API key, and `null` on purpose: a decision by nobody must be said, not forgotten. With a
     /// decision token it may be left out: the token's `sub` is the decider (`Some(None)` is an explicit `null`).
@@ -37,7 +39,8 @@ pub struct DecisionBody {
     turn_digest: String,
     #[serde(default)]
     reason: Option<DenialReason>,
-    #[serde(default)]
+    /// Like `approved`: `calls: null` is no list, and refused rather than read as absent (schemathesis ST201).
+    #[serde(default, deserialize_with = "present_not_null")]
     calls: Option<Vec<CallVerdictBody>>,
 }
 
@@ -129,14 +132,37 @@ struct DecisionHead {
 /// The whole answer: the head, then `model_input` in the asked format (the stored transcript spliced in as it is).
 fn answer(resumed: Resumed, format: ModelInputFormat) -> Result<JsonPieces, ApiError> {
     let model_input = rendered(format, &resumed)?;
-    let head = DecisionHead {
+    JsonPieces::object_with(&head_of(resumed)?, "model_input", model_input)
+        .map_err(|error| ApiError::internal(format!("the decision's answer as JSON: {error}")))
+}
+
+/// The answer to a decision token on a run below privacy level `full`: the model input with every text redacted at
+/// `redacted`, and none at `metadata` or `none` (`domain::token_view`), as `GET …/model-input` shows it to a token.
+/// The results stay: they are the texts the decider's own click gave the model.
+async fn answer_to_a_token(
+    resumed: Resumed,
+    format: ModelInputFormat,
+    level: PrivacyLevel,
+) -> Result<JsonPieces, ApiError> {
+    let as_json = |error: serde_json::Error| {
+        ApiError::internal(format!("the decision's answer as JSON: {error}"))
+    };
+    if !token_view::shows_payloads(level) {
+        let head = serde_json::to_vec(&head_of(resumed)?).map_err(as_json)?;
+        return Ok(JsonPieces(vec![Bytes::from(head)]));
+    }
+    let model_input = rendered(format, &resumed)?;
+    let JsonPieces(shown) = as_a_token_sees_it(level, model_input).await?;
+    JsonPieces::object_with(&head_of(resumed)?, "model_input", shown).map_err(as_json)
+}
+
+fn head_of(resumed: Resumed) -> Result<DecisionHead, ApiError> {
+    Ok(DecisionHead {
         run_id: resumed.run_id,
         status: RunStatus::Resumed,
         decision: DecisionView::of(&resumed.decision)?,
         results: resumed.results,
-    };
-    JsonPieces::object_with(&head, "model_input", model_input)
-        .map_err(|error| ApiError::internal(format!("the decision's answer as JSON: {error}")))
+    })
 }
 
 /// The model input of a resumed turn as JSON text pieces.
@@ -252,10 +278,21 @@ pub async fn decide(
             (actor, request, snapshot)
         }
     };
+    // A token is answered the model input as its reads show it (DESIGN.md §17), by the level of the run it read.
+    let token_level = match &credential {
+        DecisionCredential::Token(_) => snapshot.run.as_ref().map(|run| {
+            let floor = state.resumer.privacy_floor;
+            floor.stricter(run.facts.run.privacy_level())
+        }),
+        DecisionCredential::Key(_) | DecisionCredential::Caller(_) => None,
+    };
     let resumed = resume::decide(&state.resumer, &actor, &request, snapshot).await?;
     // A replay committed nothing; the nudge is only a hint, so a needless one costs a poll.
     state.events.committed();
-    answer(resumed, query.format)
+    match token_level {
+        None | Some(PrivacyLevel::Full) => answer(resumed, query.format),
+        Some(level) => answer_to_a_token(resumed, query.format, level).await,
+    }
 }
 
 /// With an API key whose client is known: the checks in their order, then the run's read unless it was made.
@@ -329,6 +366,18 @@ pub async fn model_input(
     Query(query): Query<FormatQuery>,
 ) -> Result<impl IntoResponse, ApiError> {
     let run = visible::run(&state, &credential, run_id).await?;
+    // A decision token sees the transcript only where the run's privacy level shows payloads (DESIGN.md §17).
+    let token_level = match &credential {
+        Credential::Key(_) => None,
+        Credential::Token(_) => Some(state.resumer.privacy_floor.stricter(run.privacy_level())),
+    };
+    if token_level.is_some_and(|level| !token_view::shows_payloads(level)) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "transcript_not_shown",
+            "the run's privacy level shows a decision token no transcript; read it with an API key",
+        ));
+    }
     // The latest turn that ended, by a decision or by expiry.
     let decided = decisions::latest(&state.pool, run.id)
         .await?
@@ -357,7 +406,30 @@ pub async fn model_input(
         &turn.results,
         &turn.earlier_results,
     )?;
-    Ok(JsonPieces(model_input))
+    match token_level {
+        None => Ok(JsonPieces(model_input)),
+        Some(level) => as_a_token_sees_it(level, model_input).await,
+    }
+}
+
+/// A model input filtered for a decision token (`domain::token_view`). Redacting a whole transcript is CPU work:
+/// off the async workers, as the inbox's redaction is.
+async fn as_a_token_sees_it(
+    level: PrivacyLevel,
+    pieces: Vec<Bytes>,
+) -> Result<JsonPieces, ApiError> {
+    let filtered = tokio::task::spawn_blocking(move || {
+        let text: Vec<u8> = pieces.concat();
+        let value: serde_json::Value = serde_json::from_slice(&text)
+            .map_err(|error| ApiError::internal(format!("a rendered model input: {error}")))?;
+        let shown = token_view::model_input(level, value)
+            .ok_or_else(|| ApiError::internal("a model input shown at a level that shows none"))?;
+        serde_json::to_vec(&shown)
+            .map_err(|error| ApiError::internal(format!("a model input as JSON: {error}")))
+    })
+    .await
+    .map_err(ApiError::internal)??;
+    Ok(JsonPieces(vec![Bytes::from(filtered)]))
 }
 
 /// A member that may be absent (`None`), `null` (`Some(None)`) or a uid (`Some(Some(uid))`).
@@ -366,4 +438,14 @@ where
     D: serde::Deserializer<'de>,
 {
     integer::json_or_null(deserializer).map(Some)
+}
+
+/// A member that may be absent (`None`, with `#[serde(default)]`) but, when present, must be a `T`: `null` is
+/// refused, where a plain `Option` would take it for absent. No more work than the `Option` for a present value.
+fn present_not_null<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(deserializer).map(Some)
 }

@@ -14,6 +14,7 @@ pub mod extract;
 pub mod integer;
 pub mod json_pieces;
 pub mod ops;
+pub mod request_id;
 pub mod runs;
 pub mod tokens;
 pub mod turns;

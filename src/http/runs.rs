@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::error::ApiError;
-use super::extract::{Authorized, Caller, Json, KeyOrToken, RunId, scope};
+use super::extract::{Authorized, Caller, Credential, Json, KeyOrToken, RunId, scope};
 use super::views::RunView;
 use super::visible;
 use crate::domain::limits::TurnOverLimit;
@@ -278,7 +278,11 @@ pub async fn get_run(
     RunId(id): RunId,
 ) -> Result<impl IntoResponse, ApiError> {
     let run = visible::run(&state, &credential, id).await?;
-    Ok(axum::Json(run_view(&state, &run).await?))
+    let view = run_view(&state, &run).await?;
+    Ok(axum::Json(match credential {
+        Credential::Key(_) => view,
+        Credential::Token(_) => view.as_a_token_sees_it(),
+    }))
 }
 
 pub async fn cancel_run(

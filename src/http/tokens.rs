@@ -108,6 +108,13 @@ pub async fn verify(pool: &Database, token: &str, now: u64) -> Result<TokenHolde
             "the key of that kid is retired",
         ));
     }
+    // Checked here as well as when the key was added: the client's scopes may have changed since (DESIGN.md §17).
+    if !key.client_may_decide {
+        return Err(refused(
+            "token_client_lacks_scope",
+            "the token's client does not hold decisions:write, which a token's client needs",
+        ));
+    }
     let mut validation = Validation::new(Algorithm::EdDSA);
     validation.leeway = LEEWAY_SECS;
     validation.validate_nbf = true;

@@ -4,6 +4,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use uuid::Uuid;
 
+use crate::domain::token_view;
 use crate::domain::tokens::{DecidedBy, DenialReason, Effect, PrivacyLevel, RunStatus};
 use crate::domain::verdicts::RecordedVerdict;
 use crate::executor::Executors;
@@ -39,7 +40,10 @@ pub struct TurnView {
 pub struct PendingCallView {
     pub id: String,
     pub name: String,
-    pub arguments: String,
+    /// Always to an API key; to a decision token only where the run's privacy level shows them
+    /// ([`RunView::as_a_token_sees_it`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<String>,
     pub effect: Effect,
 }
 
@@ -112,7 +116,7 @@ impl RunView {
                     .map(|call| PendingCallView {
                         id: call.call_id.clone(),
                         name: call.tool.clone(),
-                        arguments: call.arguments.clone(),
+                        arguments: Some(call.arguments.clone()),
                         effect: executors.effect(&call.tool, Some(call.effect())),
                     })
                     .collect(),
@@ -121,5 +125,20 @@ impl RunView {
             created_at: run.created_at,
             updated_at: run.updated_at,
         })
+    }
+}
+
+impl RunView {
+    /// The run as a decision token sees it (DESIGN.md §17): pending arguments filtered by the run's privacy level,
+    /// as the inbox shows them.
+    pub fn as_a_token_sees_it(mut self) -> Self {
+        let level = self.privacy_level;
+        for call in &mut self.turn.pending_calls {
+            call.arguments = call
+                .arguments
+                .take()
+                .and_then(|arguments| token_view::arguments(level, &arguments));
+        }
+        self
     }
 }

@@ -345,6 +345,7 @@ fn gate_approval(
         .map(|verdict| gate::ApprovedCall {
             tool: &verdict.tool,
             effect: verdict.effect,
+            edited: verdict.edited_arguments.is_some(),
         })
         .collect();
     let approver = match decider_uid {

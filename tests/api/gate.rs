@@ -254,3 +254,78 @@ async fn the_inbox_marks_the_calls_the_acting_user_may_not_approve() {
         assert_eq!(call["approvable"], true, "{call}");
     }
 }
+
+/// An app whose tool `TOOL` is a read, run by a fake executor that answers `ok`.
+async fn app_with_a_read_tool(pool: sqlx::PgPool) -> (TestApp, crate::executors::FakeExecutor) {
+    use approval_resume::executor::Executors;
+    use approval_resume::tokens::Effect;
+    let fake = crate::executors::FakeExecutor::start().await;
+    let mut executor = fake.executor("ok");
+    executor.effect = Effect::Read;
+    let tools = std::collections::HashMap::from([(TOOL.to_owned(), executor)]);
+    let options = support::Options {
+        executors: Executors::from_tools(tools),
+        ..support::Options::default()
+    };
+    (support::app_with(pool, options).await, fake)
+}
+
+/// Approves the one call of run `id` as `uid`, with `arguments` instead of the proposed `{}` when given.
+async fn approve_one(
+    app: &TestApp,
+    id: Uuid,
+    digest: &str,
+    uid: Option<i64>,
+    arguments: Option<&str>,
+) -> support::Answer {
+    let body = json!({"decider_uid": uid, "turn_digest": digest, "calls": [
+        {"call_id": "call_1", "approved": true, "arguments": arguments},
+    ]});
+    app.post(&format!("/v1/runs/{id}/decision"), body).await
+}
+
+#[tokio::test]
+async fn editing_a_read_call_needs_the_right_to_approve_a_write_and_nobody_may_edit() {
+    let (_database, pool) = TestDatabase::create().await;
+    let (app, fake) = app_with_a_read_tool(pool.clone()).await;
+    let edited = Some(r#"{"path": "/etc/shadow"}"#);
+    // The owner and an approver of others' runs, each with an empty list: they may approve reads only.
+    put_user(&app, OWNER, false, false, json!([])).await;
+    put_user(&app, OTHER, false, true, json!([])).await;
+    for (uid, code) in [
+        (Some(OWNER), "tool_not_approvable"),
+        (Some(OTHER), "tool_not_approvable"),
+        (None, "anonymous_edit"),
+    ] {
+        let (id, digest) = run_with(&app, "read").await;
+        let refused = approve_one(&app, id, &digest, uid, edited).await;
+        assert_problem(&refused, StatusCode::FORBIDDEN, code);
+        assert_nothing_recorded(&pool, id).await;
+        // The same approval without the edit is a plain read, which the gate lets through.
+        let approved = approve_one(&app, id, &digest, uid, None).await;
+        assert_eq!(
+            approved.status,
+            StatusCode::OK,
+            "{uid:?}: {}",
+            approved.body
+        );
+    }
+    // Every call the executor ran had the proposed arguments: no edit ever reached it.
+    let received = fake.received();
+    assert_eq!(received.len(), 3);
+    assert!(
+        received
+            .iter()
+            .all(|request| !request.body.to_string().contains("shadow")),
+        "{received:?}"
+    );
+    // A user whose list names the tool, or who has no list, may edit it.
+    put_user(&app, OWNER, false, false, json!([TOOL])).await;
+    put_user(&app, OTHER, false, true, Value::Null).await;
+    for uid in [OWNER, OTHER] {
+        let (id, digest) = run_with(&app, "read").await;
+        let approved = approve_one(&app, id, &digest, Some(uid), edited).await;
+        assert_eq!(approved.status, StatusCode::OK, "{uid}: {}", approved.body);
+        assert_eq!(approved.body["decision"]["calls"][0]["edited"], true);
+    }
+}

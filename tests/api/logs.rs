@@ -122,3 +122,58 @@ async fn no_argument_result_or_transcript_reaches_the_logs_even_at_debug() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_clients_request_id_is_kept_only_in_a_short_safe_form_and_any_other_is_replaced() {
+    let (_database, pool) = TestDatabase::create().await;
+    let captured = Captured::default();
+    let subscriber =
+        approval_resume::telemetry::json_subscriber(EnvFilter::new("info"), captured.clone());
+    // The test's runtime has one thread, so every task of the request logs through this thread's default.
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let app = crate::support::app(pool).await;
+    // A 404 problem: its body carries the request id as well as its header.
+    let missing = format!("/v1/runs/{}", Uuid::new_v4());
+    let ask = |ids: &[&str]| {
+        let mut request = axum::http::Request::get(missing.as_str())
+            .header("authorization", format!("Bearer {}", app.admin_key));
+        for id in ids {
+            request = request.header("x-request-id", *id);
+        }
+        app.send(request.body(axum::body::Body::empty()).unwrap())
+    };
+    let echoed = |answer: &crate::support::Answer| {
+        let header = answer.headers["x-request-id"].to_str().unwrap().to_owned();
+        assert_eq!(answer.body["request_id"], header.as_str());
+        header
+    };
+
+    let kept = "client-7_trace:00f0.1";
+    let answer = ask(&[kept]).await;
+    assert_eq!(answer.status, StatusCode::NOT_FOUND);
+    assert_eq!(echoed(&answer), kept);
+    let longest = "x".repeat(64);
+    assert_eq!(echoed(&ask(&[&longest]).await), longest);
+
+    let too_long = format!("L{}", "x".repeat(64));
+    let forged = r#"x","level":"ERROR","message":"forged"#;
+    let spaced = "an id with spaces";
+    for refused in [
+        vec![too_long.as_str()],
+        vec![forged],
+        vec![spaced],
+        vec!["twice", "twice"],
+    ] {
+        let replaced = echoed(&ask(&refused).await);
+        assert!(
+            Uuid::parse_str(&replaced).is_ok(),
+            "{refused:?} was answered with {replaced:?}, not a new id"
+        );
+    }
+
+    let logged = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    assert!(logged.contains(kept), "the capture works: {logged:.2000}");
+    for refused in [too_long.as_str(), "forged", spaced, "twice"] {
+        assert!(!logged.contains(refused), "{refused:?} was logged");
+    }
+}

@@ -393,7 +393,9 @@ impl<'a> Op<'a> {
         let nothing = app.client("no-scopes", &[]).await;
         self.expect_on(app, Some(&nothing), path, body(), "403 missing_scope")
             .await;
-        let signer = Signer::register(&app.pool, "no-scopes", "k1").await;
+        // Only a client that may decide may have token keys (DESIGN.md §17).
+        app.client("signer", &["decisions:write"]).await;
+        let signer = Signer::register(&app.pool, "signer", "k1").await;
         let takes_tokens = self.operation["security"]
             .as_array()
             .is_some_and(|schemes| schemes.iter().any(|s| s.get("decisionToken").is_some()));
@@ -412,7 +414,7 @@ impl<'a> Op<'a> {
             self.expect_on(app, Some(&token), path, body(), &format!("401 {code}"))
                 .await;
         }
-        app.client("revoked", &[]).await;
+        app.client("revoked", &["decisions:write"]).await;
         let revoked = Signer::register(&app.pool, "revoked", "k1").await;
         assert!(clients::revoke(&app.pool, "revoked").await.unwrap());
         self.expect_on(
@@ -421,6 +423,21 @@ impl<'a> Op<'a> {
             path,
             body(),
             "401 token_client_revoked",
+        )
+        .await;
+        // A client whose scopes changed after its key was added.
+        app.client("lost-scope", &["decisions:write"]).await;
+        let lost = Signer::register(&app.pool, "lost-scope", "k1").await;
+        sqlx::query("update api_clients set scopes = '{}' where name = 'lost-scope'")
+            .execute(&app.pool)
+            .await
+            .unwrap();
+        self.expect_on(
+            app,
+            Some(&lost.token(7)),
+            path,
+            body(),
+            "401 token_client_lacks_scope",
         )
         .await;
     }
@@ -1115,6 +1132,18 @@ async fn deciding_a_turn_answers_as_documented() {
         "403 tool_not_approvable",
     )
     .await;
+    // Nobody may edit, even a read (DESIGN.md §17).
+    let (edited, edited_digest) = owned_run(&app).await;
+    let edit_by_nobody = json!({"decider_uid": null, "turn_digest": edited_digest, "calls": [
+        {"call_id": "call_1", "approved": false},
+        {"call_id": "call_2", "approved": true, "arguments": r#"{"page": 13}"#},
+    ]});
+    op.expect(
+        &format!("/v1/runs/{edited}/decision"),
+        edit_by_nobody,
+        "403 anonymous_edit",
+    )
+    .await;
     let signer = Signer::register(&app.pool, "admin", "k-admin").await;
     let someone_else = Some(decision(false, Some(8), &digest));
     op.expect_on(
@@ -1269,6 +1298,24 @@ async fn reading_the_model_input_answers_as_documented() {
     .await;
     op.provoke_auth_errors(&path, None).await;
     op.provoke_server_errors(&path, None).await;
+    // A decision token reads no transcript of a run whose privacy level shows no payload (DESIGN.md §17).
+    let hidden = Uuid::new_v4();
+    let mut body = run_body(hidden, 7);
+    body["privacy_level"] = json!("metadata");
+    let digest = app.register(body).await["turn"]["digest"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_ok(&app.decide(hidden, false, Some(7), &digest).await);
+    let signer = Signer::register(&app.pool, "admin", "k-admin").await;
+    op.expect_on(
+        &app,
+        Some(&signer.token(7)),
+        &format!("/v1/runs/{hidden}/model-input"),
+        None,
+        "403 transcript_not_shown",
+    )
+    .await;
     set_status(&app.pool, id, "resuming").await;
     op.expect(&path, None, "409 resume_in_progress").await;
     provoke_undecryptable(&op, &app).await;

@@ -1,5 +1,6 @@
 //! Decision tokens (DESIGN.md §13): every refusal with its own code, `sub` over the body, a run-bound token on
-//! another run, the routes a token may not use, key rotation, and the audit of a decision posted with a token.
+//! another run, the routes a token may not use, key rotation, the audit of a decision posted with a token, keys only
+//! on clients that may decide, and a token's reads filtered by the run's privacy level (DESIGN.md §17).
 
 use approval_resume::storage::{clients, token_keys};
 use axum::http::{Method, StatusCode};
@@ -14,7 +15,7 @@ use crate::support::{
 
 async fn setup(pool: sqlx::PgPool) -> (TestApp, Signer) {
     let app = support::app(pool).await;
-    app.client("chat", &["runs:read"]).await;
+    app.client("chat", &["runs:read", "decisions:write"]).await;
     let signer = Signer::register(&app.pool, "chat", "k1").await;
     (app, signer)
 }
@@ -269,6 +270,153 @@ async fn a_rotated_key_verifies_until_it_is_retired() {
         .call(Method::GET, &path, Some(&new.token(7)), None)
         .await;
     assert_eq!(answer.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_token_key_is_added_only_to_a_client_that_may_decide() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool).await;
+    app.client("reader", &["runs:read"]).await;
+    let key = Signer::unregistered("reader", "k1")
+        .key
+        .verifying_key()
+        .to_bytes();
+    let added = token_keys::add(&app.pool, "reader", "k1", &key)
+        .await
+        .unwrap();
+    assert_eq!(added, token_keys::Added::ClientMayNotDecide);
+    assert!(token_keys::list(&app.pool).await.unwrap().is_empty());
+    let added = token_keys::add(&app.pool, "nobody", "k1", &key)
+        .await
+        .unwrap();
+    assert_eq!(added, token_keys::Added::NoSuchClient);
+}
+
+#[tokio::test]
+async fn a_token_whose_client_no_longer_holds_decisions_write_is_refused_401_and_decides_nothing() {
+    let (_database, pool) = TestDatabase::create().await;
+    let (app, signer) = setup(pool).await;
+    let (id, digest) = owned_run(&app).await;
+    let token = signer.token(7);
+    sqlx::query("update api_clients set scopes = '{runs:read}' where name = 'chat'")
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    let read = app
+        .call(Method::GET, &format!("/v1/runs/{id}"), Some(&token), None)
+        .await;
+    assert_problem(&read, StatusCode::UNAUTHORIZED, "token_client_lacks_scope");
+    let decided = post_decision(&app, id, &token, deny(&digest)).await;
+    assert_problem(
+        &decided,
+        StatusCode::UNAUTHORIZED,
+        "token_client_lacks_scope",
+    );
+    assert_nothing_recorded(&app.pool, id).await;
+}
+
+const SECRET: &str = "sk-abcdefghijklmnopqrstuvwxyz0123456789";
+
+/// A waiting run of owner 7 at `level` whose one call's arguments and user message hold a secret; its id and digest.
+async fn secret_run(app: &TestApp, level: &str) -> (Uuid, String) {
+    let id = Uuid::new_v4();
+    let arguments = json!({"api_key": SECRET, "to": "ann@example.com"}).to_string();
+    let mut messages = support::transcript(vec![support::call("call_1", "read_page", &arguments)]);
+    messages[1]["content"] = json!(format!("my key is {SECRET}"));
+    let run = app
+        .register(json!({
+            "id": id, "owner_uid": 7, "messages": messages, "privacy_level": level,
+            "tools": [{"name": "read_page", "effect": "read"}],
+        }))
+        .await;
+    (id, run["turn"]["digest"].as_str().unwrap().to_owned())
+}
+
+#[tokio::test]
+async fn a_tokens_reads_and_decisions_show_arguments_and_the_transcript_only_as_the_runs_privacy_level_allows()
+ {
+    let (_database, pool) = TestDatabase::create().await;
+    let (app, signer) = setup(pool).await;
+    app.user(7, false, false, false).await;
+    let token = signer.token(7);
+    for level in ["full", "redacted", "metadata", "none"] {
+        let (id, digest) = secret_run(&app, level).await;
+        let path = format!("/v1/runs/{id}");
+        let by_token = app.call(Method::GET, &path, Some(&token), None).await;
+        assert_eq!(
+            by_token.status,
+            StatusCode::OK,
+            "{level}: {:?}",
+            by_token.body
+        );
+        let call = &by_token.body["turn"]["pending_calls"][0];
+        assert_eq!(call["name"], "read_page", "{level}");
+        match level {
+            "full" => assert!(call["arguments"].as_str().unwrap().contains(SECRET)),
+            "redacted" => {
+                let shown = call["arguments"].as_str().unwrap();
+                assert!(
+                    !shown.contains(SECRET) && !shown.contains("ann@example.com"),
+                    "{shown}"
+                );
+            }
+            _ => assert!(call.get("arguments").is_none(), "{level}: {call}"),
+        }
+        // The client's own key still reads the run whole.
+        let by_key = app.get(&path).await;
+        let arguments = by_key.body["turn"]["pending_calls"][0]["arguments"].as_str();
+        assert!(arguments.unwrap().contains(SECRET), "{level}");
+
+        // The decision's own answer shows the model input as the model-input read does; its results stay.
+        let decided = post_decision(&app, id, &token, deny(&digest)).await;
+        assert_eq!(
+            decided.status,
+            StatusCode::OK,
+            "{level}: {:?}",
+            decided.body
+        );
+        let denial = decided.body["results"][0]["content"].as_str().unwrap();
+        assert!(denial.contains("approval_denied"), "{denial}");
+        let answered = &decided.body["model_input"];
+        match level {
+            "full" => assert!(answered.to_string().contains(SECRET)),
+            "redacted" => {
+                let text = answered.to_string();
+                assert!(
+                    !text.contains(SECRET) && !text.contains("ann@example.com"),
+                    "{text}"
+                );
+                assert_eq!(answered["format"], "openai-chat", "{text}");
+            }
+            _ => assert!(decided.body.get("model_input").is_none(), "{level}"),
+        }
+        let again = post_decision(&app, id, &token, deny(&digest)).await;
+        assert_eq!(
+            again.bytes, decided.bytes,
+            "{level}: a replay is byte-identical"
+        );
+        let input_path = format!("/v1/runs/{id}/model-input");
+        let input = app.call(Method::GET, &input_path, Some(&token), None).await;
+        match level {
+            "full" => {
+                assert_eq!(input.status, StatusCode::OK, "{:?}", input.body);
+                assert!(input.body.to_string().contains(SECRET));
+            }
+            "redacted" => {
+                assert_eq!(input.status, StatusCode::OK, "{:?}", input.body);
+                let text = input.body.to_string();
+                assert!(
+                    !text.contains(SECRET) && !text.contains("ann@example.com"),
+                    "{text}"
+                );
+                assert_eq!(input.body["format"], "openai-chat", "{text}");
+                assert!(text.contains("approval_denied"), "{text}");
+            }
+            _ => assert_problem(&input, StatusCode::FORBIDDEN, "transcript_not_shown"),
+        }
+        let by_key = app.get(&input_path).await;
+        assert!(by_key.body.to_string().contains(SECRET), "{level}");
+    }
 }
 
 /// Posts a decision on run `id` with a decision token (or any bearer credential).

@@ -387,3 +387,36 @@ async fn verdicts_that_do_not_fit_the_turn_are_refused_and_nothing_is_recorded()
     assert_nothing_recorded(&app.pool, id).await;
     assert!(fake.received().is_empty());
 }
+
+#[tokio::test]
+async fn a_null_calls_or_approved_is_refused_as_the_spec_types_them_not_read_as_absent() {
+    let (_database, pool) = TestDatabase::create().await;
+    let fake = FakeExecutor::start().await;
+    let (app, id, digest) = three_calls(pool, &fake).await;
+    let every_call = json!([
+        {"call_id": "call_0", "approved": false},
+        {"call_id": "call_1", "approved": false},
+        {"call_id": "call_2", "approved": false},
+    ]);
+    let path = format!("/v1/runs/{id}/decision");
+    let bodies = [
+        // Read as absent, this was a whole-turn denial (schemathesis ST201).
+        json!({"approved": false, "calls": null, "decider_uid": OWNER, "turn_digest": digest}),
+        // And this a per-call one.
+        json!({"approved": null, "calls": every_call, "decider_uid": OWNER, "turn_digest": digest}),
+        json!({"approved": null, "calls": null, "decider_uid": OWNER, "turn_digest": digest}),
+    ];
+    for body in bodies {
+        let answer = app.post(&path, body.clone()).await;
+        assert_problem(&answer, StatusCode::UNPROCESSABLE_ENTITY, "invalid_body");
+        assert!(
+            answer.body["detail"].as_str().unwrap().contains("null"),
+            "{body}: {}",
+            answer.body
+        );
+    }
+    assert_nothing_recorded(&app.pool, id).await;
+    // Left out, either member is still the other form.
+    let denial = json!({"approved": false, "decider_uid": OWNER, "turn_digest": digest});
+    assert_eq!(app.post(&path, denial).await.status, StatusCode::OK);
+}
