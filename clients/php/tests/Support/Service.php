@@ -98,8 +98,9 @@ final class Service
             ['approvals:read', 'runs:read', 'decisions:write', 'webhooks:write'],
             $env,
         );
-        // The chat backend's client: its tokens act for the person chatting; its key is not used here.
-        $this->addClient(self::TOKEN_ISSUER, ['runs:read'], $env);
+        // The chat backend's client: its tokens act for the person chatting; its key is not used here. Only a client
+        // holding decisions:write may have token keys (DESIGN.md §17).
+        $this->addClient(self::TOKEN_ISSUER, ['runs:read', 'decisions:write'], $env);
         $this->tokenKey = SigningKey::generate();
         $publicKeyFile = tempnam(sys_get_temp_dir(), 'token-key-');
         file_put_contents($publicKeyFile, $this->tokenKey->publicKeyBase64());
