@@ -59,4 +59,4 @@ echo "the package and its tests type-check"
 
 step "Tests with node --test against $APPROVAL_RESUME_BIN"
 # One process per test file, one after another: each starts its own service and database, and the machine is small.
-node --test --test-concurrency=1 --test-reporter=spec build-test/*.test.js
+node --test --test-concurrency=1 --test-timeout=60000 --test-reporter=spec build-test/*.test.js

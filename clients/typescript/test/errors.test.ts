@@ -4,6 +4,7 @@ import assert from "node:assert/strict";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { test } from "node:test";
+import { inspect } from "node:util";
 
 import { ApiError, ApprovalResumeClient, MemoryCursorStore, UNEXPECTED_RESPONSE } from "approval-resume";
 
@@ -92,7 +93,7 @@ test("an answer that is no problem document is unexpected_response, described wi
     );
 });
 
-test("the client sends its key as a bearer credential and asks for JSON", async () => {
+test("the client sends its key as a bearer credential and asks for JSON, and never shows it", async () => {
     const seen: Array<[string | undefined, string | undefined, string | undefined]> = [];
     await withStandIn(
         (request, response) => {
@@ -102,6 +103,8 @@ test("the client sends its key as a bearer credential and asks for JSON", async 
         },
         async (client) => {
             assert.deepEqual(await client.approvals({ acting_uid: 9, tool: "a b" }), { items: [], next_cursor: null });
+            assert.doesNotMatch(inspect(client, { showHidden: true, depth: 5 }), /ar_stand_in/);
+            assert.doesNotMatch(JSON.stringify(client), /ar_stand_in/);
         },
     );
     assert.deepEqual(seen, [["/v1/approvals?acting_uid=9&tool=a%20b", "Bearer ar_stand_in", "application/json"]]);

@@ -38,6 +38,13 @@ after(async () => {
     await rm(scratch, { recursive: true, force: true });
 });
 
+/** A controller that also aborts by itself after `seconds`, so a reader that gets too few events fails, not hangs. */
+function stopper(seconds: number): AbortController {
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(), seconds * 1000).unref();
+    return controller;
+}
+
 function reader(): ApprovalResumeClient {
     return new ApprovalResumeClient({ baseUrl: service.baseUrl, credential: service.keys.reader! });
 }
@@ -67,7 +74,7 @@ test("a reader that stops mid-page and starts again from its file neither misses
 
     // The first reader: pages of 3; it handles 4 events (the whole first page and one of the second) and stops.
     const first: Event[] = [];
-    const stopFirst = new AbortController();
+    const stopFirst = stopper(20);
     for await (const event of reader().feed({ store: new FileCursorStore(path), limit: 3, wait: 1, signal: stopFirst.signal })) {
         first.push(event);
         if (first.length === 4) {
@@ -82,7 +89,7 @@ test("a reader that stops mid-page and starts again from its file neither misses
     // The second reader, as after a restart: it gets the fifth event, then waits; a decision committed while it
     // waits wakes it with run.resumed.
     const second: Event[] = [];
-    const stopSecond = new AbortController();
+    const stopSecond = stopper(20);
     let decided = false;
     for await (const event of reader().feed({ store: new FileCursorStore(path), limit: 3, wait: 10, signal: stopSecond.signal })) {
         second.push(event);
@@ -121,14 +128,14 @@ test("an exception in the loop leaves the event in hand unhandled, so it comes a
 
     const seen: string[] = [];
     await assert.rejects(async () => {
-        for await (const event of reader().feed({ store, wait: 5 })) {
+        for await (const event of reader().feed({ store, wait: 5, signal: stopper(10).signal })) {
             seen.push(event.data.run_id);
             if (seen.length === 2) {
                 throw new Error("the handler failed");
             }
         }
     }, /the handler failed/);
-    const stop = new AbortController();
+    const stop = stopper(10);
     for await (const event of reader().feed({ store, wait: 1, signal: stop.signal })) {
         seen.push(event.data.run_id);
         stop.abort();
