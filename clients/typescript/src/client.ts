@@ -164,8 +164,11 @@ export class ApprovalResumeClient {
         return unwrap(this.#api.POST("/v1/runs/{id}/complete", { params: { path: { id } }, ...options }));
     }
 
-    /** The audit record of a run: its approval and tool events, and the turns that expired (scope `runs:read`). */
-    runAudit(id: string, options: CallOptions = {}): Promise<RunAudit> {
+    /**
+     * `GET /v1/runs/{id}/events`, the audit record of a run: its approval and tool events and the turns that expired
+     * (scope `runs:read`). Not the feed ({@link events}).
+     */
+    runEvents(id: string, options: CallOptions = {}): Promise<RunAudit> {
         return unwrap(this.#api.GET("/v1/runs/{id}/events", { params: { path: { id } }, ...options }));
     }
 

@@ -208,7 +208,7 @@ test("the owner denies the whole turn and the model reads the exact ADR-200 text
         assert.deepEqual(outputs, [DENIED_BY_OWNER(READ_TOOL), DENIED_BY_OWNER(WRITE_TOOL)]);
     }
 
-    const audit = await worker.runAudit(run.id);
+    const audit = await worker.runEvents(run.id);
     assert.deepEqual(
         audit.approval_events.map((event) => [event.decided_by, event.decider_uid, event.client_name, event.credential]),
         [["run_owner", owner, "tasks", "api_key"]],
@@ -256,7 +256,7 @@ test("an approval runs each call once through the loopback executor, in order, f
     const replay = await tasks.approveTurn(run.id, run.turn.digest, { deciderUid: approver });
     assert.deepEqual(replay, answer);
     assert.equal(service.executor.callsOf(run.id).length, 2, "a replayed approval runs nothing again");
-    const audit = await worker.runAudit(run.id);
+    const audit = await worker.runEvents(run.id);
     assert.deepEqual(
         audit.tool_events.map((event) => [event.call_id, event.outcome, event.decided_by]),
         [
