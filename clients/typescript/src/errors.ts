@@ -1,0 +1,74 @@
+/**
+ * The one error every refused request throws: the service's application/problem+json answer (RFC 9457; DESIGN.md
+ * §9), read into its stable `code`, the status, the detail, the request id and Retry-After.
+ * @module
+ */
+import type { ProblemCode } from "./schemas.js";
+
+/** `code` of an answer that was no problem document (a proxy's HTML error page, say). */
+export const UNEXPECTED_RESPONSE = "unexpected_response";
+
+/**
+ * A non-2xx answer. Switch on `code` (`already_decided`, `stale_turn`, `missing_scope`, …), which is stable, unlike
+ * `detail`. An answer that never came (a refused connection, an aborted request) is fetch's own error instead.
+ */
+export class ApiError extends Error {
+    override readonly name = "ApiError";
+
+    constructor(
+        readonly status: number,
+        /** The problem's `code`; {@link UNEXPECTED_RESPONSE} when the body was no problem document. */
+        readonly code: ProblemCode | typeof UNEXPECTED_RESPONSE | (string & {}),
+        /** For a person reading it; never internal text on a 5xx. */
+        readonly detail: string,
+        /** The request id (the problem's `request_id`, else the `x-request-id` header): grep the service's logs for it. */
+        readonly requestId: string | null,
+        /** Seconds to wait before asking again, from `Retry-After` (every 503 carries it); `null` without one. */
+        readonly retryAfter: number | null,
+        /** The problem's `type` (`urn:approval-resume:problem:{code}`). */
+        readonly type: string | null = null,
+    ) {
+        super(`HTTP ${status} ${code}: ${detail}${requestId === null ? "" : ` (request ${requestId})`}`);
+    }
+
+    /**
+     * The error for a non-2xx `response` whose body was already read into `body` (parsed JSON, or the text when it
+     * was not JSON). Only a body of content type application/problem+json with a string `code` counts as a problem;
+     * any other is described by its status and content type, never by its bytes.
+     */
+    static fromResponse(response: Response, body: unknown): ApiError {
+        const requestId = response.headers.get("x-request-id");
+        const retryAfter = retryAfterSeconds(response.headers.get("retry-after"));
+        const contentType = (response.headers.get("content-type") ?? "").split(";")[0]!.trim().toLowerCase();
+        const problem = contentType === "application/problem+json" && isRecord(body) ? body : null;
+        if (problem === null || typeof problem.code !== "string") {
+            const detail = `HTTP ${response.status} with content type "${contentType}", not a problem document`;
+            return new ApiError(response.status, UNEXPECTED_RESPONSE, detail, requestId, retryAfter);
+        }
+        return new ApiError(
+            response.status,
+            problem.code,
+            typeof problem.detail === "string" ? problem.detail : "",
+            typeof problem.request_id === "string" ? problem.request_id : requestId,
+            retryAfter,
+            typeof problem.type === "string" ? problem.type : null,
+        );
+    }
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+    return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** Retry-After as seconds: delay-seconds, or an HTTP date counted from now (RFC 9110 §10.2.3). */
+export function retryAfterSeconds(value: string | null, now: number = Date.now()): number | null {
+    if (value === null || value.trim() === "") {
+        return null;
+    }
+    const text = value.trim();
+    if (/^[0-9]+$/.test(text)) {
+        return Number(text);
+    }
+    const at = Date.parse(text);
+    return Number.isNaN(at) ? null : Math.max(0, Math.ceil((at - now) / 1000));
+}

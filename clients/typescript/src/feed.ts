@@ -1,0 +1,171 @@
+/**
+ * The tenant's events (`GET /v1/events?after&wait`, DESIGN.md §10) as an async iterator that long-polls and keeps
+ * its place in a {@link CursorStore}, so a reader that stops and starts again (a restart of its process included)
+ * neither misses nor repeats an event.
+ *
+ * The service hands out one cursor per page, not per event, so the stored place is the page's cursor plus the ids
+ * of the events of that page already handled ({@link FeedPosition}); a restart in the middle of a page reads the
+ * page again and skips those. The place is saved after each event is handled, which is when the loop asks for the
+ * next one:
+ *
+ * ```ts
+ * for await (const event of client.feed({ store, signal })) {
+ *     await handle(event); // saved as handled once the loop comes back for the next event
+ * }
+ * ```
+ *
+ * Stop with the `signal`: an abort while `handle` runs lets the loop finish that event, saves it, and ends the
+ * iteration; an abort while waiting for events ends it at once. Leaving the loop by `break`, `return` or an
+ * exception does not mark the event in hand handled (an iterator cannot tell a `break` after handling from an
+ * exception thrown while handling), so it comes again on the next start: at least once, never lost.
+ * @module
+ */
+import { ApiError } from "./errors.js";
+import type { Event, EventsPage, EventsQuery } from "./schemas.js";
+
+/** Where a reader stands: the cursor to read after, and the events after it it has already handled. */
+export interface FeedPosition {
+    /** The `next_cursor` to pass as `after`; `null` before the first page (from the oldest event kept). */
+    after: string | null;
+    /** Ids of events after `after` already handled (at most one page's worth). */
+    handled: string[];
+}
+
+/** Keeps a reader's {@link FeedPosition} between starts. `save` must be durable once it resolves. */
+export interface CursorStore {
+    /** The saved position; `null` when none was saved yet. */
+    load(): Promise<FeedPosition | null>;
+    save(position: FeedPosition): Promise<void>;
+}
+
+/** A position kept in memory: for one process, or for tests. */
+export class MemoryCursorStore implements CursorStore {
+    #position: FeedPosition | null;
+
+    constructor(position: FeedPosition | null = null) {
+        this.#position = position === null ? null : copy(position);
+    }
+
+    async load(): Promise<FeedPosition | null> {
+        return this.#position === null ? null : copy(this.#position);
+    }
+
+    async save(position: FeedPosition): Promise<void> {
+        this.#position = copy(position);
+    }
+}
+
+function copy(position: FeedPosition): FeedPosition {
+    return { after: position.after, handled: [...position.handled] };
+}
+
+export interface FeedOptions {
+    /** Where the position is kept; a fresh {@link MemoryCursorStore} when absent. */
+    store?: CursorStore;
+    /** Seconds a read waits for an event when there is none (the service cuts it to FEED_MAX_WAIT_SECS). Default 20. */
+    wait?: number;
+    /** Most events per read (1 to 1000; the service's default 100 when absent). */
+    limit?: number;
+    /** Stops the iteration (see the module's documentation). */
+    signal?: AbortSignal;
+}
+
+/** Reads one page; the client's `events` method. */
+export type ReadPage = (query: EventsQuery, signal: AbortSignal | undefined) => Promise<EventsPage>;
+
+/** Seconds to wait after a 503 that names no Retry-After. */
+const DEFAULT_RETRY_SECS = 1;
+
+/** The feed as an async iterable; see the module's documentation. Each iteration resumes from the store. */
+export class Feed implements AsyncIterable<Event> {
+    readonly #read: ReadPage;
+    readonly #store: CursorStore;
+    readonly #wait: number;
+    readonly #limit: number | undefined;
+    readonly #signal: AbortSignal | undefined;
+
+    constructor(read: ReadPage, options: FeedOptions = {}) {
+        this.#read = read;
+        this.#store = options.store ?? new MemoryCursorStore();
+        this.#wait = options.wait ?? 20;
+        this.#limit = options.limit;
+        this.#signal = options.signal;
+    }
+
+    async *[Symbol.asyncIterator](): AsyncGenerator<Event, void, undefined> {
+        const signal = this.#signal;
+        let position = (await this.#store.load()) ?? { after: null, handled: [] };
+        while (!signal?.aborted) {
+            const page = await this.#readPage(position.after);
+            if (page === null) {
+                return;
+            }
+            const handled = new Set(position.handled);
+            const fresh = page.events.filter((event) => !handled.has(event.id));
+            for (const [index, event] of fresh.entries()) {
+                yield event;
+                // The loop came back for the next event: this one is handled. After the page's last, the page's
+                // cursor alone says so.
+                position =
+                    index === fresh.length - 1
+                        ? { after: page.next_cursor, handled: [] }
+                        : { after: position.after, handled: [...position.handled, event.id] };
+                await this.#store.save(position);
+                if (signal?.aborted) {
+                    return;
+                }
+            }
+            if (position.after !== page.next_cursor || position.handled.length > 0) {
+                // An empty page, or one whose events were all handled before a restart: move past it.
+                position = { after: page.next_cursor, handled: [] };
+                await this.#store.save(position);
+            }
+        }
+    }
+
+    /** One page after `after`; `null` when the signal ended the wait. A 503 is asked again after Retry-After. */
+    async #readPage(after: string | null): Promise<EventsPage | null> {
+        const signal = this.#signal;
+        const query: EventsQuery = { wait: this.#wait };
+        if (after !== null) {
+            query.after = after;
+        }
+        if (this.#limit !== undefined) {
+            query.limit = this.#limit;
+        }
+        for (;;) {
+            try {
+                return await this.#read(query, signal);
+            } catch (error) {
+                if (signal?.aborted) {
+                    return null;
+                }
+                if (!(error instanceof ApiError) || error.status !== 503) {
+                    throw error;
+                }
+                if (!(await sleep((error.retryAfter ?? DEFAULT_RETRY_SECS) * 1000, signal))) {
+                    return null;
+                }
+            }
+        }
+    }
+}
+
+/** Waits `ms`; false when the signal aborted the wait. */
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<boolean> {
+    return new Promise((resolve) => {
+        if (signal?.aborted) {
+            resolve(false);
+            return;
+        }
+        const onAbort = () => {
+            clearTimeout(timer);
+            resolve(false);
+        };
+        const timer = setTimeout(() => {
+            signal?.removeEventListener("abort", onAbort);
+            resolve(true);
+        }, ms);
+        signal?.addEventListener("abort", onAbort, { once: true });
+    });
+}
