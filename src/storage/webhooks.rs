@@ -45,6 +45,12 @@ pub const BACKLOG_SCAN: i64 = 10_000;
 
 /// The listing of the subscriptions `source` names (a table or a CTE, aliased `s`): the backlog is counted over the
 /// next `BACKLOG_SCAN` events of the tenant past the cursor, in the order of the index `events_tenant_order`.
+///
+/// The cursor is compared with the tenant in the row, `(tenant, xid, id) > (…)`, so that only that index can serve
+/// the condition: written `(xid, id) > (…)`, the planner scans the primary key `(xid, id)` and filters by tenant,
+/// which reads every other tenant's events past the cursor before the limit is reached (a subscription of a small
+/// tenant among 500,000 events: 25,760 buffers and 700 ms, against 20 buffers and 0.3 ms through the tenant's
+/// index).
 fn listing(source: &str) -> String {
     format!(
         "select s.id, s.tenant, s.url, s.event_types, s.state, s.attempts, s.failing_since,
@@ -57,8 +63,9 @@ fn listing(source: &str) -> String {
              select count(*) filter (where e.type = any(s.event_types)) as backlog,
                     count(*) >= {BACKLOG_SCAN} as backlog_capped
              from (select e.type from events e
-                   where e.tenant = s.tenant and (e.xid, e.id) > (s.cursor_xid, s.cursor_id)
-                   order by e.xid, e.id limit {BACKLOG_SCAN}) e) b"
+                   where e.tenant = s.tenant
+                     and (e.tenant, e.xid, e.id) > (s.tenant, s.cursor_xid, s.cursor_id)
+                   order by e.tenant, e.xid, e.id limit {BACKLOG_SCAN}) e) b"
     )
 }
 

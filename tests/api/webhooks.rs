@@ -1025,14 +1025,23 @@ async fn real_deliveries_verify_with_the_standardwebhooks_python_library() {
     let app = support::app(pool.clone()).await;
     let port = support::free_port();
     let url = format!("http://127.0.0.1:{port}/hook");
-    let (_, secret) = subscribe(&app, &url, None).await;
+    let (id, old) = subscribe(&app, &url, None).await;
+    // Rotated: until the overlap ends, each request must verify with the new secret and with the old one alone.
+    let rotated = app
+        .post(
+            &format!("/v1/webhooks/{id}/rotate-secret"),
+            json!({"overlap_secs": 3600}),
+        )
+        .await;
+    assert_eq!(rotated.status, StatusCode::OK, "{:?}", rotated.body);
+    let new = rotated.body["secret"].as_str().unwrap();
     let mut receiver = tokio::process::Command::new(python)
         .arg(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/tests/webhooks/receiver.py"
         ))
         .arg(port.to_string())
-        .env("WEBHOOK_SECRET", &secret)
+        .env("WEBHOOK_SECRETS", format!("{new} {old}"))
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
@@ -1065,14 +1074,14 @@ async fn real_deliveries_verify_with_the_standardwebhooks_python_library() {
         .unwrap();
     assert_eq!(forged.status(), 400);
     let report: Value = serde_json::from_str(&next_line().await).unwrap();
-    assert_eq!(report["verified"], false, "{report}");
+    assert_eq!(report["verified_with"], json!([false, false]), "{report}");
 
     let _dispatcher = dispatch(&pool, settings());
     deny_runs(&app, 2).await;
     let mut kinds = Vec::new();
     for _ in 0..4 {
         let report: Value = serde_json::from_str(&next_line().await).unwrap();
-        assert_eq!(report["verified"], true, "{report}");
+        assert_eq!(report["verified_with"], json!([true, true]), "{report}");
         assert_eq!(report["webhook_id"], report["event_id"]);
         kinds.push(report["type"].as_str().unwrap().to_owned());
     }
