@@ -75,6 +75,9 @@ impl Cli {
 }
 
 /// Each subcommand carries exactly the settings it uses, so that its `--help` shows those and nothing else.
+// One `Command` is parsed once at start-up and moved into the subcommand it names: the size of its largest variant
+// (`serve`'s settings) costs nothing worth boxing it for.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the HTTP service (the default).
@@ -771,8 +774,9 @@ pub struct EventsConfig {
           default_value_t = 65_536, value_parser = clap::value_parser!(u64).range(0..=16_777_216))]
     pub webhook_max_response_bytes: u64,
 
-    /// Let webhooks reach loopback, link-local and private addresses. Off by default (server-side request
-    /// forgery: a tenant's URL must not reach the service's own network); for tests and private deployments.
+    /// Let webhooks reach loopback, link-local, private and other internal addresses. Off by default (server-side
+    /// request forgery: a tenant's URL must not reach the service's own network), such a URL is refused when a
+    /// subscription is created and at each delivery; for tests and private deployments.
     #[arg(long, env = "WEBHOOK_ALLOW_PRIVATE_ADDRESSES", value_name = "WEBHOOK_ALLOW_PRIVATE_ADDRESSES",
           default_value_t = false, action = clap::ArgAction::Set,
           value_parser = clap::builder::BoolishValueParser::new())]

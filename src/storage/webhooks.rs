@@ -177,7 +177,7 @@ pub async fn rotate_secret(
         sealed::seal(sealer, Column::WebhookPreviousSecret, row, &current)
     };
     let secret = sealed::seal(sealer, Column::WebhookSecret, row, new_secret);
-    let until = (!overlap.is_zero()).then(|| overlap.as_secs_f64());
+    let until = (!overlap.is_zero()).then_some(overlap.as_secs_f64());
     let source = "(update webhook_subscriptions
                    set secret = $2, secret_sealed = $3, previous_secret = $4, previous_secret_sealed = $5,
                        previous_secret_until = now() + make_interval(secs => $6::float8)
