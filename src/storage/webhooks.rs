@@ -302,24 +302,27 @@ pub async fn claim(
     limit: i64,
 ) -> Result<Vec<Claimed>, StorageError> {
     let free = "(w.lease_until is null or w.lease_until < now()) and w.next_attempt_at <= now()";
+    // The ranking is materialized first and joined to the table by its key: written as a join of two subqueries,
+    // the planner compared every candidate with every other (1,000 subscriptions: 450 ms against 35-80 ms).
     let rows = sql::query_as::<ClaimedRow>(sqlx::AssertSqlSafe(format!(
-        "update webhook_subscriptions s set lease_owner = $1, lease_until = now() + make_interval(secs => $2),
+        "with ranked as materialized (
+             select w.id,
+                    row_number() over (partition by w.tenant order by w.next_attempt_at, w.id)
+                        + coalesce(h.held, 0) as turn,
+                    max(w.next_attempt_at) over (partition by w.tenant) as tenant_served
+             from webhook_subscriptions w
+             left join (select tenant, count(*) as held from webhook_subscriptions
+                        where lease_until >= now() group by tenant) h on h.tenant = w.tenant
+             where {free}
+               and exists (select 1 from events e
+                           where e.tenant = w.tenant and {}
+                             and e.type = any(w.event_types)))
+         update webhook_subscriptions s set lease_owner = $1, lease_until = now() + make_interval(secs => $2),
              previous_secret = case when s.previous_secret_until > now() then s.previous_secret end,
              previous_secret_sealed = case when s.previous_secret_until > now() then s.previous_secret_sealed end,
              previous_secret_until = case when s.previous_secret_until > now() then s.previous_secret_until end
          where s.id in (
-             select w.id from webhook_subscriptions w
-             join (select w.id,
-                          row_number() over (partition by w.tenant order by w.next_attempt_at, w.id)
-                              + coalesce(h.held, 0) as turn,
-                          max(w.next_attempt_at) over (partition by w.tenant) as tenant_served
-                   from webhook_subscriptions w
-                   left join (select tenant, count(*) as held from webhook_subscriptions
-                              where lease_until >= now() group by tenant) h on h.tenant = w.tenant
-                   where {free}
-                     and exists (select 1 from events e
-                                 where e.tenant = w.tenant and {}
-                                   and e.type = any(w.event_types))) ranked on ranked.id = w.id
+             select w.id from ranked join webhook_subscriptions w on w.id = ranked.id
              where {free}
              order by ranked.turn, ranked.tenant_served, w.next_attempt_at
              limit $3
