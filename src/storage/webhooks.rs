@@ -41,7 +41,7 @@ pub struct SubscriptionRow {
 /// Most events past a subscription's cursor that its backlog count reads (DESIGN.md §17): the listing and `/metrics`
 /// cost at most this many index entries per subscription, however far behind a subscription is (before, the count
 /// read every event past the cursor: subscriptions x events).
-pub const BACKLOG_SCAN: i64 = 10_000;
+pub const BACKLOG_SCAN: i64 = 1_000;
 
 /// The listing of the subscriptions `source` names (a table or a CTE, aliased `s`): the backlog is counted over the
 /// next `BACKLOG_SCAN` events of the tenant past the cursor, in the order of the index `events_tenant_order`.
