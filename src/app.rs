@@ -55,6 +55,10 @@ fn routes(cors: CorsLayer) -> Router<AppState> {
         .route("/v1/events", get(events_feed::feed))
         .route("/v1/webhooks", get(webhooks::list).post(webhooks::create))
         .route("/v1/webhooks/{id}", delete(webhooks::remove))
+        .route(
+            "/v1/webhooks/{id}/rotate-secret",
+            post(webhooks::rotate_secret),
+        )
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route("/openapi.yaml", get(ops::openapi))

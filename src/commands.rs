@@ -52,7 +52,15 @@ pub async fn run(command: Command) -> Result<(), CommandError> {
             "watch reads the feed over HTTP, not the database".into(),
         )),
         Command::Webhooks(command) => {
-            let pool = open_database(&command.common().database).await?;
+            let sealer = match command.encryption() {
+                Some(encryption) => encryption
+                    .sealer()
+                    .map_err(|error| CommandError::Usage(error.to_string()))?,
+                None => crate::sealing::Sealer::none(),
+            };
+            let pool = open_database(&command.common().database)
+                .await?
+                .with_sealer(sealer);
             webhooks::run(&pool, command).await
         }
         Command::Keys(command) => {

@@ -14,6 +14,7 @@ use crate::domain::scopes::Scope;
 use crate::domain::tokens::PrivacyLevel;
 use crate::events::webhooks::Settings as WebhookSettings;
 use crate::events::webhooks::deliver::Limits as DeliveryLimits;
+use crate::events::webhooks::subscription::Policy as WebhookPolicy;
 use crate::listen::ConnectionLimits;
 use crate::sealing::Sealer;
 
@@ -74,6 +75,9 @@ impl Cli {
 }
 
 /// Each subcommand carries exactly the settings it uses, so that its `--help` shows those and nothing else.
+// One `Command` is parsed once at start-up and moved into the subcommand it names: the size of its largest variant
+// (`serve`'s settings) costs nothing worth boxing it for.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the HTTP service (the default).
@@ -217,6 +221,10 @@ pub enum WebhooksCommand {
         #[arg(long, default_value = "default")]
         tenant: String,
         #[command(flatten)]
+        policy: WebhookAddPolicy,
+        #[command(flatten)]
+        encryption: EncryptionConfig,
+        #[command(flatten)]
         common: DatabaseCommand,
     },
     /// List subscriptions with their state and backlog; secrets are never shown.
@@ -233,6 +241,33 @@ pub enum WebhooksCommand {
         #[command(flatten)]
         common: DatabaseCommand,
     },
+    /// Give a subscription a new signing secret and print it, once; the old one keeps signing beside it for the
+    /// overlap, then retires.
+    RotateSecret {
+        id: uuid::Uuid,
+        /// Seconds the old secret keeps signing beside the new one (0: it retires at once).
+        #[arg(long, env = "WEBHOOK_SECRET_OVERLAP_SECS", value_name = "WEBHOOK_SECRET_OVERLAP_SECS",
+              default_value_t = 86_400, value_parser = clap::value_parser!(u64).range(0..=2_592_000))]
+        overlap_secs: u64,
+        #[command(flatten)]
+        encryption: EncryptionConfig,
+        #[command(flatten)]
+        common: DatabaseCommand,
+    },
+}
+
+/// What `webhooks add` checks as the API does (DESIGN.md §17): the same variables as `serve`.
+#[derive(Debug, Clone, Args)]
+pub struct WebhookAddPolicy {
+    /// Most webhook subscriptions one tenant may have.
+    #[arg(long, env = "WEBHOOK_MAX_SUBSCRIPTIONS_PER_TENANT", value_name = "WEBHOOK_MAX_SUBSCRIPTIONS_PER_TENANT",
+          default_value_t = 25, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub webhook_max_subscriptions_per_tenant: u64,
+    /// Let the URL's host be or resolve to loopback, link-local and private addresses.
+    #[arg(long, env = "WEBHOOK_ALLOW_PRIVATE_ADDRESSES", value_name = "WEBHOOK_ALLOW_PRIVATE_ADDRESSES",
+          default_value_t = false, action = clap::ArgAction::Set,
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub webhook_allow_private_addresses: bool,
 }
 
 impl WebhooksCommand {
@@ -240,7 +275,17 @@ impl WebhooksCommand {
         match self {
             WebhooksCommand::Add { common, .. }
             | WebhooksCommand::List { common, .. }
-            | WebhooksCommand::Remove { common, .. } => common,
+            | WebhooksCommand::Remove { common, .. }
+            | WebhooksCommand::RotateSecret { common, .. } => common,
+        }
+    }
+
+    /// The keys a new or rotated secret is sealed with; `None` for the commands that store no secret.
+    pub fn encryption(&self) -> Option<&EncryptionConfig> {
+        match self {
+            WebhooksCommand::Add { encryption, .. }
+            | WebhooksCommand::RotateSecret { encryption, .. } => Some(encryption),
+            WebhooksCommand::List { .. } | WebhooksCommand::Remove { .. } => None,
         }
     }
 }
@@ -279,6 +324,9 @@ impl Command {
         match self {
             Command::Serve(config) => config.validate(),
             Command::Keys(command) => command.encryption().sealer().map(drop),
+            Command::Webhooks(command) => command
+                .encryption()
+                .map_or(Ok(()), |encryption| encryption.sealer().map(drop)),
             _ => Ok(()),
         }
     }
@@ -726,15 +774,43 @@ pub struct EventsConfig {
           default_value_t = 65_536, value_parser = clap::value_parser!(u64).range(0..=16_777_216))]
     pub webhook_max_response_bytes: u64,
 
-    /// Let webhooks reach loopback, link-local and private addresses. Off by default (server-side request
-    /// forgery: a tenant's URL must not reach the service's own network); for tests and private deployments.
+    /// Let webhooks reach loopback, link-local, private and other internal addresses. Off by default (server-side
+    /// request forgery: a tenant's URL must not reach the service's own network), such a URL is refused when a
+    /// subscription is created and at each delivery; for tests and private deployments.
     #[arg(long, env = "WEBHOOK_ALLOW_PRIVATE_ADDRESSES", value_name = "WEBHOOK_ALLOW_PRIVATE_ADDRESSES",
           default_value_t = false, action = clap::ArgAction::Set,
           value_parser = clap::builder::BoolishValueParser::new())]
     pub webhook_allow_private_addresses: bool,
+
+    /// Most webhook subscriptions one tenant may have; creating one more answers 409 `too_many_subscriptions`.
+    #[arg(long, env = "WEBHOOK_MAX_SUBSCRIPTIONS_PER_TENANT", value_name = "WEBHOOK_MAX_SUBSCRIPTIONS_PER_TENANT",
+          default_value_t = 25, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub webhook_max_subscriptions_per_tenant: u64,
+
+    /// Milliseconds a webhook subscription keeps its delivery slot while every slot of the instance is taken; then
+    /// it gives the slot up once its requests in flight have answered, and the next claim takes tenants in turns.
+    #[arg(long, env = "WEBHOOK_SLOT_HOLD_MS", value_name = "WEBHOOK_SLOT_HOLD_MS",
+          default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
+    pub webhook_slot_hold_ms: u64,
+
+    /// Most seconds a rotated webhook secret keeps signing beside its successor (the rotation's `overlap_secs`
+    /// defaults to it and may not exceed it); 0: the old secret retires at once.
+    #[arg(long, env = "WEBHOOK_SECRET_OVERLAP_SECS", value_name = "WEBHOOK_SECRET_OVERLAP_SECS",
+          default_value_t = 86_400, value_parser = clap::value_parser!(u64).range(0..=2_592_000))]
+    pub webhook_secret_overlap_secs: u64,
 }
 
 impl EventsConfig {
+    /// What the API lets a tenant subscribe (DESIGN.md §17).
+    pub fn webhook_policy(&self) -> WebhookPolicy {
+        WebhookPolicy {
+            max_per_tenant: i64::try_from(self.webhook_max_subscriptions_per_tenant)
+                .unwrap_or(i64::MAX),
+            allow_private: self.webhook_allow_private_addresses,
+            secret_overlap: Duration::from_secs(self.webhook_secret_overlap_secs),
+        }
+    }
+
     pub fn event_retention(&self) -> Duration {
         Duration::from_secs(self.event_retention_hours * 3600)
     }
@@ -758,6 +834,7 @@ impl EventsConfig {
             backoff_max: Duration::from_secs(self.webhook_backoff_max_secs),
             retry_window: Duration::from_secs(self.webhook_retry_window_secs),
             sweep_interval: Duration::from_secs(1),
+            max_hold: Duration::from_millis(self.webhook_slot_hold_ms),
         }
     }
 }
@@ -1020,6 +1097,15 @@ mod tests {
                     }
                 }
                 "keys status" | "keys rotate" => {
+                    for name in database.iter().chain([&encryption]) {
+                        assert!(names.iter().any(|n| n == name), "{path}: {name} missing");
+                    }
+                    for name in &serve_only {
+                        assert!(!names.iter().any(|n| n == name), "{path} takes {name}");
+                    }
+                }
+                // They store a secret, sealed with the keys `serve` uses.
+                "webhooks add" | "webhooks rotate-secret" => {
                     for name in database.iter().chain([&encryption]) {
                         assert!(names.iter().any(|n| n == name), "{path}: {name} missing");
                     }

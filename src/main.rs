@@ -151,6 +151,7 @@ async fn serve(config: Config) -> Result<(), String> {
             work: config.work_limits(),
         },
         events,
+        webhooks: config.events.webhook_policy(),
     };
     let listener = tokio::net::TcpListener::bind(config.listen_addr)
         .await

@@ -10,6 +10,7 @@ use crate::storage::Database;
 
 use crate::domain::limits::WorkLimits;
 use crate::events::EventsHub;
+use crate::events::webhooks::subscription::Policy as WebhookPolicy;
 use crate::resume::Resumer;
 
 /// What every handler may use.
@@ -20,6 +21,8 @@ pub struct AppState {
     pub limits: Limits,
     /// Wakes feed readers when events become readable.
     pub events: EventsHub,
+    /// What tenants may subscribe, and how their webhook secrets rotate (DESIGN.md §17).
+    pub webhooks: WebhookPolicy,
 }
 
 /// Request limits of the HTTP layer.

@@ -49,6 +49,11 @@ async fn serve(limits: ConnectionLimits) -> std::net::SocketAddr {
             body_read_timeout: Duration::from_secs(15),
             work: WorkLimits::default(),
         },
+        webhooks: approval_resume::events::webhooks::subscription::Policy {
+            max_per_tenant: 25,
+            allow_private: false,
+            secret_overlap: Duration::from_secs(86_400),
+        },
     };
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();

@@ -47,6 +47,15 @@ pub const TABLES: &[Table] = &[
             ("result", Column::EventResult),
         ],
     },
+    // A subscription's row is named by its id, as a run's is (`sealed::Row::subscription`).
+    Table {
+        name: "webhook_subscriptions",
+        per_call: false,
+        columns: &[
+            ("secret", Column::WebhookSecret),
+            ("previous_secret", Column::WebhookPreviousSecret),
+        ],
+    },
 ];
 
 /// How many values of one column are stored under one key id (`None`: in clear).

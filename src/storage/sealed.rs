@@ -25,6 +25,10 @@ pub enum Column {
     EventArguments,
     /// `tool_events.result`.
     EventResult,
+    /// `webhook_subscriptions.secret`, a subscription's signing secret (DESIGN.md §17).
+    WebhookSecret,
+    /// `webhook_subscriptions.previous_secret`, the secret before the last rotation, while it still signs.
+    WebhookPreviousSecret,
 }
 
 impl Column {
@@ -36,11 +40,15 @@ impl Column {
             Column::CallEditedArguments => "turn_calls.edited_arguments",
             Column::EventArguments => "tool_events.arguments",
             Column::EventResult => "tool_events.result",
+            Column::WebhookSecret => "webhook_subscriptions.secret",
+            Column::WebhookPreviousSecret => "webhook_subscriptions.previous_secret",
         }
     }
 }
 
-/// The row a value belongs to: a run (the transcript), or one call of one of its turns (calls and tool events).
+/// The row a value belongs to: a run (the transcript), or one call of one of its turns (calls and tool events). A
+/// webhook subscription's row is named by its id in `run_id` ([`Row::subscription`]): the column in the associated
+/// data tells the two apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Row {
     pub run_id: Uuid,
@@ -51,6 +59,13 @@ pub struct Row {
 impl Row {
     pub fn run(run_id: Uuid) -> Self {
         Row { run_id, call: None }
+    }
+
+    pub fn subscription(id: Uuid) -> Self {
+        Row {
+            run_id: id,
+            call: None,
+        }
     }
 
     pub fn call(run_id: Uuid, turn_index: i32, position: i32) -> Self {

@@ -82,7 +82,7 @@ fn routes(id: &str, digest: &str) -> Vec<Route> {
         Route {
             method: Method::POST,
             path: "/v1/webhooks".into(),
-            body: Some(json!({"url": "https://hooks.example.com/approval"})),
+            body: Some(json!({"url": "http://127.0.0.1:9/approval"})),
             scope: "webhooks:write",
             names_a_run: false,
         },
@@ -97,6 +97,13 @@ fn routes(id: &str, digest: &str) -> Vec<Route> {
             method: Method::DELETE,
             path: format!("/v1/webhooks/{}", Uuid::new_v4()),
             body: None,
+            scope: "webhooks:write",
+            names_a_run: false,
+        },
+        Route {
+            method: Method::POST,
+            path: format!("/v1/webhooks/{}/rotate-secret", Uuid::new_v4()),
+            body: Some(json!({})),
             scope: "webhooks:write",
             names_a_run: false,
         },

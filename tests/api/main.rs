@@ -28,5 +28,7 @@ mod tokens;
 mod transcript_text;
 mod turns;
 mod verdicts;
+mod webhook_fairness;
+mod webhook_secrets;
 mod webhook_statements;
 mod webhooks;

@@ -1739,7 +1739,7 @@ async fn creating_a_webhook_answers_as_documented() {
     let (_database, pool) = TestDatabase::create().await;
     let app = app(pool).await;
     let op = Op::new(&app, Method::POST, "/v1/webhooks");
-    let body = json!({"url": "https://inbox.example.com/hook", "event_types": ["run.resumed"]});
+    let body = json!({"url": "http://127.0.0.1:9/hook", "event_types": ["run.resumed"]});
     op.expect("/v1/webhooks", body.clone(), "201").await;
     op.expect(
         "/v1/webhooks",
@@ -1759,10 +1759,69 @@ async fn creating_a_webhook_answers_as_documented() {
         "422 invalid_body",
     )
     .await;
+    op.expect(
+        "/v1/webhooks",
+        json!({"url": "http://no-such-host.invalid/hook"}),
+        "422 webhook_url_refused",
+    )
+    .await;
     op.provoke_auth_errors("/v1/webhooks", Some(body.clone()))
         .await;
-    op.provoke_server_errors("/v1/webhooks", Some(body)).await;
+    op.provoke_server_errors("/v1/webhooks", Some(body.clone()))
+        .await;
     op.provoke_body_errors("/v1/webhooks").await;
+    // Up to the tenant's cap, then no more.
+    let most = crate::support::webhook_policy().max_per_tenant;
+    let existing = app.get("/v1/webhooks").await.body["subscriptions"]
+        .as_array()
+        .unwrap()
+        .len() as i64;
+    for _ in existing..most {
+        op.expect("/v1/webhooks", body.clone(), "201").await;
+    }
+    op.expect("/v1/webhooks", body, "409 too_many_subscriptions")
+        .await;
+    op.assert_every_documented_answer_was_seen();
+}
+
+#[tokio::test]
+async fn rotating_a_webhook_secret_answers_as_documented() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = app(pool).await;
+    let op = Op::new(&app, Method::POST, "/v1/webhooks/{id}/rotate-secret");
+    let created = app
+        .post("/v1/webhooks", json!({"url": "http://127.0.0.1:9/hook"}))
+        .await;
+    let path = format!(
+        "/v1/webhooks/{}/rotate-secret",
+        created.body["id"].as_str().unwrap()
+    );
+    let rotated = op.expect(&path, json!({"overlap_secs": 60}), "200").await;
+    assert_ne!(rotated.body["secret"], created.body["secret"]);
+    op.expect(&path, json!({}), "200").await;
+    op.expect(
+        &path,
+        json!({"overlap_secs": 10_000_000}),
+        "422 invalid_overlap",
+    )
+    .await;
+    op.expect(&path, json!({"overlap": 1}), "422 invalid_body")
+        .await;
+    op.expect(
+        &format!("/v1/webhooks/{}/rotate-secret", Uuid::new_v4()),
+        json!({}),
+        "404 not_found",
+    )
+    .await;
+    op.expect(
+        "/v1/webhooks/nope/rotate-secret",
+        json!({}),
+        "404 not_found",
+    )
+    .await;
+    op.provoke_auth_errors(&path, Some(json!({}))).await;
+    op.provoke_server_errors(&path, Some(json!({}))).await;
+    op.provoke_body_errors(&path).await;
     op.assert_every_documented_answer_was_seen();
 }
 
@@ -1774,10 +1833,7 @@ async fn listing_webhooks_answers_as_documented() {
     let empty = op.expect("/v1/webhooks", None, "200").await;
     assert_eq!(empty.body["subscriptions"], json!([]));
     let created = app
-        .post(
-            "/v1/webhooks",
-            json!({"url": "https://inbox.example.com/hook"}),
-        )
+        .post("/v1/webhooks", json!({"url": "http://127.0.0.1:9/hook"}))
         .await;
     assert_eq!(created.status, 201);
     let listed = op.expect("/v1/webhooks", None, "200").await;
@@ -1793,20 +1849,14 @@ async fn removing_a_webhook_answers_as_documented() {
     let app = app(pool).await;
     let op = Op::new(&app, Method::DELETE, "/v1/webhooks/{id}");
     let created = app
-        .post(
-            "/v1/webhooks",
-            json!({"url": "https://inbox.example.com/hook"}),
-        )
+        .post("/v1/webhooks", json!({"url": "http://127.0.0.1:9/hook"}))
         .await;
     let path = format!("/v1/webhooks/{}", created.body["id"].as_str().unwrap());
     op.provoke_auth_errors(&path, None).await;
     op.provoke_server_errors(&path, None).await;
     // The removal whose request timed out still completed: remove another one.
     let created = app
-        .post(
-            "/v1/webhooks",
-            json!({"url": "https://inbox.example.com/other"}),
-        )
+        .post("/v1/webhooks", json!({"url": "http://127.0.0.1:9/other"}))
         .await;
     let path = format!("/v1/webhooks/{}", created.body["id"].as_str().unwrap());
     op.expect(&path, None, "204").await;

@@ -6,6 +6,7 @@ use std::time::Duration;
 use approval_resume::app::router;
 use approval_resume::domain::limits::WorkLimits;
 use approval_resume::events::EventsHub;
+use approval_resume::events::webhooks::subscription::Policy as WebhookPolicy;
 use approval_resume::executor::Executors;
 use approval_resume::keys;
 use approval_resume::resume::{DenialWriter, Resumer};
@@ -74,6 +75,16 @@ pub fn events_hub(pool: &PgPool) -> EventsHub {
     )
 }
 
+/// What tests let tenants subscribe: loopback receivers allowed (as `WEBHOOK_ALLOW_PRIVATE_ADDRESSES=true` does),
+/// otherwise the service's defaults.
+pub fn webhook_policy() -> WebhookPolicy {
+    WebhookPolicy {
+        max_per_tenant: 25,
+        allow_private: true,
+        secret_overlap: Duration::from_secs(86_400),
+    }
+}
+
 pub async fn app(pool: PgPool) -> TestApp {
     app_with(pool, Options::default()).await
 }
@@ -97,6 +108,7 @@ pub async fn app_with(pool: PgPool, options: Options) -> TestApp {
             work: WorkLimits::default(),
         },
         events: events_hub(&pool),
+        webhooks: webhook_policy(),
     };
     let admin_key = add_client(&pool, "admin", "default", ALL_SCOPES).await;
     TestApp {
@@ -475,6 +487,7 @@ impl TestApp {
             resumer,
             limits: self.state.limits,
             events: events_hub(&pool),
+            webhooks: self.state.webhooks,
         };
         TestApp {
             router: router(state.clone()),

@@ -229,6 +229,7 @@ pub fn settings() -> Settings {
         backoff_max: Duration::from_millis(800),
         retry_window: Duration::from_secs(3600),
         sweep_interval: Duration::from_millis(50),
+        max_hold: Duration::from_millis(500),
     }
 }
 
@@ -252,9 +253,14 @@ pub struct Dispatcher {
 }
 
 pub fn dispatch(pool: &PgPool, settings: Settings) -> Dispatcher {
+    dispatch_on(Database::direct(pool.clone()), settings)
+}
+
+/// A dispatcher on this database handle (with its keys, if any).
+pub fn dispatch_on(database: Database, settings: Settings) -> Dispatcher {
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let hub = support::events_hub(pool);
-    webhooks::spawn(Database::direct(pool.clone()), hub, settings, stopped).unwrap();
+    let hub = support::events_hub(database.pool());
+    webhooks::spawn(database, hub, settings, stopped).unwrap();
     Dispatcher { _stop: stop }
 }
 
@@ -273,7 +279,7 @@ pub async fn subscribe(app: &TestApp, url: &str, event_types: Option<&[&str]>) -
 }
 
 /// Registers `count` runs of owner 7 and denies each; returns their ids in order.
-async fn deny_runs(app: &TestApp, count: usize) -> Vec<Uuid> {
+pub async fn deny_runs(app: &TestApp, count: usize) -> Vec<Uuid> {
     app.user(7, false, false, false).await;
     let mut ids = Vec::new();
     for _ in 0..count {
@@ -287,7 +293,7 @@ async fn deny_runs(app: &TestApp, count: usize) -> Vec<Uuid> {
     ids
 }
 
-fn verify(secret: &str, request: &Received) {
+pub fn verify(secret: &str, request: &Received) {
     standardwebhooks::Webhook::new(secret)
         .unwrap()
         .verify(&request.body, &request.headers)
@@ -309,7 +315,7 @@ fn kinds_by_run(requests: &[Received]) -> HashMap<String, Vec<String>> {
     by_run
 }
 
-async fn listed(app: &TestApp) -> Vec<Value> {
+pub async fn listed(app: &TestApp) -> Vec<Value> {
     let answer = app.get("/v1/webhooks").await;
     assert_eq!(answer.status, StatusCode::OK);
     answer.body["subscriptions"].as_array().unwrap().clone()
@@ -319,12 +325,7 @@ async fn listed(app: &TestApp) -> Vec<Value> {
 async fn a_subscription_s_secret_is_shown_at_creation_only_and_only_its_tenant_sees_it() {
     let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool.clone()).await;
-    let (id, secret) = subscribe(
-        &app,
-        "https://hooks.example.com/approval",
-        Some(&["run.resumed"]),
-    )
-    .await;
+    let (id, secret) = subscribe(&app, "http://127.0.0.1:9/approval", Some(&["run.resumed"])).await;
     assert!(secret.starts_with("whsec_"), "{secret}");
 
     let list = listed(&app).await;
@@ -335,7 +336,7 @@ async fn a_subscription_s_secret_is_shown_at_creation_only_and_only_its_tenant_s
     assert_eq!(list[0]["backlog"], 0);
     let text = serde_json::to_string(&list).unwrap();
     assert!(
-        !text.contains(&secret) && !text.contains("secret"),
+        !text.contains(&secret) && !text.contains("whsec_") && list[0].get("secret").is_none(),
         "{text}"
     );
 
@@ -395,6 +396,44 @@ async fn a_subscription_is_refused_for_a_url_that_is_not_http_or_an_unknown_even
         );
     }
     assert!(listed(&app).await.is_empty());
+}
+
+#[tokio::test]
+async fn a_url_that_is_or_resolves_to_an_internal_address_is_refused_at_creation_without_saying_which()
+ {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool).await;
+    let refusing = app.with_state(approval_resume::state::AppState {
+        webhooks: webhooks::subscription::Policy {
+            allow_private: false,
+            ..support::webhook_policy()
+        },
+        ..app.state.clone()
+    });
+    for url in [
+        "http://127.0.0.1:9000/hook",
+        "http://localhost:9000/hook",
+        "http://192.0.0.170/hook",
+        "http://[::127.0.0.1]/hook",
+        "http://[::ffff:10.0.0.1]/hook",
+        "http://[2002:a9fe:a9fe::1]/hook",
+        "http://[64:ff9b:1::a9fe:a9fe]/hook",
+        "http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/hook",
+        "http://no-such-host.invalid/hook",
+    ] {
+        let answer = refusing.post("/v1/webhooks", json!({"url": url})).await;
+        support::assert_problem(
+            &answer,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "webhook_url_refused",
+        );
+        let detail = answer.body["detail"].as_str().unwrap();
+        assert_eq!(detail, webhooks::ssrf::REFUSED, "{url}");
+    }
+    assert!(listed(&refusing).await.is_empty());
+    // The test setting that lets receivers live on loopback lets them be created there too.
+    subscribe(&app, "http://localhost:9000/hook", None).await;
+    subscribe(&app, "http://127.0.0.1:9000/hook", None).await;
 }
 
 #[tokio::test]
@@ -885,9 +924,17 @@ async fn a_url_reaching_loopback_is_refused_at_delivery_unless_allowed_and_redir
     deny_runs(&app, 1).await;
     tokio::time::sleep(Duration::from_millis(800)).await;
     assert!(receiver.received().is_empty(), "{:?}", receiver.received());
+    // The tenant is told that it was refused, never the address or what the name resolved to.
     for subscription in listed(&app).await {
         let error = subscription["last_error"].as_str().unwrap_or_default();
-        assert!(error.contains("internal address"), "{subscription:?}");
+        assert_eq!(
+            error,
+            format!("refused: {}", webhooks::ssrf::REFUSED),
+            "{subscription:?}"
+        );
+        for leak in ["127.0.0.1", "localhost", "::ffff", "::1", "internal"] {
+            assert!(!error.contains(leak), "{leak} in {error}");
+        }
     }
 
     let redirecting = Receiver::start(|n| {
@@ -978,14 +1025,23 @@ async fn real_deliveries_verify_with_the_standardwebhooks_python_library() {
     let app = support::app(pool.clone()).await;
     let port = support::free_port();
     let url = format!("http://127.0.0.1:{port}/hook");
-    let (_, secret) = subscribe(&app, &url, None).await;
+    let (id, old) = subscribe(&app, &url, None).await;
+    // Rotated: until the overlap ends, each request must verify with the new secret and with the old one alone.
+    let rotated = app
+        .post(
+            &format!("/v1/webhooks/{id}/rotate-secret"),
+            json!({"overlap_secs": 3600}),
+        )
+        .await;
+    assert_eq!(rotated.status, StatusCode::OK, "{:?}", rotated.body);
+    let new = rotated.body["secret"].as_str().unwrap();
     let mut receiver = tokio::process::Command::new(python)
         .arg(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/tests/webhooks/receiver.py"
         ))
         .arg(port.to_string())
-        .env("WEBHOOK_SECRET", &secret)
+        .env("WEBHOOK_SECRETS", format!("{new} {old}"))
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
@@ -1018,14 +1074,14 @@ async fn real_deliveries_verify_with_the_standardwebhooks_python_library() {
         .unwrap();
     assert_eq!(forged.status(), 400);
     let report: Value = serde_json::from_str(&next_line().await).unwrap();
-    assert_eq!(report["verified"], false, "{report}");
+    assert_eq!(report["verified_with"], json!([false, false]), "{report}");
 
     let _dispatcher = dispatch(&pool, settings());
     deny_runs(&app, 2).await;
     let mut kinds = Vec::new();
     for _ in 0..4 {
         let report: Value = serde_json::from_str(&next_line().await).unwrap();
-        assert_eq!(report["verified"], true, "{report}");
+        assert_eq!(report["verified_with"], json!([true, true]), "{report}");
         assert_eq!(report["webhook_id"], report["event_id"]);
         kinds.push(report["type"].as_str().unwrap().to_owned());
     }

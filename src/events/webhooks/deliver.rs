@@ -40,11 +40,14 @@ pub fn client(limits: &Limits) -> Result<reqwest::Client, String> {
         .map_err(|error| format!("cannot build the webhook client: {error}"))
 }
 
-/// Why an attempt failed, in words that hold no payload (they are stored and listed).
+/// Why an attempt failed, in words that hold no payload (they are stored and listed), and never an address or what
+/// a name resolved to (a refusal's detail is for the log: [`DeliveryError::detail`]).
 #[derive(Debug, thiserror::Error)]
 pub enum DeliveryError {
+    #[error("refused: {}", ssrf::REFUSED)]
+    Refused(ssrf::Refusal),
     #[error("refused: {0}")]
-    Refused(String),
+    Invalid(&'static str),
     #[error("the receiver answered {0}")]
     Status(u16),
     #[error("no answer within the timeout")]
@@ -63,14 +66,13 @@ pub async fn post(
     signed: &Signed,
     body: Vec<u8>,
 ) -> Result<(), DeliveryError> {
-    let url = reqwest::Url::parse(url).map_err(|_| DeliveryError::Refused("not a URL".into()))?;
+    let url = reqwest::Url::parse(url).map_err(|_| DeliveryError::Invalid("not a URL"))?;
     if !matches!(url.scheme(), "http" | "https") {
-        return Err(DeliveryError::Refused("only http and https URLs".into()));
+        return Err(DeliveryError::Invalid("only http and https URLs"));
     }
     ssrf::check_host(&url, limits.allow_private).map_err(DeliveryError::Refused)?;
     let header = |text: String| {
-        HeaderValue::try_from(text)
-            .map_err(|_| DeliveryError::Refused("a header is not valid".into()))
+        HeaderValue::try_from(text).map_err(|_| DeliveryError::Invalid("a header is not valid"))
     };
     let response = client
         .post(url)
@@ -103,11 +105,28 @@ async fn drain(mut response: reqwest::Response, cap: usize) {
     }
 }
 
+impl DeliveryError {
+    /// What ops may read in the log: a refusal's address or name; `None` when the stored text says it all.
+    pub fn detail(&self) -> Option<String> {
+        match self {
+            DeliveryError::Refused(refusal) => Some(refusal.to_string()),
+            _ => None,
+        }
+    }
+}
+
 fn classify(error: reqwest::Error) -> DeliveryError {
+    // The guarded resolver's refusal arrives as a connect error: found by its type, so its text stays in the log.
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&error);
+    while let Some(inner) = source {
+        if let Some(refusal) = inner.downcast_ref::<ssrf::Refusal>() {
+            return DeliveryError::Refused(refusal.clone());
+        }
+        source = inner.source();
+    }
     if error.is_timeout() {
         DeliveryError::Timeout
     } else if error.is_connect() {
-        // The resolver's refusal arrives as a connect error; its text names the address, not the payload.
         DeliveryError::Connect(source_text(&error))
     } else {
         DeliveryError::Request(source_text(&error))

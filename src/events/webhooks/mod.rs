@@ -12,6 +12,11 @@
 //! Deliveries never share anything with decisions but the database: a slow or dead receiver holds one delivery
 //! task of one instance for at most the request timeout, never a decision, and other subscriptions are sent by
 //! other tasks.
+//!
+//! Slots are shared between tenants (DESIGN.md §17): claims take tenants in turns (`storage::webhooks::claim`), and
+//! a task that has held its subscription for `Settings::max_hold` while every slot of its instance is taken gives it
+//! up once its requests in flight have answered, so a tenant whose many subscriptions always have events waiting
+//! cannot keep the slots from another's.
 
 pub mod deliver;
 mod hold;
@@ -58,6 +63,9 @@ pub struct Settings {
     pub retry_window: Duration,
     /// How often the dispatcher looks for retries that came due, besides being woken by new events.
     pub sweep_interval: Duration,
+    /// How long a delivery task keeps its subscription while every slot of this instance is taken (others may be
+    /// waiting); past it, it sends nothing more and gives the subscription up once its requests have answered.
+    pub max_hold: Duration,
 }
 
 /// Events one read of a subscription takes at a time.
@@ -165,6 +173,7 @@ async fn claim_and_start(start: &Start<'_>, slots: &Arc<Semaphore>, finished: &A
     let claimed_at = Instant::now();
     let claimed = match webhooks::claim(
         pool,
+        pool.sealer(),
         instance,
         start.settings.lease,
         start.floor,
@@ -265,8 +274,9 @@ impl Delivery {
         // when new ones become readable. Reading only then keeps reads to one per page or wake-up, not one per
         // answer.
         let mut unread = true;
+        let held_since = Instant::now();
         loop {
-            if self.stopping() {
+            if self.stopping() || self.yields(held_since) {
                 return self.stop(window, sending, hold, failure, attempts).await;
             }
             if !hold.check().await? {
@@ -339,12 +349,14 @@ impl Delivery {
             crate::storage::StorageError::Corrupt(format!("event {}: {error}", event.position.id))
         })?;
         let timestamp = chrono::Utc::now().timestamp();
-        let signed = sign::sign(&self.subscription.secret, &envelope.id, timestamp, &body);
+        let secrets = self.subscription.signing_secrets(chrono::Utc::now());
+        let signed = sign::sign_with_each(&secrets, &envelope.id, timestamp, &body);
         let id = envelope.id;
-        let (client, limits, url) = (
+        let (client, limits, url, subscription) = (
             self.client.clone(),
             self.settings.limits,
             self.subscription.url.clone(),
+            self.subscription.id,
         );
         Ok(async move {
             let request = async {
@@ -353,6 +365,13 @@ impl Delivery {
                         let started = Instant::now();
                         let outcome = deliver::post(&client, &limits, &url, &signed, body).await;
                         metrics::webhook_attempt(outcome.is_ok(), started.elapsed());
+                        if let Err(error) = &outcome
+                            && let Some(detail) = error.detail()
+                        {
+                            // For ops only: the tenant's `last_error` says that it was refused, not why.
+                            tracing::warn!(subscription = %subscription, detail = %detail,
+                                "a webhook URL was refused");
+                        }
                         outcome.map_err(|error| error.to_string())
                     }
                     Err(error) => Err(error),
@@ -435,9 +454,9 @@ impl Delivery {
         .await
     }
 
-    /// Stops for shutdown: waits for the requests in flight (each within its timeout), moves the cursor past what
-    /// they delivered, and gives the subscription up, recording a failure if one came (so that its retry keeps its
-    /// backoff).
+    /// Stops for shutdown or to yield the slot: waits for the requests in flight (each within its timeout), moves the
+    /// cursor past what they delivered, and gives the subscription up, recording a failure if one came (so that its
+    /// retry keeps its backoff). Events read and not sent are read again by the next holder.
     async fn stop(
         &self,
         mut window: Window,
@@ -482,6 +501,13 @@ impl Delivery {
                 _ = self.shutdown.changed() => {}
             }
         }
+    }
+
+    /// Whether this task has held its subscription for `max_hold` while every slot of this instance is taken: then it
+    /// gives its slot up, and the next claim takes tenants in turns. With a slot free nobody waits here, so a steady
+    /// stream keeps its subscription.
+    fn yields(&self, held_since: Instant) -> bool {
+        held_since.elapsed() >= self.settings.max_hold && self.slots.available_permits() == 0
     }
 
     /// Whether this instance is stopping (its dispatcher's sender says so, or is gone).

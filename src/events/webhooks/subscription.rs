@@ -1,6 +1,19 @@
 //! What a subscription may be: its URL and its event types, checked the same way by the API and the subcommand.
 
+use std::time::Duration;
+
 use crate::domain::events::EventType;
+
+/// What a tenant may subscribe and how secrets rotate (DESIGN.md §17), the same for the API and the subcommand.
+#[derive(Debug, Clone, Copy)]
+pub struct Policy {
+    /// Most subscriptions one tenant may have.
+    pub max_per_tenant: i64,
+    /// Whether a URL may be or resolve to loopback, link-local and private addresses (`ssrf`).
+    pub allow_private: bool,
+    /// How long a rotated secret signs beside its successor at most (and by default).
+    pub secret_overlap: Duration,
+}
 
 /// Why a subscription is refused.
 #[derive(Debug, thiserror::Error)]
@@ -15,8 +28,8 @@ pub enum Invalid {
     NoEventTypes,
 }
 
-/// Refuses a URL that is not http(s) with a host. Where it points is checked at each delivery, by address
-/// (`ssrf`), since a name may resolve differently later.
+/// Refuses a URL that is not http(s) with a host. Where it points is checked by address when the subscription is
+/// created (`ssrf::check_url_resolves`) and again at each delivery, since a name may resolve differently later.
 pub fn check_url(text: &str) -> Result<(), Invalid> {
     if text.len() > 2048 {
         return Err(Invalid::Url);
