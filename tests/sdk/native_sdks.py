@@ -332,7 +332,7 @@ class Suite:
         except Exception as caught:
             reply, error = None, caught
         seen = self.standin.seen[before:]
-        notes = ([f"the SDK raised {type(error).__name__}: {str(error)[:400]}"] if error else []) + \
+        notes = ([f"the SDK raised {type(error).__name__}: {sdk_error(error)}"] if error else []) + \
                 [p for s in seen for p in s.problems]
         self.report.check(error is None and len(seen) == 1 and not seen[0].problems,
                           f"{fixture.label} {label}: the {sdk_name(format)} SDK sends the resumed input and the "
@@ -458,6 +458,15 @@ class Suite:
         self.report.check(error is not None and refused(error) and named, name,
                           ([] if named else [f"no problem names {rule!r}"]) + [p[:160] for p in problems]
                           + ([] if problems else ["the stand-in took it"]))
+
+
+def sdk_error(error: Exception) -> str:
+    """The SDK's error, short: its first line, and for a validation error each line that names the offending
+    field's value (pydantic lists every union member it tried)."""
+    lines = str(error).splitlines()
+    told = [line.strip() for k, line in enumerate(lines) if "base64" in line or "bytes_invalid" in line
+            for line in (lines[k - 1], line) if k > 0]
+    return " / ".join(([lines[0]] if lines else []) + told[:2])[:500]
 
 
 def sdk_name(format: str) -> str:
