@@ -168,6 +168,21 @@ impl Members {
     }
 }
 
+/// Refuses (400 `malformed_json`, as a body parsed whole would be) a member whose text serde_json reads as JSON but
+/// not into a value: a number beyond a double, an escaped lone surrogate. Checked before anything else reads it.
+pub fn well_formed(members: &[&Option<RawMember>]) -> Result<(), ApiError> {
+    for member in members.iter().filter_map(|member| member.as_ref()) {
+        if let Err(error) = serde_json::from_str::<Value>(member.0.get()) {
+            return Err(ApiError::new(
+                axum::http::StatusCode::BAD_REQUEST,
+                "malformed_json",
+                error.to_string(),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The entries of a list's text, without its brackets (the text between `[` and `]`, spaces kept).
 pub fn entries_text(list: &RawValue) -> &str {
     let text = list.get();

@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::error::ApiError;
 use super::extract::{Authorized, Caller, Json, KeyOrToken, RunId, scope};
-use super::format_members::{Members, RawMember};
+use super::format_members::{Members, RawMember, well_formed};
 use super::views::RunView;
 use super::visible;
 use crate::domain::limits::TurnOverLimit;
@@ -145,6 +145,14 @@ pub async fn register_run(
     Authorized(caller, _): Authorized<scope::RunsWrite>,
     Json(mut body): Json<RegisterRun>,
 ) -> Result<impl IntoResponse, ApiError> {
+    well_formed(&[
+        &body.messages,
+        &body.system,
+        &body.instructions,
+        &body.input,
+        &body.system_instruction,
+        &body.contents,
+    ])?;
     // A run that names no level gets the service's (DESIGN.md §6). Filled in before hashing, so that a body without
     // a level and one naming the service's level are the same registration.
     let privacy_level = *body

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::ApiError;
 use super::extract::{Authorized, Json, RunId, scope};
-use super::format_members::{Members, RawMember, entries_text};
+use super::format_members::{Members, RawMember, entries_text, well_formed};
 use super::runs::{ExpiryBody, meaning_hash, run_view, with_effects, within_limits};
 use crate::domain::model_input::{ModelInputFormat, tool_messages_entries};
 use crate::domain::native_input;
@@ -54,6 +54,14 @@ pub async fn append_turn(
     RunId(id): RunId,
     Json(mut body): Json<AppendTurn>,
 ) -> Result<impl IntoResponse, ApiError> {
+    well_formed(&[
+        &body.messages,
+        &body.system,
+        &body.instructions,
+        &body.input,
+        &body.system_instruction,
+        &body.contents,
+    ])?;
     let expiry = ExpiryBody {
         expires_at: body.expires_at.clone(),
         approval_ttl_secs: body.approval_ttl_secs,
