@@ -343,7 +343,7 @@ async fn an_expired_native_turn_answers_every_call_with_the_expired_text_in_its_
         assert_eq!(sweeper::sweep_once(&app.state.resumer).await.unwrap(), 1);
         let read = app.get(&format!("/v1/runs/{id}/model-input")).await;
         assert_eq!(read.status, StatusCode::OK, "{format}: {}", read.body);
-        assert_holds_registered_bytes(format, &String::from_utf8(read.bytes.to_vec()).unwrap());
+        assert_holds_registered_bytes(format, std::str::from_utf8(&read.bytes).unwrap());
         let found = native_results(format, &read.body);
         assert_eq!(found[0].1, EXPIRED_WRITE, "{format}");
     }
