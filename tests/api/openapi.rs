@@ -1308,12 +1308,8 @@ async fn reading_the_model_input_answers_as_documented() {
         let (native, digest) = native_run(&app, format).await;
         assert_ok(&app.decide(native, false, Some(7), &digest).await);
         let native_path = format!("/v1/runs/{native}/model-input");
-        if format != "openai-responses" {
-            // The Responses fixture's first message is in the short form without `type`, which the discriminated
-            // `ResponsesItem` cannot name; the answer is checked by tests/api/native_formats.rs instead.
-            let answer = op.expect(&native_path, None, "200").await;
-            assert_eq!(answer.body["format"], format);
-        }
+        let answer = op.expect(&native_path, None, "200").await;
+        assert_eq!(answer.body["format"], format);
         if format == "anthropic" {
             op.expect(
                 &format!("{native_path}?format=openai-chat"),
