@@ -15,12 +15,17 @@
 #   BENCH_CONCURRENCY     virtual clients per phase          [1,8,32,64]
 #   BENCH_SECONDS         measured seconds per phase         [8]
 #   BENCH_WARMUP_SECONDS  warm-up seconds per phase          [1]
-#   BENCH_PHASES          any of deny,floor,previous,latency,events,approve,mixed,scaling   [all]
+#   BENCH_PHASES          any of deny,floor,previous,latency,events,approve,mixed,scaling,native   [all]
 #                         (floor: pgbench with bench/deny_floor_naive.sql, the target, and bench/deny_floor.sql,
 #                         the service's own SQL, and with approve also bench/approve_floor_naive.sql;
 #                         previous: bench/deny_floor_previous.sql, before issue 12)
 #                         (events: feed and webhook latency during the latency phase; leave it out when
 #                         BENCH_BINARY is a build from before events, e.g. main before issue 12)
+#                         (native: denies of an Anthropic run with thinking beside an OpenAI chat run of the
+#                         same size, alternated; `BENCH_PHASES=native bash bench/run.sh` runs it alone)
+#   BENCH_NATIVE_BYTES    size of the native phase's registrations  [35000]
+#   BENCH_NATIVE_CLIENTS  clients of the native phase        [1,8,32]
+#   BENCH_NATIVE_ROUNDS   alternations of the native phase   [3]
 #   BENCH_BINARY          the service binary measured          [target/release/approval-resume]
 #   BENCH_SCALING_CLIENTS clients of the scaling phases      [8]
 #   BENCH_SWEEP_POOLS     pool sizes of pool-sweep           [4,8,16,32,64]

@@ -7,7 +7,9 @@
 //! 3. approve decisions through a local no-op executor at each concurrency;
 //! 4. (`mixed`) on three-call turns, per-call verdicts (approve, approve with an edit, deny) beside whole-turn
 //!    approvals of the same turns;
-//! 5. deny decisions on transcripts of 10 to 10,000 messages and turns of 1 to 16 calls.
+//! 5. deny decisions on transcripts of 10 to 10,000 messages and turns of 1 to 16 calls;
+//! 6. (`native`) deny decisions on an Anthropic run with extended thinking (DESIGN.md §14) beside an OpenAI chat run
+//!    of the same conversation and size, alternated phase by phase.
 //!
 //! Settings are environment variables (bench/run.sh lists them); `pool-sweep` as an argument runs only the deny
 //! phases at several DATABASE_POOL_SIZE values instead.
@@ -20,6 +22,8 @@ mod executor;
 mod floor;
 #[path = "decisions/load.rs"]
 mod load;
+#[path = "decisions/native.rs"]
+mod native;
 #[path = "decisions/report.rs"]
 mod report;
 #[path = "decisions/seed.rs"]
@@ -39,7 +43,7 @@ use sqlx::postgres::PgPoolOptions;
 
 use crate::floor::{Floor, Length, Tables};
 use crate::load::{Driver, Kind, Stop};
-use crate::report::{FloorPhase, Phase, ScalePoint};
+use crate::report::{FloorPhase, NativeRow, Phase, ScalePoint};
 use crate::seed::{Api, Shape};
 use crate::service::{Cpu, Launch, Service, Target};
 
@@ -56,6 +60,9 @@ struct Settings {
     phases: Vec<String>,
     scaling_clients: usize,
     sweep_pools: Vec<u32>,
+    native_bytes: usize,
+    native_clients: Vec<usize>,
+    native_rounds: usize,
 }
 
 impl Settings {
@@ -79,7 +86,7 @@ impl Settings {
             ),
             phases: var(
                 "BENCH_PHASES",
-                "deny,floor,previous,latency,events,approve,mixed,scaling",
+                "deny,floor,previous,latency,events,approve,mixed,scaling,native",
             )
             .split(',')
             .map(|p| p.trim().to_owned())
@@ -89,6 +96,9 @@ impl Settings {
                 .into_iter()
                 .map(|n| n as u32)
                 .collect(),
+            native_bytes: var("BENCH_NATIVE_BYTES", "35000").parse().unwrap_or(35_000),
+            native_clients: list("BENCH_NATIVE_CLIENTS", "1,8,32"),
+            native_rounds: var("BENCH_NATIVE_ROUNDS", "3").parse().unwrap_or(3),
         }
     }
 
@@ -144,6 +154,24 @@ impl Bench {
         warmup: Stop,
         stop: Stop,
     ) -> Result<Phase, Error> {
+        let messages =
+            serde_json::to_string(&transcript::transcript(shape.messages, shape.calls, "r"))?;
+        let members = format!("\"messages\":{messages}");
+        let label = format!("{} messages x {} calls", shape.messages, shape.calls);
+        self.phase_of(kind, &members, &label, clients, warmup, stop)
+            .await
+    }
+
+    /// `phase` on runs whose registrations hold `members` (every member but `id`, `owner_uid` and `tools`).
+    async fn phase_of(
+        &self,
+        kind: Kind,
+        members: &str,
+        label: &str,
+        clients: usize,
+        warmup: Stop,
+        stop: Stop,
+    ) -> Result<Phase, Error> {
         let driver = match kind {
             Kind::Deny => &self.driver_deny,
             Kind::Approve => &self.driver_approve,
@@ -155,7 +183,7 @@ impl Bench {
             Stop::Count(count) => count,
             Stop::After(duration) => (clients * 20).max((duration.as_secs_f64() * 1000.0) as usize),
         };
-        let warm = Arc::new(self.api.register_runs(warm_count, shape, 16).await?);
+        let warm = Arc::new(self.api.register_members(warm_count, members, 16).await?);
         let warmed = driver.closed_loop(&connections, warm, warmup).await;
         let count = match stop {
             Stop::Count(count) => count,
@@ -164,11 +192,8 @@ impl Bench {
                 (warmed.rate() * duration.as_secs_f64() * 2.5) as usize + clients * 20 + 100
             }
         };
-        let targets = Arc::new(self.api.register_runs(count, shape, 16).await?);
-        eprintln!(
-            "measuring {kind:?}, {clients} clients, {} messages x {} calls, {stop:?}, {count} runs seeded",
-            shape.messages, shape.calls
-        );
+        let targets = Arc::new(self.api.register_members(count, members, 16).await?);
+        eprintln!("measuring {kind:?}, {clients} clients, {label}, {stop:?}, {count} runs seeded");
         self.service.reset_peak_rss();
         let before = Cpu::read(Some(self.service.pid), self.ticks);
         let outcome = driver.closed_loop(&connections, targets, stop).await;
@@ -325,17 +350,20 @@ async fn benchmark(settings: &Settings) -> Result<(), Error> {
             floors.push(floor_phase(&bench, floor, script, pool, measure_length(settings)).await?);
         }
     }
-    println!(
-        "## Deny decisions against the floor\n\n{}",
-        report::deny_vs_floor(&deny, &floors, pool)
-    );
-    if let Some(headline) = report::headline(&deny, &floors, HEADLINE_CLIENTS) {
-        println!("{headline}\n");
+    // Run alone (BENCH_PHASES=native, say), the other phases print nothing.
+    if !deny.is_empty() || !floors.is_empty() {
+        println!(
+            "## Deny decisions against the floor\n\n{}",
+            report::deny_vs_floor(&deny, &floors, pool)
+        );
+        if let Some(headline) = report::headline(&deny, &floors, HEADLINE_CLIENTS) {
+            println!("{headline}\n");
+        }
+        println!(
+            "## Where the CPU went\n\n{}",
+            report::resources(&deny, &floors, bench.cores)
+        );
     }
-    println!(
-        "## Where the CPU went\n\n{}",
-        report::resources(&deny, &floors, bench.cores)
-    );
 
     let saturating = deny.iter().map(|p| p.outcome.rate()).fold(0.0, f64::max);
     if settings.wants("latency") && saturating > 0.0 {
@@ -480,8 +508,64 @@ async fn benchmark(settings: &Settings) -> Result<(), Error> {
             report::scaling(&points)
         );
     }
+    if settings.wants("native") {
+        native_phase(&bench, settings, warmup, measure).await?;
+    }
     println!("Whole run: {:.0} s.", started.elapsed().as_secs_f64());
     bench.service.stop();
+    Ok(())
+}
+
+/// Deny decisions on an Anthropic run with extended thinking beside an OpenAI chat run of the same size (issue 31:
+/// the native path must cost no more than the chat path). The two alternate phase by phase, in the order chat,
+/// Anthropic in even rounds and Anthropic, chat in odd ones, so that whatever else loads the machine meanwhile
+/// (a drift, a neighbour's build) falls on both alike; each row pools its format's rounds.
+async fn native_phase(
+    bench: &Bench,
+    settings: &Settings,
+    warmup: Stop,
+    measure: Stop,
+) -> Result<(), Error> {
+    let anthropic = native::anthropic(settings.native_bytes, "r");
+    let chat = native::chat(anthropic.len(), "r");
+    let runs = [("openai-chat", chat), ("anthropic", anthropic)];
+    let mut rows: Vec<NativeRow> = Vec::new();
+    for &clients in &settings.native_clients {
+        for (format, members) in &runs {
+            rows.push(NativeRow {
+                clients,
+                format,
+                body_bytes: members.len(),
+                phases: Vec::new(),
+            });
+        }
+    }
+    for round in 0..settings.native_rounds {
+        for &clients in &settings.native_clients {
+            let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+            for which in order {
+                let (format, members) = &runs[which];
+                let label = format!("{format} run of {} bytes", members.len());
+                let phase = bench
+                    .phase_of(Kind::Deny, members, &label, clients, warmup, measure)
+                    .await?;
+                eprintln!(
+                    "native round {round} {format:<11} c={clients:<3} {:>7.0}/s  errors {}",
+                    phase.outcome.rate(),
+                    phase.outcome.error_count()
+                );
+                rows.iter_mut()
+                    .find(|row| row.clients == clients && row.format == *format)
+                    .expect("a row per format and client count")
+                    .phases
+                    .push(phase);
+            }
+        }
+    }
+    println!(
+        "## Native transcripts: deny of an Anthropic run with thinking beside an OpenAI chat run of the same size\n\n{}",
+        report::native_vs_chat(&rows)
+    );
     Ok(())
 }
 

@@ -166,6 +166,54 @@ async fn every_route_and_subcommand_works_through_pgbouncer_in_transaction_mode_
     let (status, body) = request(reqwest::Method::POST, path, Some(next_turn)).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["status"], "waiting_for_approval");
+    // A run in a provider's own format (DESIGN.md §14), its fixture's bytes sent as they are: denied, continued with a
+    // second turn, and its model input read while that turn waits, the registered messages byte for byte throughout.
+    let fixture = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/native/anthropic.json"
+    ))
+    .unwrap();
+    let native = uuid::Uuid::new_v4();
+    let send = |path: String, text: String| {
+        let (client, url, key) = (client.clone(), service.url(&path), key.clone());
+        async move {
+            let answer = client
+                .post(url)
+                .bearer_auth(key)
+                .header("content-type", "application/json")
+                .body(text)
+                .send()
+                .await
+                .expect("an answer");
+            (answer.status().as_u16(), answer.text().await.unwrap())
+        }
+    };
+    let (status, run) = send(
+        "/v1/runs".into(),
+        format!("{{\"id\":\"{native}\",\"owner_uid\":1,{}", &fixture[1..]),
+    )
+    .await;
+    assert_eq!(status, 201, "{run}");
+    let digest = serde_json::from_str::<Value>(&run).unwrap()["turn"]["digest"].clone();
+    let deny = json!({"approved": false, "decider_uid": 1, "turn_digest": digest});
+    let (status, answer) = send(format!("/v1/runs/{native}/decision"), deny.to_string()).await;
+    assert_eq!(status, 200, "{answer}");
+    let messages = fixture.split_once("\"messages\":").unwrap().1;
+    let messages = &messages[..messages.find("],\"tools\"").unwrap()];
+    assert!(answer.contains(messages), "{answer}");
+    let turn = r#"{"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"toolu_9","name":"read_page","input":{"page":1.50}}]}]}"#;
+    let (status, body) = send(format!("/v1/runs/{native}/turns"), turn.into()).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, waiting) = request(
+        reqwest::Method::GET,
+        format!("/v1/runs/{native}/model-input"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{waiting}");
+    let model_input = serde_json::from_str::<Value>(&answer).unwrap()["model_input"].clone();
+    assert_eq!(waiting, model_input);
+
     let (status, body) = request(
         reqwest::Method::POST,
         format!("/v1/runs/{}/cancel", denied.id),

@@ -318,3 +318,96 @@ pub fn scaling(points: &[ScalePoint]) -> String {
     }
     out
 }
+
+/// The rounds of one format of the `native` phase at one client count.
+pub struct NativeRow {
+    pub clients: usize,
+    pub format: &'static str,
+    /// Length of the registration's members (the body but `id`, `owner_uid`, `tools`).
+    pub body_bytes: usize,
+    pub phases: Vec<Phase>,
+}
+
+/// The pooled figures of a row: decisions/s over all its rounds, latency of all of them, CPU per decision.
+struct Pooled {
+    rate: f64,
+    latency: Histogram<u64>,
+    service_ms: f64,
+    postgres_ms: f64,
+    answer_bytes: f64,
+    errors: u64,
+    rates: Vec<f64>,
+}
+
+fn pooled(row: &NativeRow) -> Pooled {
+    let mut latency = Histogram::new_with_bounds(1, 60_000_000, 3).expect("valid bounds");
+    let (mut ok, mut seconds, mut service_ms, mut postgres_ms, mut bytes, mut errors) =
+        (0, 0.0, 0.0, 0.0, 0, 0);
+    for phase in &row.phases {
+        latency.add(&phase.outcome.latency).expect("same bounds");
+        ok += phase.outcome.ok;
+        seconds += phase.outcome.elapsed.as_secs_f64();
+        service_ms += phase.cpu.service_ms;
+        postgres_ms += phase.cpu.postgres_ms;
+        bytes += phase.outcome.response_bytes;
+        errors += phase.outcome.error_count();
+    }
+    let n = ok.max(1) as f64;
+    Pooled {
+        rate: ok as f64 / seconds.max(f64::EPSILON),
+        latency,
+        service_ms: service_ms / n,
+        postgres_ms: postgres_ms / n,
+        answer_bytes: bytes as f64 / n,
+        errors,
+        rates: row.phases.iter().map(|p| p.outcome.rate()).collect(),
+    }
+}
+
+/// Issue 31: deny throughput and p99 of the Anthropic run beside the OpenAI chat run of the same size, with their
+/// ratios (Anthropic ÷ chat for throughput, chat ÷ Anthropic for p99: at least 0.95 both means the native path
+/// costs no more than 5 % over the chat path).
+pub fn native_vs_chat(rows: &[NativeRow]) -> String {
+    let mut out = String::from(
+        "| clients | run | registered bytes | rounds | decisions/s (pooled) | per round | p50 ms | p99 ms | errors | service CPU ms/op | Postgres CPU ms/op | answer KB | **throughput ratio** | **p99 ratio** |\n\
+         |---:|---|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|\n",
+    );
+    for row in rows {
+        let this = pooled(row);
+        let chat = rows
+            .iter()
+            .find(|r| r.clients == row.clients && r.format == "openai-chat")
+            .map(pooled);
+        let (ratio, p99_ratio) = match (&chat, row.format) {
+            (Some(chat), "anthropic") if !this.latency.is_empty() && !chat.latency.is_empty() => (
+                format!("**{:.2}**", this.rate / chat.rate),
+                format!(
+                    "**{:.2}**",
+                    chat.latency.value_at_quantile(0.99) as f64
+                        / this.latency.value_at_quantile(0.99) as f64
+                ),
+            ),
+            _ => ("–".into(), "–".into()),
+        };
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {:.0} | {} | {} | {} | {} | {:.3} | {:.3} | {:.1} | {ratio} | {p99_ratio} |\n",
+            row.clients,
+            row.format,
+            row.body_bytes,
+            row.phases.len(),
+            this.rate,
+            this.rates
+                .iter()
+                .map(|r| format!("{r:.0}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            ms(&this.latency, 0.5),
+            ms(&this.latency, 0.99),
+            this.errors,
+            this.service_ms,
+            this.postgres_ms,
+            this.answer_bytes / 1024.0,
+        ));
+    }
+    out
+}

@@ -82,8 +82,20 @@ impl Api {
         // body is serialized once and only the id and owner change.
         let messages =
             serde_json::to_string(&transcript::transcript(shape.messages, shape.calls, "r"))?;
-        let tools = transcript::declared_tools().to_string();
-        let shared = Arc::new((messages, tools));
+        let members = format!("\"messages\":{messages}");
+        self.register_members(count, &members, concurrency).await
+    }
+
+    /// Registers `count` runs whose bodies hold `members` (the text of every member but `id`, `owner_uid` and
+    /// `tools`, e.g. a native format's), with `concurrency` requests in flight; returns them in order.
+    pub async fn register_members(
+        &self,
+        count: usize,
+        members: &str,
+        concurrency: usize,
+    ) -> Result<Vec<Target>, Error> {
+        let shared: Arc<str> =
+            format!("{members},\"tools\":{}}}", transcript::declared_tools()).into();
         let next = Arc::new(AtomicUsize::new(0));
         let mut tasks = Vec::new();
         for _ in 0..concurrency.max(1) {
@@ -99,10 +111,7 @@ impl Api {
                     }
                     let id = Uuid::new_v4();
                     let owner = (i as i64 % OWNERS) + 1;
-                    let body = format!(
-                        "{{\"id\":\"{id}\",\"owner_uid\":{owner},\"messages\":{},\"tools\":{}}}",
-                        shared.0, shared.1
-                    );
+                    let body = format!("{{\"id\":\"{id}\",\"owner_uid\":{owner},{shared}");
                     let digest = api.register(body).await?;
                     made.push((i, Target { id, owner, digest }));
                 }

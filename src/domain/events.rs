@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use uuid::Uuid;
 
+use super::model_input::ModelInputFormat;
 use super::tokens::{DecidedBy, Outcome, RunStatus};
 
 /// The kinds of event.
@@ -72,6 +73,8 @@ pub struct RunFacts<'a> {
     pub run_id: Uuid,
     pub tenant: &'a str,
     pub status: RunStatus,
+    /// The format the run was registered in and answers in (DESIGN.md §14).
+    pub format: ModelInputFormat,
     pub turn_index: i32,
     pub turn_digest: &'a str,
 }
@@ -86,7 +89,7 @@ pub struct Verdict {
     pub outcomes: Vec<Outcome>,
 }
 
-/// The `data` of an event: `{run_id, tenant, status, turn: {index, digest}}`, and for `run.resumed` also
+/// The `data` of an event: `{run_id, tenant, status, format, turn: {index, digest}}`, and for `run.resumed` also
 /// `decision: {approved, decided_by, decider_uid}` and `outcomes: {outcome: count}`. Serialized straight into the
 /// outbox row: a decision builds no JSON tree for it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -94,6 +97,7 @@ pub struct EventData {
     run_id: Uuid,
     tenant: String,
     status: &'static str,
+    format: &'static str,
     turn: TurnData,
     #[serde(skip_serializing_if = "Option::is_none")]
     decision: Option<DecisionData>,
@@ -135,6 +139,7 @@ pub fn data(facts: &RunFacts<'_>, verdict: Option<&Verdict>) -> EventData {
         run_id: facts.run_id,
         tenant: facts.tenant.to_owned(),
         status: facts.status.as_str(),
+        format: facts.format.as_str(),
         turn: TurnData {
             index: facts.turn_index,
             digest: facts.turn_digest.to_owned(),
@@ -153,6 +158,7 @@ mod tests {
             run_id: Uuid::nil(),
             tenant: "acme",
             status,
+            format: ModelInputFormat::Anthropic,
             turn_index: 2,
             turn_digest: "ab",
         }
@@ -185,6 +191,7 @@ mod tests {
                 "run_id": Uuid::nil(),
                 "tenant": "acme",
                 "status": "resumed",
+                "format": "anthropic",
                 "turn": {"index": 2, "digest": "ab"},
                 "decision": {"approved": false, "decided_by": "run_owner", "decider_uid": 7},
                 "outcomes": {"denied": 2},

@@ -1,8 +1,9 @@
-//! The resumed model input (DESIGN.md §7): the transcript plus one result per pending call, in three formats.
+//! The resumed model input (DESIGN.md §7): the transcript plus one result per pending call, in four formats.
 //!
-//! The transcript is stored as OpenAI chat messages, which `openai-chat` passes through unchanged. `anthropic` and
-//! `openai-responses` are translations of it; content with no counterpart in the target format (audio, files) is
-//! left out. All three carry the same results, in the turn's order.
+//! A run answers in the format it was registered in, its stored text passed through unchanged (`openai-chat` here,
+//! the provider formats in `native_input`). An OpenAI chat run in `anthropic`, `openai-responses` or `gemini` is a
+//! translation of its messages; content with no counterpart in the target format (audio, files) is left out, as
+//! before runs had formats of their own. All formats carry the same results, in the turn's order.
 
 use std::collections::HashMap;
 
@@ -11,8 +12,10 @@ use serde_json::{Map, Value, json};
 
 use bytes::Bytes;
 
+use super::native_input;
 use super::results::ToolResult;
 use super::transcript_text::{NotATranscript, TranscriptText};
+use super::translate;
 
 /// The shape of the resumed model input; `openai-chat` is what the loop registered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
@@ -24,13 +27,16 @@ pub enum ModelInputFormat {
     Anthropic,
     #[serde(rename = "openai-responses")]
     OpenAiResponses,
+    #[serde(rename = "gemini")]
+    Gemini,
 }
 
 impl ModelInputFormat {
-    const ALL: [ModelInputFormat; 3] = [
+    pub const ALL: [ModelInputFormat; 4] = [
         ModelInputFormat::OpenAiChat,
         ModelInputFormat::Anthropic,
         ModelInputFormat::OpenAiResponses,
+        ModelInputFormat::Gemini,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -38,12 +44,18 @@ impl ModelInputFormat {
             ModelInputFormat::OpenAiChat => "openai-chat",
             ModelInputFormat::Anthropic => "anthropic",
             ModelInputFormat::OpenAiResponses => "openai-responses",
+            ModelInputFormat::Gemini => "gemini",
         }
     }
 
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|format| format.as_str() == s)
     }
+}
+
+/// The text of the tool messages of a turn's results, comma-separated and without brackets (see [`tool_messages`]).
+pub fn tool_messages_entries(results: &[ToolResult]) -> Vec<u8> {
+    tool_messages_text(results)
 }
 
 /// The tool messages (OpenAI chat) for a turn's results, in order: {"role":"tool","tool_call_id":…,"content":…}
@@ -89,9 +101,10 @@ fn tool_messages_text(results: &[ToolResult]) -> Vec<u8> {
     text
 }
 
-/// The whole model input: `transcript` is the validated OpenAI-chat transcript through the assistant turn whose
-/// calls `results` answer (earlier turns' tool messages already inside it). `earlier_results` are the results this
-/// service wrote for earlier turns: OpenAI chat does not carry `is_error`, so formats that do take it from there.
+/// The whole model input of an OpenAI chat run: `transcript` is the validated OpenAI-chat transcript through the
+/// assistant turn whose calls `results` answer (earlier turns' tool messages already inside it). `earlier_results`
+/// are the results this service wrote for earlier turns: OpenAI chat does not carry `is_error`, so formats that do
+/// take it from there.
 pub fn render(
     format: ModelInputFormat,
     transcript: &[Value],
@@ -99,19 +112,36 @@ pub fn render(
     earlier_results: &[ToolResult],
 ) -> Value {
     let read = || steps(transcript, results, earlier_results);
-    let (system_key, list_key, list) = match format {
+    let system = system_text(transcript);
+    let (system_key, system, list_key, list) = match format {
         ModelInputFormat::OpenAiChat => {
             let mut messages = transcript.to_vec();
             messages.extend(tool_messages(results));
             return json!({"format": format.as_str(), "messages": messages});
         }
-        ModelInputFormat::Anthropic => ("system", "messages", anthropic(&read())),
-        ModelInputFormat::OpenAiResponses => ("instructions", "input", responses(&read())),
+        ModelInputFormat::Anthropic => (
+            "system",
+            system.map(Value::from),
+            "messages",
+            anthropic(&read()),
+        ),
+        ModelInputFormat::OpenAiResponses => (
+            "instructions",
+            system.map(Value::from),
+            "input",
+            responses(&read()),
+        ),
+        ModelInputFormat::Gemini => (
+            "system_instruction",
+            system.map(|text| json!({"parts": [{"text": text}]})),
+            "contents",
+            gemini(&read()),
+        ),
     };
     let mut out = Map::new();
     out.insert("format".into(), format.as_str().into());
-    if let Some(system) = system_text(transcript) {
-        out.insert(system_key.into(), system.into());
+    if let Some(system) = system {
+        out.insert(system_key.into(), system);
     }
     out.insert(list_key.into(), list);
     Value::Object(out)
@@ -120,16 +150,35 @@ pub fn render(
 /// The head of an `openai-chat` model input, up to its first message: the text [`render`] writes for it.
 const CHAT_HEAD: &[u8] = br#"{"format":"openai-chat","messages":["#;
 
-/// The model input as pieces of JSON text, to be sent one after another. For `openai-chat` the stored transcript's
-/// text is one of the pieces, spliced in as it is and never parsed, so the answer costs what its results cost,
-/// whatever the transcript's length; the other formats translate the parsed messages ([`render`]). Either way
-/// the bytes are those of [`render`] over the same messages.
+/// Why a model input could not be rendered.
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    #[error(transparent)]
+    Corrupt(#[from] NotATranscript),
+    /// The transcript holds something the asked format has no counterpart for (DESIGN.md §14).
+    #[error("{0}")]
+    NotRepresentable(String),
+}
+
+/// The model input as pieces of JSON text, to be sent one after another. In the run's own format the stored texts
+/// are pieces of it, spliced in as they are and never parsed, so the answer costs what its results cost, whatever
+/// the transcript's length (`openai-chat` here, the others in `native_input`). An OpenAI chat run in another format
+/// is a translation of its parsed messages ([`render`]); a native run in another format is one only where nothing
+/// would be dropped (`translate`).
 pub fn render_text(
     format: ModelInputFormat,
     transcript: &TranscriptText,
     results: &[ToolResult],
     earlier_results: &[ToolResult],
-) -> Result<Vec<Bytes>, NotATranscript> {
+) -> Result<Vec<Bytes>, RenderError> {
+    if transcript.format() != ModelInputFormat::OpenAiChat {
+        if format == transcript.format() {
+            return Ok(native_input::render_text(transcript, results));
+        }
+        let tree = translate::render(format, transcript, results)?;
+        let text = serde_json::to_vec(&tree).expect("a JSON value always serializes");
+        return Ok(vec![Bytes::from(text)]);
+    }
     if format != ModelInputFormat::OpenAiChat {
         let tree = render(format, &transcript.values()?, results, earlier_results);
         let text = serde_json::to_vec(&tree).expect("a JSON value always serializes");
@@ -146,30 +195,30 @@ pub fn render_text(
 }
 
 /// One step of the conversation, read once from the transcript and the results, then written in each format.
-enum Step<'a> {
+pub(super) enum Step<'a> {
     User(Vec<Part<'a>>),
     AssistantText(String),
     Call(Call<'a>),
     Output(Output<'a>),
 }
 
-struct Call<'a> {
-    id: &'a str,
-    name: &'a str,
-    /// The JSON text the model produced.
-    arguments: &'a str,
+pub(super) struct Call<'a> {
+    pub(super) id: &'a str,
+    pub(super) name: &'a str,
+    /// The JSON text the model produced (for a translated native run, its arguments as §14 defines them).
+    pub(super) arguments: std::borrow::Cow<'a, str>,
 }
 
 /// A tool's answer. `is_error` is known for results this service wrote; for tool messages the loop registered itself
 /// it is unknown (OpenAI chat does not record it), and guessing it from the text would tell the model something
 /// nobody said.
-struct Output<'a> {
-    call_id: &'a str,
-    content: String,
-    is_error: Option<bool>,
+pub(super) struct Output<'a> {
+    pub(super) call_id: &'a str,
+    pub(super) content: String,
+    pub(super) is_error: Option<bool>,
 }
 
-enum Part<'a> {
+pub(super) enum Part<'a> {
     Text(&'a str),
     ImageUrl(&'a str),
 }
@@ -202,7 +251,7 @@ fn steps<'a>(
                     Step::Call(Call {
                         id: str_at(call, "/id"),
                         name: str_at(call, "/function/name"),
-                        arguments: str_at(call, "/function/arguments"),
+                        arguments: str_at(call, "/function/arguments").into(),
                     })
                 }));
             }
@@ -229,7 +278,7 @@ fn steps<'a>(
 
 /// Anthropic messages. Roles must alternate there, so consecutive steps of one role become one message: a turn's
 /// tool results (with the user's next words, if any) land in a single user message.
-fn anthropic(steps: &[Step]) -> Value {
+pub(super) fn anthropic(steps: &[Step]) -> Value {
     let mut messages: Vec<(&str, Vec<Value>)> = Vec::new();
     for step in steps {
         let (role, blocks) = match step {
@@ -237,7 +286,7 @@ fn anthropic(steps: &[Step]) -> Value {
             Step::AssistantText(text) => ("assistant", vec![json!({"type": "text", "text": text})]),
             Step::Call(call) => {
                 // Validated transcripts always hold an object here; anything else becomes `{}` rather than a panic.
-                let input = match serde_json::from_str(call.arguments) {
+                let input = match serde_json::from_str(&call.arguments) {
                     Ok(object @ Value::Object(_)) => object,
                     _ => json!({}),
                 };
@@ -284,7 +333,7 @@ fn anthropic_part(part: &Part) -> Value {
 }
 
 /// OpenAI Responses input items; a call's `arguments` stay the JSON string the model produced.
-fn responses(steps: &[Step]) -> Value {
+pub(super) fn responses(steps: &[Step]) -> Value {
     let item = |step: &Step| match step {
         Step::User(parts) => {
             let content: Vec<Value> = parts.iter().map(responses_part).collect();
@@ -310,6 +359,65 @@ fn responses_part(part: &Part) -> Value {
     match part {
         Part::Text(text) => json!({"type": "input_text", "text": text}),
         Part::ImageUrl(url) => json!({"type": "input_image", "image_url": url}),
+    }
+}
+
+/// Gemini contents. Roles alternate, as in [`anthropic`]: a turn's calls are one `model` content, and its results
+/// one `user` content of `functionResponse` parts, each naming its call's function.
+pub(super) fn gemini(steps: &[Step]) -> Value {
+    let names: HashMap<&str, &str> = steps
+        .iter()
+        .filter_map(|step| match step {
+            Step::Call(call) => Some((call.id, call.name)),
+            _ => None,
+        })
+        .collect();
+    let mut contents: Vec<(&str, Vec<Value>)> = Vec::new();
+    for step in steps {
+        let (role, parts) = match step {
+            Step::User(parts) => ("user", parts.iter().map(gemini_part).collect()),
+            Step::AssistantText(text) => ("model", vec![json!({"text": text})]),
+            Step::Call(call) => {
+                let args = match serde_json::from_str(&call.arguments) {
+                    Ok(object @ Value::Object(_)) => object,
+                    _ => json!({}),
+                };
+                let part =
+                    json!({"functionCall": {"id": call.id, "name": call.name, "args": args}});
+                ("model", vec![part])
+            }
+            Step::Output(output) => {
+                let key = if output.is_error == Some(true) {
+                    "error"
+                } else {
+                    "output"
+                };
+                let name = names.get(output.call_id).copied().unwrap_or_default();
+                let part = json!({"functionResponse": {
+                    "id": output.call_id, "name": name, "response": {key: output.content},
+                }});
+                ("user", vec![part])
+            }
+        };
+        match contents.last_mut() {
+            Some((last, content)) if *last == role => content.extend(parts),
+            _ => contents.push((role, parts)),
+        }
+    }
+    let content = |(role, parts)| json!({"role": role, "parts": parts});
+    contents.into_iter().map(content).collect()
+}
+
+fn gemini_part(part: &Part) -> Value {
+    match part {
+        Part::Text(text) => json!({"text": text}),
+        Part::ImageUrl(url) => match url
+            .strip_prefix("data:")
+            .and_then(|rest| rest.split_once(";base64,"))
+        {
+            Some((mime_type, data)) => json!({"inlineData": {"mimeType": mime_type, "data": data}}),
+            None => json!({"fileData": {"fileUri": url}}),
+        },
     }
 }
 
@@ -468,15 +576,20 @@ mod tests {
 
     /// The call ids answered as results, in the order the output carries them.
     fn answered(output: &Value) -> Vec<&str> {
-        let list = output.get("messages").or(output.get("input"));
+        let list = output
+            .get("messages")
+            .or(output.get("input"))
+            .or(output.get("contents"));
         let entries = list.and_then(Value::as_array).expect("a list").iter();
-        let nested = entries
-            .flat_map(|e| std::iter::once(e).chain(e["content"].as_array().into_iter().flatten()));
+        let nested = entries.flat_map(|e| {
+            let inner = e["content"].as_array().or(e["parts"].as_array());
+            std::iter::once(e).chain(inner.into_iter().flatten())
+        });
         let ids = nested.filter_map(|e| match (e["role"].as_str(), e["type"].as_str()) {
             (Some("tool"), _) => e["tool_call_id"].as_str(),
             (_, Some("tool_result")) => e["tool_use_id"].as_str(),
             (_, Some("function_call_output")) => e["call_id"].as_str(),
-            _ => None,
+            _ => e["functionResponse"]["id"].as_str(),
         });
         ids.collect()
     }
@@ -530,7 +643,7 @@ mod tests {
     }
 
     #[test]
-    fn call_ids_and_order_are_the_same_in_all_three_formats() {
+    fn call_ids_and_order_are_the_same_in_every_format() {
         for format in ModelInputFormat::ALL {
             let output = render(format, &transcript(), &results(), &[]);
             let ids = answered(&output);

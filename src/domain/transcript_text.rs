@@ -7,9 +7,11 @@
 //! very buffer the row was read into, and cloning it shares that buffer. Only what needs the messages themselves
 //! (the `anthropic` and `openai-responses` formats, a new turn's checks) parses them, with [`TranscriptText::values`].
 //!
-//! The text is the service's canonical form: `serde_json::to_string` of the messages (compact, object keys in
-//! the order `serde_json::Value` keeps them). Text in another form (written by Postgres's `jsonb` before migration
-//! 0008) is brought to it once, when it is read ([`TranscriptText::from_stored`]).
+//! The text is the list the loop registered, as it sent it (DESIGN.md §14: member order, number forms, unknown
+//! members kept), then what the service appended. A run in a provider's own format also keeps that format's system
+//! member as its own text ([`TranscriptText::system`]). Text written by Postgres's `jsonb` before migration 0008 is
+//! brought once to the form earlier answers had, `serde_json::to_string` of the messages, when it is read
+//! ([`TranscriptText::from_stored`]).
 
 use std::borrow::Cow;
 
@@ -18,17 +20,23 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use super::model_input::ModelInputFormat;
+
 /// The JSON text of a transcript (`[message, …]`), shared rather than copied.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TranscriptText {
     /// The whole array, brackets included.
     text: Bytes,
+    /// The format the run was registered in; the list is that format's (`messages`, `input`, `contents`).
+    format: ModelInputFormat,
+    /// The format's system member (`system`, `instructions`, `system_instruction`) as the loop sent it, if it did.
+    system: Option<Bytes>,
 }
 
 /// The stored text is not a JSON array of messages: the row was written by something other than this service.
 #[derive(Debug, thiserror::Error)]
 #[error("the stored transcript is not a JSON array of messages: {0}")]
-pub struct NotATranscript(String);
+pub struct NotATranscript(pub String);
 
 impl TranscriptText {
     /// The canonical text of `messages`, as it is stored.
@@ -54,14 +62,58 @@ impl TranscriptText {
                 text.len()
             )));
         }
-        Ok(TranscriptText { text })
+        Ok(TranscriptText {
+            text,
+            format: ModelInputFormat::OpenAiChat,
+            system: None,
+        })
     }
 
-    /// The transcript of messages the service holds as values (a registration, a test).
+    /// The same transcript, of a run registered in `format`, with that format's system member's text.
+    pub fn in_format(self, format: ModelInputFormat, system: Option<Bytes>) -> Self {
+        TranscriptText {
+            format,
+            system,
+            ..self
+        }
+    }
+
+    /// The transcript of messages the service holds as values (a test, a transcript read from `jsonb`).
     pub fn of(messages: &[Value]) -> Self {
         TranscriptText {
             text: Bytes::from(Self::canonical(messages)),
+            format: ModelInputFormat::OpenAiChat,
+            system: None,
         }
+    }
+
+    /// The transcript a loop registered: its list's text (an array) and its system member's, as they came.
+    pub fn registered(
+        format: ModelInputFormat,
+        list: &RawValue,
+        system: Option<&RawValue>,
+    ) -> Result<Self, NotATranscript> {
+        let transcript = Self::from_stored(Bytes::copy_from_slice(list.get().as_bytes()), false)?;
+        let system = system.map(|system| Bytes::copy_from_slice(system.get().as_bytes()));
+        Ok(transcript.in_format(format, system))
+    }
+
+    /// The format the run was registered in.
+    pub fn format(&self) -> ModelInputFormat {
+        self.format
+    }
+
+    /// The text of the format's system member, if the loop sent one.
+    pub fn system(&self) -> Option<&Bytes> {
+        self.system.as_ref()
+    }
+
+    /// The system member's text as a string.
+    pub fn system_str(&self) -> Option<&str> {
+        // Made only from UTF-8, as the list.
+        self.system
+            .as_ref()
+            .map(|system| std::str::from_utf8(system).expect("a transcript's text is UTF-8"))
     }
 
     /// The messages, comma-separated, without the array's brackets: what goes between `[` and `]` in an answer.
@@ -80,6 +132,11 @@ impl TranscriptText {
     pub fn copied(&self) -> Self {
         TranscriptText {
             text: Bytes::copy_from_slice(&self.text),
+            format: self.format,
+            system: self
+                .system
+                .as_ref()
+                .map(|system| Bytes::copy_from_slice(system)),
         }
     }
 
@@ -100,7 +157,11 @@ impl TranscriptText {
 
     /// The canonical text of this transcript with `more` messages after it.
     pub fn appended(&self, more: &[Value]) -> String {
-        let more = Self::canonical(more);
+        self.appended_text(&Self::canonical(more))
+    }
+
+    /// The text of this transcript's list with the entries of `more`, the text of a JSON array, after it.
+    pub fn appended_text(&self, more: &str) -> String {
         let mut text = String::with_capacity(self.text.len() + more.len());
         text.push_str(&self.as_str()[..self.text.len() - 1]);
         if !self.is_empty() && more.len() > 2 {
@@ -108,6 +169,25 @@ impl TranscriptText {
         }
         text.push_str(&more[1..]);
         text
+    }
+
+    /// Cuts the list back to what it was when it was `length` bytes long (DESIGN.md §14: a native transcript is never
+    /// parsed to find a turn). `length` is recorded when the next turn is appended: the append put a comma where the
+    /// list's closing bracket was, so the bracket goes back there.
+    pub fn cut_at(&mut self, length: usize) -> Result<(), NotATranscript> {
+        if length >= self.text.len() {
+            return Ok(());
+        }
+        if length < 2 || self.text[length - 1] != b',' {
+            return Err(NotATranscript(format!(
+                "{length} bytes do not end an entry of the list"
+            )));
+        }
+        let mut text = Vec::with_capacity(length + 1);
+        text.extend_from_slice(&self.text[..length - 1]);
+        text.push(b']');
+        self.text = Bytes::from(text);
+        Ok(())
     }
 
     /// Cuts the transcript back to the last assistant message that holds the call `call_id`, dropping whatever

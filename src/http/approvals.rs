@@ -14,6 +14,7 @@ use super::extract::{Authorized, Query, scope};
 use super::integer;
 use crate::domain::authorize::Refusal;
 use crate::domain::gate;
+use crate::domain::model_input::ModelInputFormat;
 use crate::domain::redact::redact;
 use crate::domain::tokens::{Effect, PrivacyLevel};
 use crate::domain::transcript::is_valid_tool_name;
@@ -51,6 +52,8 @@ struct InboxItem {
     run_id: Uuid,
     owner_uid: i64,
     privacy_level: PrivacyLevel,
+    /// The format the run was registered in and answers in (DESIGN.md §14).
+    format: ModelInputFormat,
     require_second_approver: bool,
     /// When the turn expires if nobody decides it; `null`: never. Expired turns are not listed.
     expires_at: Option<DateTime<Utc>>,
@@ -209,6 +212,7 @@ fn item(
         run_id: run.id,
         owner_uid: run.owner_uid,
         privacy_level: level,
+        format: run.format.0,
         require_second_approver: run.require_second_approver,
         expires_at: run.expires_at,
         created_at: run.created_at,

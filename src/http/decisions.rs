@@ -13,7 +13,7 @@ use super::integer;
 use super::json_pieces::JsonPieces;
 use super::views::DecisionView;
 use super::visible;
-use crate::domain::model_input::{self, ModelInputFormat};
+use crate::domain::model_input::{self, ModelInputFormat, RenderError};
 use crate::domain::results::ToolResult;
 use crate::domain::scopes::Scope;
 use crate::domain::token_view;
@@ -113,8 +113,9 @@ impl DecisionBody {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FormatQuery {
+    /// Absent: the run's own format (DESIGN.md §14).
     #[serde(default)]
-    format: ModelInputFormat,
+    format: Option<ModelInputFormat>,
 }
 
 /// The answer to a decision, but its model input: built only from stored rows, so the same decision again gets the
@@ -125,12 +126,16 @@ struct DecisionHead {
     run_id: Uuid,
     /// The status the decision brought the run to.
     status: RunStatus,
+    /// The format the run was registered in (DESIGN.md §14); `model_input` is in the one asked for.
+    format: ModelInputFormat,
     decision: DecisionView,
     results: Vec<ToolResult>,
 }
 
-/// The whole answer: the head, then `model_input` in the asked format (the stored transcript spliced in as it is).
-fn answer(resumed: Resumed, format: ModelInputFormat) -> Result<JsonPieces, ApiError> {
+/// The whole answer: the head, then `model_input` in the asked format, or the run's own (the stored transcript spliced
+/// in as it is).
+fn answer(resumed: Resumed, format: Option<ModelInputFormat>) -> Result<JsonPieces, ApiError> {
+    let format = format.unwrap_or(resumed.transcript.format());
     let model_input = rendered(format, &resumed)?;
     JsonPieces::object_with(&head_of(resumed)?, "model_input", model_input)
         .map_err(|error| ApiError::internal(format!("the decision's answer as JSON: {error}")))
@@ -141,9 +146,10 @@ fn answer(resumed: Resumed, format: ModelInputFormat) -> Result<JsonPieces, ApiE
 /// The results stay: they are the texts the decider's own click gave the model.
 async fn answer_to_a_token(
     resumed: Resumed,
-    format: ModelInputFormat,
+    format: Option<ModelInputFormat>,
     level: PrivacyLevel,
 ) -> Result<JsonPieces, ApiError> {
+    let format = format.unwrap_or(resumed.transcript.format());
     let as_json = |error: serde_json::Error| {
         ApiError::internal(format!("the decision's answer as JSON: {error}"))
     };
@@ -160,6 +166,7 @@ fn head_of(resumed: Resumed) -> Result<DecisionHead, ApiError> {
     Ok(DecisionHead {
         run_id: resumed.run_id,
         status: RunStatus::Resumed,
+        format: resumed.transcript.format(),
         decision: DecisionView::of(&resumed.decision)?,
         results: resumed.results,
     })
@@ -184,8 +191,29 @@ fn render_turn(
     results: &[ToolResult],
     earlier_results: &[ToolResult],
 ) -> Result<Vec<Bytes>, ApiError> {
-    model_input::render_text(format, transcript, results, earlier_results)
-        .map_err(|error| StorageError::Corrupt(format!("run {run_id}: {error}")).into())
+    model_input::render_text(format, transcript, results, earlier_results).map_err(|error| {
+        match error {
+            RenderError::NotRepresentable(detail) => {
+                ApiError::unprocessable("format_not_representable", detail)
+            }
+            RenderError::Corrupt(error) => {
+                StorageError::Corrupt(format!("run {run_id}: {error}")).into()
+            }
+        }
+    })
+}
+
+/// Refuses (422 `format_not_representable`) a model input in `format` that would drop something of a native
+/// transcript. Only a run asked for in another format than its own is read for this: the results never decide it.
+fn representable(
+    format: ModelInputFormat,
+    transcript: &TranscriptText,
+    run_id: Uuid,
+) -> Result<(), ApiError> {
+    if format == transcript.format() || transcript.format() == ModelInputFormat::OpenAiChat {
+        return Ok(());
+    }
+    render_turn(format, run_id, transcript, &[], &[]).map(drop)
 }
 
 /// `POST /v1/runs/{id}/decision`. With an API key, the key is looked up in the statement that reads the run
@@ -286,6 +314,10 @@ pub async fn decide(
         }),
         DecisionCredential::Key(_) | DecisionCredential::Caller(_) => None,
     };
+    // A native run asked for in a format it cannot be translated to is refused before anything is recorded.
+    if let (Some(run), Some(format)) = (&snapshot.run, query.format) {
+        representable(format, &run.facts.transcript, run_id)?;
+    }
     let resumed = resume::decide(&state.resumer, &actor, &request, snapshot).await?;
     // A replay committed nothing; the nudge is only a hint, so a needless one costs a poll.
     state.events.committed();
@@ -400,7 +432,7 @@ pub async fn model_input(
     let turn = resume::load_turn(&mut tx, state.pool.sealer(), run.id, turn_index).await?;
     tx.commit().await?;
     let model_input = render_turn(
-        query.format,
+        query.format.unwrap_or(turn.transcript.format()),
         run.id,
         &turn.transcript,
         &turn.results,

@@ -11,6 +11,7 @@ pub mod error;
 pub mod events;
 pub mod events_feed;
 pub mod extract;
+pub mod format_members;
 pub mod integer;
 pub mod json_pieces;
 pub mod ops;

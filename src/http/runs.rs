@@ -6,15 +6,16 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::error::ApiError;
 use super::extract::{Authorized, Caller, Credential, Json, KeyOrToken, RunId, scope};
+use super::format_members::{Members, RawMember, well_formed};
 use super::views::RunView;
 use super::visible;
 use crate::domain::limits::TurnOverLimit;
+use crate::domain::model_input::ModelInputFormat;
 use crate::domain::tokens::{Effect, PrivacyLevel, RunStatus};
 use crate::domain::transcript::{self, PendingCall, is_valid_tool_name};
 use crate::domain::transcript_text::TranscriptText;
@@ -29,7 +30,23 @@ pub struct RegisterRun {
     id: Uuid,
     #[serde(deserialize_with = "super::integer::json")]
     owner_uid: i64,
-    messages: Vec<Value>,
+    /// The format the loop speaks (DESIGN.md §14); left out of the hash for OpenAI chat, so that bodies from before
+    /// formats existed hash as they did.
+    #[serde(default, skip_serializing_if = "is_openai_chat")]
+    format: ModelInputFormat,
+    // The formats' transcript members, as the loop sent them (`format_members`): only those of `format` are taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    messages: Option<RawMember>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    system: Option<RawMember>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    instructions: Option<RawMember>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    input: Option<RawMember>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    system_instruction: Option<RawMember>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    contents: Option<RawMember>,
     #[serde(default)]
     tools: Vec<DeclaredToolBody>,
     /// Absent: the service's level (DESIGN.md §6), filled in before the body is hashed.
@@ -47,6 +64,31 @@ pub struct RegisterRun {
         skip_serializing_if = "Option::is_none"
     )]
     approval_ttl_secs: Option<i64>,
+}
+
+fn is_openai_chat(format: &ModelInputFormat) -> bool {
+    *format == ModelInputFormat::OpenAiChat
+}
+
+impl RegisterRun {
+    /// The transcript members, taken out of the body.
+    fn members(&mut self) -> Members {
+        Members {
+            messages: self.messages.take(),
+            system: self.system.take(),
+            instructions: self.instructions.take(),
+            input: self.input.take(),
+            system_instruction: self.system_instruction.take(),
+            contents: self.contents.take(),
+        }
+    }
+}
+
+/// SHA-256 of a body's meaning: the body serialized, its transcript members as their parsed values ([`RawMember`]),
+/// so that the same registration (or new turn) with its keys in another order or other spacing is the same one,
+/// and a body from before formats existed hashes as it did. What is stored is the text the loop sent.
+pub fn meaning_hash(body: &impl Serialize) -> Result<[u8; 32], ApiError> {
+    Ok(Sha256::digest(serde_json::to_vec(body).map_err(ApiError::internal)?).into())
 }
 
 /// When a new turn expires (DESIGN.md §5, §8): `expires_at` (RFC 3339) or `approval_ttl_secs`, at most one.
@@ -103,6 +145,14 @@ pub async fn register_run(
     Authorized(caller, _): Authorized<scope::RunsWrite>,
     Json(mut body): Json<RegisterRun>,
 ) -> Result<impl IntoResponse, ApiError> {
+    well_formed(&[
+        &body.messages,
+        &body.system,
+        &body.instructions,
+        &body.input,
+        &body.system_instruction,
+        &body.contents,
+    ])?;
     // A run that names no level gets the service's (DESIGN.md §6). Filled in before hashing, so that a body without
     // a level and one naming the service's level are the same registration.
     let privacy_level = *body
@@ -119,14 +169,15 @@ pub async fn register_run(
         approval_ttl_secs: body.approval_ttl_secs,
     }
     .resolve(state.limits.work.default_approval_ttl_secs)?;
-    let declared = declared_tools(&body.tools)?;
-    let pending = transcript::validate(&body.messages, &HashSet::new())
-        .map_err(|error| ApiError::unprocessable("invalid_transcript", error.to_string()))?;
-    within_limits(&state, &pending)?;
     // Serializing the parsed body gives one text per meaning: keys sorted, defaults filled in.
-    let registration_hash: [u8; 32] =
-        Sha256::digest(serde_json::to_vec(&body).map_err(ApiError::internal)?).into();
-    let with_effects = with_effects(&state, &declared, pending);
+    let registration_hash = meaning_hash(&body)?;
+    let members = body.members();
+    let declared = declared_tools(&body.tools)?;
+    let checked = members.check(body.format, true, &HashSet::new(), 0)?;
+    within_limits(&state, &checked.calls)?;
+    let transcript = TranscriptText::registered(body.format, checked.list, checked.system)
+        .map_err(|error| ApiError::unprocessable("invalid_body", error.to_string()))?;
+    let with_effects = with_effects(&state, &declared, checked.calls);
 
     let mut tx = state.pool.begin().await?;
     if body.owner_uid >= 1
@@ -153,7 +204,7 @@ pub async fn register_run(
         require_second_approver: body.require_second_approver,
         registration_hash: &registration_hash,
         tools: &declared_list(&body.tools),
-        messages: &TranscriptText::of(&body.messages),
+        messages: &transcript,
         turn_digest: &digest,
         expiry,
     };

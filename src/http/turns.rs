@@ -5,13 +5,13 @@ use std::collections::HashMap;
 use axum::extract::State;
 use axum::response::IntoResponse;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use super::error::ApiError;
 use super::extract::{Authorized, Json, RunId, scope};
-use super::runs::{ExpiryBody, run_view, with_effects, within_limits};
-use crate::domain::model_input::tool_messages;
+use super::format_members::{Members, RawMember, entries_text, well_formed};
+use super::runs::{ExpiryBody, meaning_hash, run_view, with_effects, within_limits};
+use crate::domain::model_input::{ModelInputFormat, tool_messages_entries};
+use crate::domain::native_input;
 use crate::domain::tokens::{Effect, RunStatus};
 use crate::domain::transcript;
 use crate::resume::load_turn;
@@ -21,8 +21,21 @@ use crate::storage::{StorageError, events, runs};
 #[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct AppendTurn {
-    /// What followed the resumed model input, ending with the next assistant turn.
-    messages: Vec<Value>,
+    /// What followed the resumed model input, ending with the next assistant turn, in the run's format: `messages`
+    /// (OpenAI chat, Anthropic), `input` (OpenAI Responses) or `contents` (Gemini), as the loop sent it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    messages: Option<RawMember>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    input: Option<RawMember>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    contents: Option<RawMember>,
+    /// Refused: the system member is registered once, with the run. Named so that the refusal says so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    system: Option<RawMember>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    instructions: Option<RawMember>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    system_instruction: Option<RawMember>,
     /// When the turn expires: RFC 3339, or `approval_ttl_secs` from now; at most one ([`ExpiryBody`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     expires_at: Option<String>,
@@ -39,15 +52,30 @@ pub async fn append_turn(
     State(state): State<AppState>,
     Authorized(caller, _): Authorized<scope::RunsWrite>,
     RunId(id): RunId,
-    Json(body): Json<AppendTurn>,
+    Json(mut body): Json<AppendTurn>,
 ) -> Result<impl IntoResponse, ApiError> {
+    well_formed(&[
+        &body.messages,
+        &body.system,
+        &body.instructions,
+        &body.input,
+        &body.system_instruction,
+        &body.contents,
+    ])?;
     let expiry = ExpiryBody {
         expires_at: body.expires_at.clone(),
         approval_ttl_secs: body.approval_ttl_secs,
     }
     .resolve(state.limits.work.default_approval_ttl_secs)?;
-    let request_hash: [u8; 32] =
-        Sha256::digest(serde_json::to_vec(&body).map_err(ApiError::internal)?).into();
+    let request_hash = meaning_hash(&body)?;
+    let members = Members {
+        messages: body.messages.take(),
+        system: body.system.take(),
+        instructions: body.instructions.take(),
+        input: body.input.take(),
+        system_instruction: body.system_instruction.take(),
+        contents: body.contents.take(),
+    };
 
     let mut tx = state.pool.begin().await?;
     let run = runs::lock(&mut tx, &caller.tenant, id)
@@ -71,21 +99,28 @@ pub async fn append_turn(
     }
     // The turn ended by a decision or by expiry; either way every call has its stored result.
     let resumed = load_turn(&mut tx, state.pool.sealer(), run.id, run.turn_index).await?;
-    let earlier = resumed
-        .transcript
-        .values()
-        .map_err(|error| StorageError::Corrupt(format!("run {}: {error}", run.id)))?;
-    let earlier_ids = transcript::call_ids(&earlier);
-    let pending = transcript::validate(&body.messages, &earlier_ids)
-        .map_err(|error| ApiError::unprocessable("invalid_transcript", error.to_string()))?;
-    within_limits(&state, &pending)?;
+    let format = run.format();
+    let (earlier_ids, earlier_calls) = if format == ModelInputFormat::OpenAiChat {
+        let earlier = resumed
+            .transcript
+            .values()
+            .map_err(|error| StorageError::Corrupt(format!("run {}: {error}", run.id)))?;
+        (transcript::call_ids(&earlier), 0)
+    } else {
+        // A native transcript is not parsed: the run's calls so far are its stored ones.
+        let ids = runs::call_ids(&mut *tx, run.id).await?;
+        let count = ids.len();
+        (ids.into_iter().collect(), count)
+    };
+    let checked = members.check(format, false, &earlier_ids, earlier_calls)?;
+    within_limits(&state, &checked.calls)?;
     let declared: HashMap<&str, Effect> = run
         .tools
         .0
         .iter()
         .map(|tool| (tool.name.as_str(), tool.effect))
         .collect();
-    let calls = with_effects(&state, &declared, pending);
+    let calls = with_effects(&state, &declared, checked.calls);
     let digest = transcript::turn_digest(
         &calls
             .iter()
@@ -93,8 +128,18 @@ pub async fn append_turn(
             .collect::<Vec<_>>(),
     );
 
-    let mut appended = tool_messages(&resumed.results);
-    appended.extend(body.messages);
+    // The results in the run's format, then what the loop sent, as it sent it.
+    let results = match format {
+        ModelInputFormat::OpenAiChat => tool_messages_entries(&resumed.results),
+        _ => native_input::results_text(format, &resumed.results),
+    };
+    let entries = entries_text(checked.list);
+    let mut appended = String::with_capacity(results.len() + entries.len() + 3);
+    appended.push('[');
+    appended.push_str(std::str::from_utf8(&results).map_err(ApiError::internal)?);
+    appended.push(',');
+    appended.push_str(entries);
+    appended.push(']');
     let turn_index = run.turn_index + 1;
     let run = runs::append_turn(
         &mut tx,

@@ -5,6 +5,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use crate::domain::token_view;
+use crate::domain::model_input::ModelInputFormat;
 use crate::domain::tokens::{DecidedBy, DenialReason, Effect, PrivacyLevel, RunStatus};
 use crate::domain::verdicts::RecordedVerdict;
 use crate::executor::Executors;
@@ -19,6 +20,8 @@ pub struct RunView {
     pub status: RunStatus,
     /// The level that applies: the stricter of the service's and the run's own.
     pub privacy_level: PrivacyLevel,
+    /// The format the run was registered in and answers in (DESIGN.md §14).
+    pub format: ModelInputFormat,
     pub require_second_approver: bool,
     /// When the current turn expires if nobody decides it; `null`: never.
     pub expires_at: Option<DateTime<Utc>>,
@@ -106,6 +109,7 @@ impl RunView {
             owner_uid: run.owner_uid,
             status: run.status(),
             privacy_level: privacy_floor.stricter(run.privacy_level()),
+            format: run.format(),
             require_second_approver: run.require_second_approver,
             expires_at: run.expires_at,
             turn: TurnView {

@@ -27,6 +27,7 @@ use record::{PlainDecision, Through, plain_decision};
 use crate::domain::authorize::{self, DecisionAsk, Refusal};
 use crate::domain::events;
 use crate::domain::gate;
+use crate::domain::model_input::ModelInputFormat;
 use crate::domain::privacy;
 use crate::domain::results::ToolResult;
 use crate::domain::tokens::{DecidedBy, PrivacyLevel, RunStatus};
@@ -434,8 +435,25 @@ pub async fn load_turn(
 ) -> Result<ClosedTurn, ResumeError> {
     let calls = runs::calls(&mut *conn, sealer, run_id, turn_index).await?;
     let results = stored_results(&calls)?;
-    let mut transcript = runs::messages(&mut *conn, sealer, run_id).await?;
-    truncate_to_turn(&mut transcript, &calls)?;
+    let stored = runs::transcript_with_turns(&mut *conn, sealer, run_id).await?;
+    let mut transcript = stored.transcript;
+    if transcript.format() == ModelInputFormat::OpenAiChat {
+        truncate_to_turn(&mut transcript, &calls)?;
+    } else if turn_index < stored.turn_index {
+        // A native transcript is not parsed to find the turn (DESIGN.md §14): only the turn before the current one
+        // is ever read while a later one is stored, and the append recorded where it ends.
+        let end = stored
+            .previous_turn_end
+            .filter(|_| turn_index + 1 == stored.turn_index);
+        let end = end.ok_or_else(|| {
+            StorageError::Corrupt(format!(
+                "run {run_id}: where turn {turn_index} ends is not recorded"
+            ))
+        })?;
+        transcript
+            .cut_at(end)
+            .map_err(|error| StorageError::Corrupt(format!("run {run_id}: {error}")))?;
+    }
     let earlier_results =
         stored_results(&runs::calls_before(&mut *conn, sealer, run_id, turn_index).await?)?;
     Ok(ClosedTurn {
@@ -487,6 +505,7 @@ fn closing_event(run: &RunRow, verdict: Option<&events::Verdict>) -> events::Eve
             run_id: run.id,
             tenant: &run.tenant,
             status: RunStatus::Resumed,
+            format: run.format(),
             turn_index: run.turn_index,
             turn_digest: &run.turn_digest,
         },

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use sqlx::PgExecutor;
 use uuid::Uuid;
 
-use super::runs::StoredLevel;
+use super::runs::{StoredFormat, StoredLevel};
 use super::sealed::{self, Column, Row};
 use super::{StorageError, sql};
 use crate::domain::tokens::Effect;
@@ -17,6 +17,9 @@ pub struct WaitingRun {
     pub owner_uid: i64,
     #[sqlx(try_from = "String")]
     pub privacy_level: StoredLevel,
+    /// The format the run was registered in (DESIGN.md §14).
+    #[sqlx(try_from = "String")]
+    pub format: StoredFormat,
     pub require_second_approver: bool,
     pub turn_index: i32,
     pub turn_digest: String,
@@ -44,7 +47,7 @@ pub async fn waiting_runs(
 ) -> Result<Vec<WaitingRun>, StorageError> {
     let (after_at, after_id) = query.after.unzip();
     let rows = sql::query_as::<WaitingRun>(
-        "select r.id, r.owner_uid, r.privacy_level, r.require_second_approver, r.turn_index, r.turn_digest,
+        "select r.id, r.owner_uid, r.privacy_level, r.format, r.require_second_approver, r.turn_index, r.turn_digest,
                 r.expires_at, r.created_at
          from runs r
          where r.tenant = $1 and r.status = 'waiting_for_approval'

@@ -62,9 +62,10 @@ pub async fn lock_run(
                 e.turn_digest as decision_turn_digest, e.client_name, e.decided_at, e.token_kid, e.calls,
                 coalesce(r.expires_at <= clock_timestamp(), false) as past_expiry,
                 x.turn_index is not null as expired
-         from (select id, tenant, owner_uid, status, privacy_level, require_second_approver, registration_hash,
-                      tools, turn_index, turn_digest, turn_request_hash, lease_owner, lease_until, expires_at,
-                      created_at, updated_at, messages, messages_from_jsonb, messages_sealed
+         from (select id, tenant, owner_uid, status, privacy_level, format, require_second_approver,
+                      registration_hash, tools, turn_index, turn_digest, turn_request_hash, lease_owner, lease_until,
+                      expires_at, created_at, updated_at, messages, messages_from_jsonb, messages_sealed, system,
+                      system_sealed
                from runs where id = $1 and tenant = $2 for update) r
          left join backend_users u on u.tenant = r.tenant and u.uid = $3
          left join approval_events e on e.run_id = r.id and e.turn_index = r.turn_index

@@ -28,7 +28,7 @@ pub const TABLES: &[Table] = &[
     Table {
         name: "runs",
         per_call: false,
-        columns: &[("messages", Column::Transcript)],
+        columns: &[("messages", Column::Transcript), ("system", Column::System)],
     },
     Table {
         name: "turn_calls",

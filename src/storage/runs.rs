@@ -2,7 +2,6 @@
 
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
-use serde_json::Value;
 use sqlx::postgres::PgRow;
 use sqlx::types::Json;
 use sqlx::{Connection, PgConnection, PgExecutor, Row as _};
@@ -10,6 +9,7 @@ use uuid::Uuid;
 
 use super::sealed::{self, Column, Row};
 use super::{StorageError, row_text, sql};
+use crate::domain::model_input::ModelInputFormat;
 use crate::domain::tokens::{Effect, Outcome, PrivacyLevel, RunStatus};
 use crate::domain::transcript::PendingCall;
 use crate::domain::transcript_text::TranscriptText;
@@ -25,6 +25,9 @@ pub struct RunRow {
     pub status: StoredStatus,
     #[sqlx(try_from = "String")]
     pub privacy_level: StoredLevel,
+    /// The format the run was registered in (DESIGN.md §14).
+    #[sqlx(try_from = "String")]
+    pub format: StoredFormat,
     pub require_second_approver: bool,
     pub registration_hash: Vec<u8>,
     pub tools: Json<Vec<DeclaredTool>>,
@@ -72,7 +75,24 @@ impl TryFrom<String> for StoredLevel {
     }
 }
 
+/// `ModelInputFormat` read from its column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoredFormat(pub ModelInputFormat);
+
+impl TryFrom<String> for StoredFormat {
+    type Error = StorageError;
+    fn try_from(text: String) -> Result<Self, Self::Error> {
+        ModelInputFormat::parse(&text)
+            .map(StoredFormat)
+            .ok_or_else(|| StorageError::Corrupt(format!("format {text:?}")))
+    }
+}
+
 impl RunRow {
+    pub fn format(&self) -> ModelInputFormat {
+        self.format.0
+    }
+
     pub fn status(&self) -> RunStatus {
         self.status.0
     }
@@ -254,7 +274,7 @@ macro_rules! expires_at_sql {
     };
 }
 
-const RUN_COLUMNS: &str = "id, tenant, owner_uid, status, privacy_level, require_second_approver, registration_hash,
+const RUN_COLUMNS: &str = "id, tenant, owner_uid, status, privacy_level, format, require_second_approver, registration_hash,
      tools, turn_index, turn_digest, turn_request_hash, lease_owner, lease_until, expires_at, created_at, updated_at";
 
 /// Inserts a run waiting for approval on turn 0; `None` when the id is taken (by any tenant).
@@ -264,11 +284,17 @@ pub async fn insert(
     run: &NewRun<'_>,
 ) -> Result<Option<RunRow>, StorageError> {
     let messages = seal_transcript(sealer, run.id, run.messages.as_str());
+    let system = sealed::seal_optional(
+        sealer,
+        Column::System,
+        Row::run(run.id),
+        run.messages.system_str(),
+    );
     let row = sql::query_as::<RunRow>(sqlx::AssertSqlSafe(format!(
         "insert into runs (id, tenant, owner_uid, status, privacy_level, require_second_approver,
                            registration_hash, tools, messages, turn_index, turn_digest, messages_sealed,
-                           expires_at)
-         values ($1, $2, $3, 'waiting_for_approval', $4, $5, $6, $7, $8, 0, $9, $10, {})
+                           expires_at, format, system, system_sealed)
+         values ($1, $2, $3, 'waiting_for_approval', $4, $5, $6, $7, $8, 0, $9, $10, {}, $13, $14, $15)
          on conflict (id) do nothing
          returning {RUN_COLUMNS}",
         expires_at_sql!("$11", "$12")
@@ -285,6 +311,9 @@ pub async fn insert(
     .bind(messages.sealed)
     .bind(run.expiry.params().0)
     .bind(run.expiry.params().1)
+    .bind(run.messages.format().as_str())
+    .bind(system.clear)
+    .bind(system.sealed)
     .fetch_optional(&mut *conn)
     .await?;
     release_buffers(conn, run.messages.text_len());
@@ -376,14 +405,43 @@ pub async fn messages(
     sealer: &Sealer,
     id: Uuid,
 ) -> Result<TranscriptText, StorageError> {
-    let row =
-        sql::query("select messages, messages_sealed, messages_from_jsonb from runs where id = $1")
-            .bind(id)
-            .fetch_one(&mut *conn)
-            .await?;
+    Ok(transcript_with_turns(conn, sealer, id).await?.transcript)
+}
+
+/// The working transcript, with where its turns end.
+#[derive(Debug)]
+pub struct StoredTranscript {
+    pub transcript: TranscriptText,
+    /// The run's current turn.
+    pub turn_index: i32,
+    /// The list's length in bytes through the previous turn's last entry (migration 0011), if a turn was appended
+    /// since that migration.
+    pub previous_turn_end: Option<usize>,
+}
+
+/// The working transcript through the current turn, with the run's turn and where the previous one ends.
+pub async fn transcript_with_turns(
+    conn: &mut PgConnection,
+    sealer: &Sealer,
+    id: Uuid,
+) -> Result<StoredTranscript, StorageError> {
+    let row = sql::query(
+        "select messages, messages_sealed, messages_from_jsonb, format, system, system_sealed, turn_index,
+                previous_turn_end
+         from runs where id = $1",
+    )
+    .bind(id)
+    .fetch_one(&mut *conn)
+    .await?;
+    let turn_index: i32 = row.try_get("turn_index")?;
+    let previous_turn_end: Option<i32> = row.try_get("previous_turn_end")?;
     let transcript = open_transcript(sealer, id, row)?;
     release_buffers(conn, transcript.text_len());
-    Ok(transcript)
+    Ok(StoredTranscript {
+        transcript,
+        turn_index,
+        previous_turn_end: previous_turn_end.and_then(|end| usize::try_from(end).ok()),
+    })
 }
 
 /// A transcript larger than this, read or written, gives its connection's buffers back ([`release_buffers`]).
@@ -405,15 +463,24 @@ fn seal_transcript(sealer: &Sealer, run_id: Uuid, text: &str) -> sealed::Stored 
     sealed::seal(sealer, Column::Transcript, Row::run(run_id), text)
 }
 
-/// The transcript of a row with the columns `messages`, `messages_sealed` and `messages_from_jsonb`: its clear JSON
-/// text, kept in the row's own buffer (`row_text`), or its sealed one opened. The row is consumed: read everything
-/// else from it first.
+/// The transcript of a row with the columns `messages`, `messages_sealed`, `messages_from_jsonb`, `format`, `system`
+/// and `system_sealed`: its clear JSON text, kept in the row's own buffer (`row_text`), or its sealed one opened. The
+/// row is consumed: read everything else from it first.
 pub(super) fn open_transcript(
     sealer: &Sealer,
     run_id: Uuid,
     row: PgRow,
 ) -> Result<TranscriptText, StorageError> {
     let from_jsonb: bool = row.try_get("messages_from_jsonb")?;
+    let StoredFormat(format) = row.try_get::<String, _>("format")?.try_into()?;
+    let system = sealed::open(
+        sealer,
+        Column::System,
+        Row::run(run_id),
+        row.try_get("system")?,
+        row.try_get::<Option<&[u8]>, _>("system_sealed")?,
+    )?
+    .map(Bytes::from);
     let sealed: Option<&[u8]> = row.try_get("messages_sealed")?;
     let text = match sealed {
         Some(sealed) => {
@@ -431,6 +498,7 @@ pub(super) fn open_transcript(
         })?,
     };
     TranscriptText::from_stored(text, from_jsonb)
+        .map(|transcript| transcript.in_format(format, system))
         .map_err(|error| StorageError::Corrupt(format!("run {run_id}: {error}")))
 }
 
@@ -521,14 +589,16 @@ pub struct NextTurn<'a> {
     pub expiry: Expiry,
 }
 
-/// Appends what followed the model input, opening the next turn.
+/// Appends what followed the model input, opening the next turn. `appended` is the text of a JSON array: the entries
+/// the service wrote (the results) and the loop's own, as it sent them; nothing stored is written again.
 /// With keys, the transcript is opened, extended and sealed again here (the caller holds the run's lock); without,
-/// Postgres appends to the clear one, and a sealed one is answered `Undecryptable` rather than lost.
+/// Postgres appends to the clear one, and a sealed one is answered `Undecryptable` rather than lost. Either way the
+/// list's length before the append is kept, where the model input of the turn that ended is cut (migration 0011).
 pub async fn append_turn(
     conn: &mut PgConnection,
     sealer: &Sealer,
     id: Uuid,
-    appended: &[Value],
+    appended: &str,
     next: NextTurn<'_>,
 ) -> Result<RunRow, StorageError> {
     let NextTurn {
@@ -537,19 +607,24 @@ pub async fn append_turn(
         request_hash,
         expiry,
     } = next;
-    // A transcript is an array of objects, so the canonical text of `appended` joins the stored one's at a comma.
-    let (clear_appended, sealed) = if sealer.is_enabled() {
+    // A transcript is an array of objects, so the text of `appended` joins the stored one's at a comma.
+    let (clear_appended, sealed, previous_end) = if sealer.is_enabled() {
         let messages = messages(&mut *conn, sealer, id).await?;
-        let text = messages.appended(appended);
-        (None, seal_transcript(sealer, id, &text).sealed)
+        let text = messages.appended_text(appended);
+        let previous_end = i32::try_from(messages.text_len()).ok();
+        (
+            None,
+            seal_transcript(sealer, id, &text).sealed,
+            previous_end,
+        )
     } else {
-        (Some(TranscriptText::canonical(appended)), None)
+        (Some(appended), None, None)
     };
-    let written =
-        clear_appended.as_ref().map_or(0, String::len) + sealed.as_ref().map_or(0, Vec::len);
+    let written = clear_appended.map_or(0, str::len) + sealed.as_ref().map_or(0, Vec::len);
     let row = sql::query_as::<RunRow>(sqlx::AssertSqlSafe(format!(
         "update runs set messages = case when $6::bytea is null then left(messages, -1) || ',' || substr($2, 2) end,
              messages_sealed = $6, messages_from_jsonb = messages_from_jsonb and $6::bytea is null,
+             previous_turn_end = coalesce($9::integer, octet_length(messages)),
              turn_index = $3, turn_digest = $4, turn_request_hash = $5,
              status = 'waiting_for_approval', expires_at = {}, updated_at = now()
          where id = $1 and ($6::bytea is not null or messages is not null) returning {RUN_COLUMNS}",
@@ -563,6 +638,7 @@ pub async fn append_turn(
     .bind(sealed)
     .bind(expiry.params().0)
     .bind(expiry.params().1)
+    .bind(previous_end)
     .fetch_optional(&mut *conn)
     .await?;
     release_buffers(&mut *conn, written);
@@ -591,4 +667,15 @@ pub async fn lock_expired(
     .fetch_all(conn)
     .await?;
     Ok(rows)
+}
+
+/// The ids of every call the run has had, in the order they were stored.
+pub async fn call_ids(db: impl PgExecutor<'_>, run_id: Uuid) -> Result<Vec<String>, StorageError> {
+    let ids = sql::query_scalar(
+        "select call_id from turn_calls where run_id = $1 order by turn_index, position",
+    )
+    .bind(run_id)
+    .fetch_all(db)
+    .await?;
+    Ok(ids)
 }

@@ -15,6 +15,8 @@ use crate::sealing::Sealer;
 pub enum Column {
     /// `runs.messages`, the transcript.
     Transcript,
+    /// `runs.system`, the system member of a run in a provider's own format (DESIGN.md §14).
+    System,
     /// `turn_calls.arguments`, a call's proposed arguments.
     CallArguments,
     /// `turn_calls.content`, a call's result content.
@@ -35,6 +37,7 @@ impl Column {
     pub fn as_str(self) -> &'static str {
         match self {
             Column::Transcript => "runs.messages",
+            Column::System => "runs.system",
             Column::CallArguments => "turn_calls.arguments",
             Column::CallContent => "turn_calls.content",
             Column::CallEditedArguments => "turn_calls.edited_arguments",

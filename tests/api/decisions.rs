@@ -102,8 +102,16 @@ fn assert_denied(
     keys.sort();
     assert_eq!(
         keys,
-        ["decision", "model_input", "results", "run_id", "status"]
+        [
+            "decision",
+            "format",
+            "model_input",
+            "results",
+            "run_id",
+            "status"
+        ]
     );
+    assert_eq!(body["format"], "openai-chat", "the run's own format");
     assert_eq!(body["run_id"], json!(run_id));
     assert_eq!(body["status"], "resumed");
     let decision = &body["decision"];

@@ -327,6 +327,7 @@ async fn late_commit(pool: PgPool, run_id: Uuid, hold: Duration) {
                 run_id,
                 tenant: "default",
                 status: RunStatus::Cancelled,
+                format: approval_resume::domain::model_input::ModelInputFormat::OpenAiChat,
                 turn_index: 0,
                 turn_digest: "late",
             },

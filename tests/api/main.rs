@@ -16,6 +16,7 @@ mod formats;
 mod gate;
 mod hostile;
 mod logs;
+mod native_formats;
 mod openapi;
 mod ops;
 mod public_surface;

@@ -606,6 +606,20 @@ async fn resumed_run(app: &TestApp) -> Uuid {
     id
 }
 
+/// A run of owner 7 registered from the native fixture of `format` (tests/fixtures/native); its id and digest.
+async fn native_run(app: &TestApp, format: &str) -> (Uuid, String) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/native")
+        .join(format!("{format}.json"));
+    let mut body: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let id = Uuid::new_v4();
+    body["id"] = json!(id);
+    body["owner_uid"] = json!(7);
+    app.user(7, false, false, false).await;
+    let run = app.register(body).await;
+    (id, run["turn"]["digest"].as_str().unwrap().to_owned())
+}
+
 /// A run of owner 7 registered with changes to `run_body`; returns its id and digest.
 async fn run_with(app: &TestApp, changes: Value) -> (Uuid, String) {
     let id = Uuid::new_v4();
@@ -887,6 +901,16 @@ async fn registering_a_run_answers_as_documented() {
         "tools": [], "privacy_level": "none", "require_second_approver": true,
     });
     op.expect(path, service_run, "201").await;
+    for format in ["anthropic", "openai-responses", "gemini"] {
+        let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("tests/fixtures/native/{format}.json"));
+        let mut native: Value =
+            serde_json::from_str(&std::fs::read_to_string(fixture).unwrap()).unwrap();
+        native["id"] = json!(Uuid::new_v4());
+        native["owner_uid"] = json!(7);
+        let answer = op.expect(path, native, "201").await;
+        assert_eq!(answer.body["format"], format);
+    }
 
     op.expect(
         path,
@@ -1186,6 +1210,24 @@ async fn deciding_a_turn_answers_as_documented() {
         "422 invalid_query",
     )
     .await;
+    // A run in a provider's own format: asked for in one that would drop its thinking blocks, refused and not
+    // decided; in its own, decided.
+    let (native, native_digest) = native_run(&app, "anthropic").await;
+    let native_path = format!("/v1/runs/{native}/decision");
+    op.expect(
+        &format!("{native_path}?format=openai-chat"),
+        decision(false, Some(7), &native_digest),
+        "422 format_not_representable",
+    )
+    .await;
+    let answer = op
+        .expect(
+            &native_path,
+            decision(false, Some(7), &native_digest),
+            "200",
+        )
+        .await;
+    assert_eq!(answer.body["format"], "anthropic");
     let per_call = |calls: Value| json!({"decider_uid": 7, "turn_digest": digest, "calls": calls});
     let both = with(decision(false, Some(7), &digest), "calls", json!([]));
     op.expect(&path, both, "422 approved_and_calls").await;
@@ -1281,13 +1323,31 @@ async fn reading_the_model_input_answers_as_documented() {
         ("?format=openai-chat", "openai-chat"),
         ("?format=anthropic", "anthropic"),
         ("?format=openai-responses", "openai-responses"),
+        ("?format=gemini", "gemini"),
     ];
     for (query, format) in formats {
         let answer = op.expect(&format!("{path}{query}"), None, "200").await;
         assert_eq!(answer.body["format"], format);
     }
-    op.expect(&format!("{path}?format=gemini"), None, "422 invalid_query")
+    op.expect(&format!("{path}?format=claude"), None, "422 invalid_query")
         .await;
+    // Runs in a provider's own format (DESIGN.md §14): each answers in it; the Anthropic run's thinking blocks have
+    // no counterpart in OpenAI chat.
+    for format in ["anthropic", "openai-responses", "gemini"] {
+        let (native, digest) = native_run(&app, format).await;
+        assert_ok(&app.decide(native, false, Some(7), &digest).await);
+        let native_path = format!("/v1/runs/{native}/model-input");
+        let answer = op.expect(&native_path, None, "200").await;
+        assert_eq!(answer.body["format"], format);
+        if format == "anthropic" {
+            op.expect(
+                &format!("{native_path}?format=openai-chat"),
+                None,
+                "422 format_not_representable",
+            )
+            .await;
+        }
+    }
     op.expect(&format!("{path}?turn=0"), None, "422 invalid_query")
         .await;
     op.expect(
@@ -1885,6 +1945,7 @@ fn the_webhook_payload_is_documented_as_the_event_schema() {
         "id": "evt_0123456789abcdef0123456789abcdef", "type": "run.resumed",
         "timestamp": "2026-12-03T12:00:00Z",
         "data": {"run_id": "6c0f1d2e-0000-4000-8000-000000000000", "tenant": "default", "status": "resumed",
+                 "format": "openai-chat",
                  "turn": {"index": 0, "digest": "f3e51cfe10310ecf575b434e7e3f57607a4d5486849fcac084e7c86b27f8527b"},
                  "decision": {"approved": false, "decided_by": "run_owner", "decider_uid": 7},
                  "outcomes": {"denied": 2}},

@@ -241,12 +241,14 @@ fn model_input_formats_keep_their_names_in_the_code_and_the_spec() {
         (ModelInputFormat::OpenAiChat, "openai-chat"),
         (ModelInputFormat::Anthropic, "anthropic"),
         (ModelInputFormat::OpenAiResponses, "openai-responses"),
+        (ModelInputFormat::Gemini, "gemini"),
     ];
     for (format, name) in &snapshot {
         match format {
             ModelInputFormat::OpenAiChat
             | ModelInputFormat::Anthropic
-            | ModelInputFormat::OpenAiResponses => assert_eq!(format.as_str(), *name),
+            | ModelInputFormat::OpenAiResponses
+            | ModelInputFormat::Gemini => assert_eq!(format.as_str(), *name),
         }
         assert_eq!(ModelInputFormat::parse(name), Some(*format));
     }

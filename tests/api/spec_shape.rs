@@ -36,9 +36,27 @@ fn is_object_schema(schema: &Value) -> bool {
         || schema.get("oneOf").is_some()
 }
 
+/// The one union that may not be told apart by a discriminator: an item of a Responses model input is one the
+/// service wrote (`ResponsesItem`, itself a union told apart by `type`) or one a native run registered, kept as it
+/// came (`NativeEntry`: any object; a short-form message has no `type` to tell it by). Generators try the members in
+/// order, so a written item is still read as its own type (DESIGN.md §14).
+const WRITTEN_OR_REGISTERED: &str = "/components/schemas/ResponsesInputItem";
+
 /// What is wrong with one union of objects, if anything.
 fn union_faults(pointer: &str, union: &Value) -> Vec<String> {
     let mut faults = Vec::new();
+    if pointer == WRITTEN_OR_REGISTERED {
+        let members = json!([
+            {"$ref": "#/components/schemas/ResponsesItem"},
+            {"$ref": "#/components/schemas/NativeEntry"},
+        ]);
+        if union.get("anyOf") != Some(&members) {
+            faults.push(format!(
+                "{pointer}: anyOf [ResponsesItem, NativeEntry], in that order"
+            ));
+        }
+        return faults;
+    }
     if !pointer.starts_with("/components/schemas/") || pointer.matches('/').count() != 3 {
         faults.push(format!(
             "{pointer}: a union of objects inline; make it a component of its own"

@@ -25,6 +25,14 @@ function anthropicBlock(block: Schemas["AnthropicBlock"]): string {
             return `${block.name}(${JSON.stringify(block.input)})`;
         case "tool_result":
             return `${block.tool_use_id}: ${block.content}${block.is_error === true ? " (error)" : ""}`;
+        case "thinking":
+            return `thinking (${block.signature.length} signature characters): ${block.thinking}`;
+        case "redacted_thinking":
+            return `redacted thinking, ${block.data.length} characters`;
+        case "server_tool_use":
+            return `server tool ${block.id} ${block.name}`;
+        case "web_search_tool_result":
+            return `web search result for ${block.tool_use_id}`;
         default:
             return unreachable(block);
     }
@@ -73,15 +81,19 @@ function messageContent(content: Schemas["ResponsesMessageContent"]): string {
         .join(" ");
 }
 
-/** A model input in any of the three formats, by format. */
+/** A model input in any of the four formats, by format. */
 export function describe(input: ModelInput): string[] {
     switch (input.format) {
         case "openai-chat":
             return input.messages.map((message) => message.role);
         case "anthropic":
-            return input.messages.flatMap((message) => message.content.map(anthropicBlock));
+            return input.messages.flatMap((message) =>
+                typeof message.content === "string" ? [message.content] : message.content.map(anthropicBlock),
+            );
         case "openai-responses":
             return input.input.map(responsesItem);
+        case "gemini":
+            return input.contents.map((content) => JSON.stringify(content));
         default:
             return unreachable(input);
     }
@@ -94,8 +106,41 @@ export function decided(answer: DecisionAnswer): string[] {
 }
 
 // A value the spec does not allow must not type-check.
-// @ts-expect-error: `gemini` is no model-input format
-export const unknownFormat: ModelInput["format"] = "gemini";
+// A registration in each native format (DESIGN.md §14) is a `RegisterRun`. (`messages` items are `ChatMessage`s,
+// which declare `role` only and no `additionalProperties`, so openapi-typescript reads them as closed: a message's
+// `content` cannot be written here, in any format.)
+const common = { owner_uid: 7, tools: [{ name: "update_page_metadata", effect: "write" as const }] };
+export const nativeRuns: Schemas["RegisterRun"][] = [
+    {
+        ...common,
+        id: "f0220000-0000-4000-8000-000000000003",
+        format: "anthropic",
+        system: [{ type: "text", text: "Be brief.", cache_control: { type: "ephemeral" } }],
+        messages: [{ role: "user" }],
+        require_second_approver: false,
+    },
+    {
+        ...common,
+        id: "f0220000-0000-4000-8000-000000000004",
+        format: "openai-responses",
+        instructions: "Be brief.",
+        input: [{ role: "user", content: "Set the description." }],
+        require_second_approver: false,
+    },
+    {
+        ...common,
+        id: "f0220000-0000-4000-8000-000000000005",
+        format: "gemini",
+        system_instruction: { parts: [{ text: "Be brief." }] },
+        contents: [{ role: "user", parts: [{ text: "Set the description." }] }],
+        require_second_approver: false,
+    },
+];
+
+// @ts-expect-error: `mistral` is no model-input format
+export const unknownFormat: ModelInput["format"] = "mistral";
+// @ts-expect-error: a thinking block carries its signature
+export const unsigned: Schemas["AnthropicThinkingBlock"] = { type: "thinking", thinking: "x" };
 // @ts-expect-error: an Anthropic text block has no `source`
 export const wrongBlock: Schemas["AnthropicBlock"] = { type: "text", source: { type: "url", url: "x" } };
 // @ts-expect-error: a decision's `approved` is a boolean

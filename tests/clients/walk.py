@@ -6,13 +6,16 @@ echo executor behind the tool `update_page_metadata`, and runs this with the pac
     python walk.py BASE_URL KEY
 
 It registers two runs, reads them, denies one and approves the other, reads the model input in all three formats
-and the events, and provokes one problem answer. Every answer must be parsed by the generated code into the named
+and the events, and provokes one problem answer. Then it registers one run in each native format (DESIGN.md §14)
+from tests/fixtures/native/ through `RegisterRun`, denies it, and reads its model input in the run's own format. Every answer must be parsed by the generated code into the named
 model its status documents, and every variant of the model-input unions must come back as its own class: a
 variant the generator had to drop, or an answer it cannot parse, fails here.
 """
 
+import json
 import sys
 import uuid
+from pathlib import Path
 
 from approval_resume_client import AuthenticatedClient
 from approval_resume_client.api.decisions import decide, get_model_input, list_approvals
@@ -22,6 +25,10 @@ from approval_resume_client.models import (
     AnthropicBase64ImageSource,
     AnthropicImageBlock,
     AnthropicInput,
+    AnthropicRedactedThinkingBlock,
+    AnthropicServerToolUseBlock,
+    AnthropicThinkingBlock,
+    AnthropicWebSearchToolResultBlock,
     AnthropicTextBlock,
     AnthropicToolResultBlock,
     AnthropicToolUseBlock,
@@ -37,6 +44,7 @@ from approval_resume_client.models import (
     DenialReason,
     Effect,
     EventsView,
+    GeminiInput,
     InboxPage,
     ModelInputFormat,
     OpenAiChatInput,
@@ -53,6 +61,9 @@ from approval_resume_client.models import (
     RunView,
     UserView,
 )
+from approval_resume_client.types import Unset
+
+NATIVE = Path(__file__).resolve().parent.parent / "fixtures" / "native"
 
 OWNER = 7
 TOOL = "update_page_metadata"
@@ -176,6 +187,62 @@ def check_events(client: AuthenticatedClient, run: RunView, approved: bool, outc
     assert (tool.call_id, tool.tool, tool.outcome) == (run.turn.pending_calls[0].id, TOOL, outcome), tool
 
 
+def native_run(client: AuthenticatedClient, format_: ModelInputFormat, check) -> None:
+    """A run registered in a native format with the generated `RegisterRun` (its fixture's members through the
+    generated models), its pending calls read, denied, and its model input parsed in the run's own format."""
+    fixture = json.loads((NATIVE / f"{format_.value}.json").read_text())
+    body = RegisterRun.from_dict({**fixture, "id": str(uuid.uuid4()), "owner_uid": OWNER})
+    assert body.format_ == format_, body.format_
+    run = parsed(register_run.sync_detailed(client=client, body=body), 201, RunView)
+    assert run.format_ == format_, run.format_
+    assert [call.name for call in run.turn.pending_calls] == ["update_page_metadata", "read_page"], run.turn
+    deny = DecisionBody(approved=False, decider_uid=OWNER, turn_digest=run.turn.digest, reason=None)
+    answer = parsed(decide.sync_detailed(run.id, client=client, body=deny), 200, DecisionAnswer)
+    assert answer.format_ == format_ and [r.outcome for r in answer.results] == [Outcome.DENIED] * 2, answer
+    check(answer.model_input, [r.call_id for r in answer.results])
+    again = get_model_input.sync_detailed(run.id, client=client)
+    assert again.status_code == 200, again.content
+    check(again.parsed, [r.call_id for r in answer.results])
+
+
+def check_native_anthropic(model_input, call_ids: list[str]) -> None:
+    assert isinstance(model_input, AnthropicInput), type(model_input).__name__
+    assert not isinstance(model_input.system, Unset), "the registered system is kept"
+    blocks = [block for message in model_input.messages if isinstance(message.content, list)
+              for block in message.content]
+    kinds = {type(block) for block in blocks}
+    for kind in (AnthropicThinkingBlock, AnthropicRedactedThinkingBlock, AnthropicServerToolUseBlock,
+                 AnthropicWebSearchToolResultBlock, AnthropicToolUseBlock, AnthropicToolResultBlock):
+        assert kind in kinds, f"no {kind.__name__} parsed: {sorted(k.__name__ for k in kinds)}"
+    thinking = [block for block in blocks if isinstance(block, AnthropicThinkingBlock)]
+    assert all(block.signature for block in thinking), thinking
+    results = [block for block in model_input.messages[-1].content]
+    assert [block.tool_use_id for block in results] == call_ids, results
+    assert all(block.is_error is True for block in results), results
+
+
+def check_native_responses(model_input, call_ids: list[str]) -> None:
+    assert isinstance(model_input, OpenAiResponsesInput), type(model_input).__name__
+    outputs = [item for item in model_input.input_ if isinstance(item, ResponsesFunctionCallOutput)]
+    assert [item.call_id for item in outputs] == call_ids, outputs
+
+
+def check_native_gemini(model_input, call_ids: list[str]) -> None:
+    assert isinstance(model_input, GeminiInput), type(model_input).__name__
+    last = model_input.contents[-1].to_dict()
+    assert last["role"] == "user", last
+    responses = [part["functionResponse"] for part in last["parts"]]
+    assert [r["name"] for r in responses] == ["update_page_metadata", "read_page"], responses
+    assert all("error" in r["response"] for r in responses), responses
+
+
+NATIVE_CHECKS = {
+    ModelInputFormat.ANTHROPIC: check_native_anthropic,
+    ModelInputFormat.OPENAI_RESPONSES: check_native_responses,
+    ModelInputFormat.GEMINI: check_native_gemini,
+}
+
+
 def main(base_url: str, key: str) -> None:
     client = AuthenticatedClient(base_url=base_url, token=key, raise_on_unexpected_status=True)
     owner = PutUser(username="ada", is_admin=False, can_approve_others=False, disabled=False)
@@ -234,9 +301,12 @@ def main(base_url: str, key: str) -> None:
     assert result.content.startswith(note), result
     assert result.content.endswith(f"\n\n{TOOL} done for user {OWNER} with 1 argument(s)."), result
 
+    for format_, check in NATIVE_CHECKS.items():
+        native_run(client, format_, check)
+
     print(
-        "walk: register, read, inbox, deny, approve, an edited per-call approval, three formats, events and a 409"
-        " through the generated client"
+        "walk: register, read, inbox, deny, approve, an edited per-call approval, three formats, events and a 409,"
+        " and a run registered in each native format through the generated client"
     )
 
 

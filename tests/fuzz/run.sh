@@ -4,7 +4,9 @@
 # for this seed's requests, the service never answers 5xx to bad input, and that every answer has a documented
 # status, content type, headers and body shape (`--checks all`: also that requests without a valid key are
 # refused, that bodies the spec refuses are rejected and bodies it takes are not, and that undocumented methods
-# answer 405). It fails on any failure Schemathesis reports and on any panic in the service's log.
+# answer 405). A second, shorter pass aims the run view and the model input at a run registered in a native format
+# (DESIGN.md §14, tests/fixtures/native/anthropic.json) and denied, so `?format=` meets a transcript the other
+# formats cannot represent. It fails on any failure Schemathesis reports and on any panic in the service's log.
 #
 # Run it from anywhere: `bash tests/fuzz/run.sh` (a few minutes on 2 cores, after the release build). Needs what
 # the tests need (PostgreSQL on 127.0.0.1:5432 for the user `postgres` without a password, Rust), `psql`, `curl`,
@@ -31,6 +33,10 @@ binary=target/release/approval-resume
 run_id=f0220000-0000-4000-8000-000000000001
 # Cancelling and completing end a run for good: they get a run of their own, so the one above stays alive.
 final_run_id=f0220000-0000-4000-8000-000000000002
+# A run in a native format (DESIGN.md §14, tests/fixtures/native/anthropic.json: thinking blocks), denied once: a
+# second pass aims the run view and the model input at it, so `?format=` meets a transcript that the other formats
+# cannot represent (422 format_not_representable must be documented).
+native_run_id=f0220000-0000-4000-8000-000000000003
 owner_uid=7
 
 service_pid=""
@@ -133,6 +139,12 @@ EOF
 }
 register "$run_id"
 register "$final_run_id"
+native="$(cat tests/fixtures/native/anthropic.json)"
+native_run="$(curl -fsS -X POST "$base/v1/runs" -H "Authorization: Bearer $key" -H 'Content-Type: application/json' \
+    -d "{\"id\":\"$native_run_id\",\"owner_uid\":$owner_uid,${native:1}")"
+native_digest="$("$venv/bin/python" -c 'import json, sys; print(json.load(sys.stdin)["turn"]["digest"])' <<<"$native_run")"
+api POST "/v1/runs/$native_run_id/decision" \
+    "{\"approved\": false, \"decider_uid\": $owner_uid, \"turn_digest\": \"$native_digest\"}"
 
 step "Schemathesis: seed $seed, at most $max_examples examples per operation"
 # tests/fuzz/schemathesis.toml reads these. Hypothesis keeps its caches under target/, not in the work tree.
@@ -153,6 +165,24 @@ status=0
     --report junit --report-junit-path "$report/junit.xml" ||
     status=$?
 echo "schemathesis finished in $((SECONDS - started)) s with exit code $status"
+
+step "Schemathesis on the native run $native_run_id: the run view and the model input"
+started=$SECONDS
+FUZZ_RUN_ID="$native_run_id" "$venv/bin/schemathesis" --config-file tests/fuzz/schemathesis.toml run openapi.yaml \
+    --url "$base" \
+    --header "Authorization: Bearer $key" \
+    --include-operation-id getRun \
+    --include-operation-id getModelInput \
+    --checks all \
+    --seed "$seed" \
+    --max-examples "$max_examples" \
+    --generation-database none \
+    --workers 1 \
+    --request-timeout 30 \
+    --no-color \
+    --report junit --report-junit-path "$report/junit-native.xml" ||
+    status=1
+echo "schemathesis (native run) finished in $((SECONDS - started)) s"
 
 if grep -q 'panicked' "$service_log"; then
     echo "tests/fuzz: the service panicked; see $service_log:" >&2
