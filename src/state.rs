@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crate::storage::Database;
 
+use crate::admitted_keys::AdmittedKeys;
 use crate::domain::limits::WorkLimits;
 use crate::events::EventsHub;
 use crate::resume::Resumer;
@@ -20,6 +21,8 @@ pub struct AppState {
     pub limits: Limits,
     /// Wakes feed readers when events become readable.
     pub events: EventsHub,
+    /// Keys found live lately: a decision's body is read before its key is checked only with one of these.
+    pub admitted_keys: AdmittedKeys,
 }
 
 /// Request limits of the HTTP layer.

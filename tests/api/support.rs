@@ -97,6 +97,7 @@ pub async fn app_with(pool: PgPool, options: Options) -> TestApp {
             work: WorkLimits::default(),
         },
         events: events_hub(&pool),
+        admitted_keys: Default::default(),
     };
     let admin_key = add_client(&pool, "admin", "default", ALL_SCOPES).await;
     TestApp {
@@ -475,6 +476,7 @@ impl TestApp {
             resumer,
             limits: self.state.limits,
             events: events_hub(&pool),
+            admitted_keys: Default::default(),
         };
         TestApp {
             router: router(state.clone()),
