@@ -28,15 +28,19 @@ pub struct AdmittedKeys {
 impl AdmittedKeys {
     /// Whether the key of this hash was found live within [`FRESH_FOR`].
     pub fn recently_admitted(&self, hash: &[u8; 32]) -> bool {
-        let found = self.found.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        found
-            .get(hash)
-            .is_some_and(|at| at.elapsed() < FRESH_FOR)
+        let found = self
+            .found
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        found.get(hash).is_some_and(|at| at.elapsed() < FRESH_FOR)
     }
 
     /// Remembers that the key of this hash was just found live, holding a decision scope.
     pub fn admitted(&self, hash: [u8; 32]) {
-        let mut found = self.found.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut found = self
+            .found
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         if found.len() >= MOST {
             found.clear();
         }

@@ -63,7 +63,13 @@ mod tests {
     #[test]
     fn only_a_text_of_a_key_s_form_is_well_formed() {
         assert!(is_well_formed(&generate().0));
-        for text in ["", "ar_", "ar_x", &format!("ar_{}", "g".repeat(64)), &format!("xx_{}", "a".repeat(64))] {
+        for text in [
+            "",
+            "ar_",
+            "ar_x",
+            &format!("ar_{}", "g".repeat(64)),
+            &format!("xx_{}", "a".repeat(64)),
+        ] {
             assert!(!is_well_formed(text), "{text:?}");
         }
         assert!(!is_well_formed(&format!("{}0", generate().0)));

@@ -159,7 +159,8 @@ async fn health_answer(address: std::net::SocketAddr) -> String {
 }
 
 #[tokio::test]
-async fn over_the_connection_bound_a_new_connection_is_answered_503_at_once_and_idle_ones_are_dropped() {
+async fn over_the_connection_bound_a_new_connection_is_answered_503_at_once_and_idle_ones_are_dropped()
+ {
     let header_timeout = Duration::from_secs(3);
     let address = serve(ConnectionLimits {
         header_read_timeout: header_timeout,
@@ -181,7 +182,10 @@ async fn over_the_connection_bound_a_new_connection_is_answered_503_at_once_and_
     assert!(head.starts_with("HTTP/1.1 503 "), "{answer}");
     let head = head.to_ascii_lowercase();
     assert!(head.contains("retry-after: 2"), "{head}");
-    assert!(head.contains("content-type: application/problem+json"), "{head}");
+    assert!(
+        head.contains("content-type: application/problem+json"),
+        "{head}"
+    );
     assert!(head.contains("connection: close"), "{head}");
     let problem: serde_json::Value = serde_json::from_str(body).unwrap();
     assert_eq!(problem["code"], "too_many_connections");
@@ -195,7 +199,12 @@ async fn over_the_connection_bound_a_new_connection_is_answered_503_at_once_and_
     // The idle connections are closed by the header timeout, counted from their accept, and their places serve again.
     let closes: Vec<_> = idle
         .into_iter()
-        .map(|stream| tokio::spawn(closed_within(stream, header_timeout + Duration::from_secs(2))))
+        .map(|stream| {
+            tokio::spawn(closed_within(
+                stream,
+                header_timeout + Duration::from_secs(2),
+            ))
+        })
         .collect();
     for close in closes {
         assert!(close.await.unwrap(), "an idle connection was kept");

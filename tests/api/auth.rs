@@ -739,8 +739,16 @@ async fn a_decision_s_key_is_refused_before_its_small_body_is_read() {
     let reader_only = app.client("reader-only", &["runs:read"]).await;
     let (never_issued, _) = approval_resume::keys::generate();
     let refusals = [
-        (never_issued.as_str(), StatusCode::UNAUTHORIZED, "unauthorized"),
-        ("ar_this-key-was-never-issued", StatusCode::UNAUTHORIZED, "unauthorized"),
+        (
+            never_issued.as_str(),
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+        ),
+        (
+            "ar_this-key-was-never-issued",
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+        ),
         (reader_only.as_str(), StatusCode::FORBIDDEN, "missing_scope"),
     ];
     for (key, status, code) in refusals {

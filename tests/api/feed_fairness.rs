@@ -58,7 +58,9 @@ async fn long_poll(
     within: Duration,
 ) -> Option<String> {
     let mut stream = TcpStream::connect(address).await.unwrap();
-    let after = after.map(|cursor| format!("&after={cursor}")).unwrap_or_default();
+    let after = after
+        .map(|cursor| format!("&after={cursor}"))
+        .unwrap_or_default();
     let request = format!(
         "GET /v1/events?wait=20{after} HTTP/1.1\r\nhost: test\r\nauthorization: Bearer {key}\r\n\r\n"
     );
@@ -75,7 +77,8 @@ async fn long_poll(
     })
     .await;
     // Cut or answered, the connection is dropped here: a hang-up.
-    read.ok().map(|()| String::from_utf8_lossy(&head).into_owned())
+    read.ok()
+        .map(|()| String::from_utf8_lossy(&head).into_owned())
 }
 
 /// Polls `counts` until `done` holds, for at most `within`; the last counts either way.
@@ -100,8 +103,9 @@ async fn a_reader_that_hangs_up_stops_waiting() {
     let app = support::app(pool).await;
     let (address, hub) = served(&app, FeedCaps::default()).await;
     let key = app.admin_key.clone();
-    let reader =
-        tokio::spawn(async move { long_poll(address, &key, Some(FAR_AHEAD), Duration::from_secs(30)).await });
+    let reader = tokio::spawn(async move {
+        long_poll(address, &key, Some(FAR_AHEAD), Duration::from_secs(30)).await
+    });
     let waiting = counts_until(&hub, Duration::from_secs(5), |c| c.waiting == 1).await;
     assert_eq!(waiting.waiting, 1, "the long poll never waited");
     reader.abort();
@@ -226,7 +230,10 @@ async fn a_flood_of_long_polls_from_one_key_is_capped_and_starves_no_other_tenan
     );
     for head in &refused {
         assert!(head.starts_with("HTTP/1.1 429 "), "{head}");
-        assert!(head.to_ascii_lowercase().contains("retry-after: "), "{head}");
+        assert!(
+            head.to_ascii_lowercase().contains("retry-after: "),
+            "{head}"
+        );
     }
     let cut = answers.iter().filter(|answer| answer.is_none()).count();
     assert!(cut >= 15, "the flood never held a slot: {cut} cut");
@@ -246,7 +253,13 @@ async fn a_flood_of_long_polls_from_one_key_is_capped_and_starves_no_other_tenan
         events: hub.clone(),
         ..app.state.clone()
     });
-    let runs_key = support::add_client(&pool, "flooding-runs", "flooding", &["runs:write", "users:write"]).await;
+    let runs_key = support::add_client(
+        &pool,
+        "flooding-runs",
+        "flooding",
+        &["runs:write", "users:write"],
+    )
+    .await;
     let user = flooding_app
         .call(
             axum::http::Method::PUT,
@@ -264,9 +277,20 @@ async fn a_flood_of_long_polls_from_one_key_is_capped_and_starves_no_other_tenan
             Some(support::run_body(Uuid::new_v4(), 7)),
         )
         .await;
-    assert_eq!(registered.status, StatusCode::CREATED, "{:?}", registered.body);
-    let steady_answer = steady_reader.await.unwrap().expect("the steady reader was answered");
-    assert!(steady_answer.starts_with("HTTP/1.1 200 "), "{steady_answer}");
+    assert_eq!(
+        registered.status,
+        StatusCode::CREATED,
+        "{:?}",
+        registered.body
+    );
+    let steady_answer = steady_reader
+        .await
+        .unwrap()
+        .expect("the steady reader was answered");
+    assert!(
+        steady_answer.starts_with("HTTP/1.1 200 "),
+        "{steady_answer}"
+    );
     assert!(hub.feed_counts().woken > before.woken);
 
     // The counts are on /metrics too.

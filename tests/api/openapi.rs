@@ -1698,8 +1698,14 @@ async fn following_events_answers_as_documented() {
     });
     let held = hub.feed_waiter("default", "admin").unwrap();
     let key = Some(app.admin_key.as_str());
-    op.expect_on(&capped, key, "/v1/events?wait=1", None, "429 too_many_waiting_readers")
-        .await;
+    op.expect_on(
+        &capped,
+        key,
+        "/v1/events?wait=1",
+        None,
+        "429 too_many_waiting_readers",
+    )
+    .await;
     drop(held);
     op.provoke_auth_errors("/v1/events", None).await;
     op.provoke_server_errors("/v1/events", None).await;
