@@ -35,3 +35,11 @@ pub struct Limits {
     /// The work one request may cause: calls per turn, argument bytes per call and per inbox page.
     pub work: WorkLimits,
 }
+
+/// The admitted keys alone, for the decision route's extractor (`http::decision_credential`): a clone of one `Arc`
+/// instead of the whole state on the path of every decision.
+impl axum::extract::FromRef<AppState> for AdmittedKeys {
+    fn from_ref(state: &AppState) -> Self {
+        state.admitted_keys.clone()
+    }
+}

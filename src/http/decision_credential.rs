@@ -21,6 +21,7 @@ use axum::http::request::Parts;
 use super::error::ApiError;
 use super::extract::{Caller, RequiredScope, admit, bearer, client_by_key, scope, verified_token};
 use super::tokens::{self, TokenHolder};
+use crate::admitted_keys::AdmittedKeys;
 use crate::keys;
 use crate::resume::KeyHolder;
 use crate::state::AppState;
@@ -50,6 +51,7 @@ impl KeyHash {
 impl<S> FromRequestParts<S> for DecisionCredential
 where
     AppState: FromRef<S>,
+    AdmittedKeys: FromRef<S>,
     S: Send + Sync,
 {
     type Rejection = ApiError;
@@ -66,18 +68,19 @@ where
             return Err(ApiError::unauthorized("the key is unknown or revoked"));
         }
         let hash = KeyHash(keys::hash(credential));
-        let state = AppState::from_ref(state);
         let declared = parts
             .headers
             .get(CONTENT_LENGTH)
             .and_then(|value| value.to_str().ok())
             .and_then(|value| value.parse::<u64>().ok());
         let small = declared.is_some_and(|bytes| bytes <= DEFERRED_KEY_MAX_BODY);
-        if small && state.admitted_keys.recently_admitted(&hash.0) {
+        // Only the keys, not the whole state, on the path of every decision.
+        let admitted_keys = AdmittedKeys::from_ref(state);
+        if small && admitted_keys.recently_admitted(&hash.0) {
             return Ok(DecisionCredential::Key(hash));
         }
-        let caller = lookup(&state, &hash).await?;
-        state.admitted_keys.admitted(hash.0);
+        let caller = lookup(&AppState::from_ref(state), &hash).await?;
+        admitted_keys.admitted(hash.0);
         Ok(DecisionCredential::Caller(caller))
     }
 }
