@@ -75,6 +75,9 @@ impl Cli {
 }
 
 /// Each subcommand carries exactly the settings it uses, so that its `--help` shows those and nothing else.
+// One value per process, parsed once at start: the size of its largest variant (every setting of `serve`) costs
+// nothing worth boxing it for.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the HTTP service (the default).
