@@ -82,7 +82,7 @@ pub async fn feed(
     let page = if wait.is_zero() {
         read(state.events.readable_below()).await?
     } else {
-        // The slot is taken before the first read, so that a refused reader costs the database nothing.
+        // The slot is taken before the first read, so that a refused reader costs no read of events.
         let waiter = state
             .events
             .feed_waiter(&caller.tenant, &caller.name)

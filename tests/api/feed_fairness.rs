@@ -207,8 +207,8 @@ async fn a_flood_of_long_polls_from_one_key_is_capped_and_starves_no_other_tenan
     let during = hub.feed_counts();
 
     println!(
-        "flood: {} refused 429, {cut_so_far} cut waiting, at most {most_waiting} waiting at once; {answered_in_time} of {} \
-         decisions answered 200 in time; wake-ups {} -> {}",
+        "flood: {} refused 429, {cut_so_far} cut waiting, at most {most_waiting} waiting at once; \
+         {answered_in_time} of {} decisions answered 200 in time; wake-ups {} -> {}",
         answers.iter().flatten().count(),
         runs.len(),
         before.woken,
