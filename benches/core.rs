@@ -165,8 +165,31 @@ fn render_and_serialize(c: &mut Criterion) {
     group.finish();
 }
 
+/// What a decision with an API key checks before its body since issue 34 (src/http/decision_credential.rs): the
+/// key's form and whether this instance found it live lately, among 1,000 remembered keys.
+fn key_before_body(c: &mut Criterion) {
+    use approval_resume::admitted_keys::AdmittedKeys;
+    use approval_resume::keys;
+    let admitted = AdmittedKeys::default();
+    let mut found = Vec::new();
+    for _ in 0..1_000 {
+        let (key, _) = keys::generate();
+        admitted.admitted(keys::hash(&key));
+        found.push(key);
+    }
+    let key = &found[500];
+    let hash = keys::hash(key);
+    c.bench_function("key_before_body/admitted", |b| {
+        b.iter(|| {
+            keys::is_well_formed(black_box(key))
+                && AdmittedKeys::clone(black_box(&admitted)).recently_admitted(black_box(&hash))
+        })
+    });
+}
+
 criterion_group!(
     core,
+    key_before_body,
     denial_text,
     turn_digest,
     privacy_filter,

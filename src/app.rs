@@ -134,13 +134,22 @@ async fn counted_with_request_id(request: Request, next: Next) -> Response {
 /// The bounds of serving one request, outermost first: its body must arrive within BODY_READ_TIMEOUT_MS, and a slow
 /// body is the client's fault (408), not a slow service's (503), so that answer wins; the answer must come within
 /// REQUEST_TIMEOUT_MS, which is longer (Config::validate); and the handler runs in a task of its own (`detach`), so
-/// a timeout or a client that goes away stops the wait, never the handler.
+/// a timeout or a client that goes away stops the wait, never the handler. The feed's long poll is the exception:
+/// it opens no transaction, and a reader that hangs up must stop waiting and give its slot back (DESIGN.md §17,
+/// `events_feed`), so it is served attached to its connection.
 async fn within_bounds(limits: Limits, request: Request, next: Next) -> Response {
+    let attached = request
+        .extensions()
+        .get::<MatchedPath>()
+        .is_some_and(|route| route.as_str() == events_feed::ROUTE);
     body::read_within_timeout(limits.body_read_timeout, request, |request| {
-        within_timeout(
-            limits.request_timeout,
-            detach::run_to_completion(request, next),
-        )
+        within_timeout(limits.request_timeout, async move {
+            if attached {
+                next.run(request).await
+            } else {
+                detach::run_to_completion(request, next).await
+            }
+        })
     })
     .await
 }

@@ -12,6 +12,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::domain::limits::{self, WorkLimits};
 use crate::domain::scopes::Scope;
 use crate::domain::tokens::PrivacyLevel;
+use crate::events::FeedCaps;
 use crate::events::webhooks::Settings as WebhookSettings;
 use crate::events::webhooks::deliver::Limits as DeliveryLimits;
 use crate::events::webhooks::subscription::Policy as WebhookPolicy;
@@ -737,6 +738,20 @@ pub struct EventsConfig {
           default_value_t = 25, value_parser = clap::value_parser!(u64).range(0..=3600))]
     pub feed_max_wait_secs: u64,
 
+    /// Most feed readers of one client (one API key) waiting at once on this instance (`wait=` above 0); more
+    /// are answered 429 `too_many_waiting_readers` with `Retry-After` (DESIGN.md §17). At most FEED_MAX_WAITERS.
+    #[arg(long, env = "FEED_MAX_WAITERS_PER_CLIENT", value_name = "FEED_MAX_WAITERS_PER_CLIENT",
+          default_value_t = FeedCaps::DEFAULT_PER_CLIENT as u64,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub feed_max_waiters_per_client: u64,
+
+    /// Most feed readers of all clients together waiting at once on this instance; more are answered 429
+    /// `too_many_waiting_readers` with `Retry-After`.
+    #[arg(long, env = "FEED_MAX_WAITERS", value_name = "FEED_MAX_WAITERS",
+          default_value_t = FeedCaps::DEFAULT_PER_INSTANCE as u64,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub feed_max_waiters: u64,
+
     /// Webhook subscriptions this instance delivers at once; 0: this instance delivers none.
     #[arg(long, env = "WEBHOOK_CONCURRENCY", value_name = "WEBHOOK_CONCURRENCY",
           default_value_t = 16, value_parser = clap::value_parser!(u64).range(0..=1024))]
@@ -811,6 +826,15 @@ impl EventsConfig {
         }
     }
 
+    /// The caps on feed readers waiting at once (FEED_MAX_WAITERS_PER_CLIENT, FEED_MAX_WAITERS).
+    pub fn feed_caps(&self) -> FeedCaps {
+        let size = |value: u64| usize::try_from(value).unwrap_or(usize::MAX);
+        FeedCaps {
+            per_client: size(self.feed_max_waiters_per_client),
+            per_instance: size(self.feed_max_waiters),
+        }
+    }
+
     pub fn event_retention(&self) -> Duration {
         Duration::from_secs(self.event_retention_hours * 3600)
     }
@@ -877,6 +901,15 @@ impl Config {
                 message: format!(
                     "{} must not be above WEBHOOK_BACKOFF_MAX_SECS ({} s)",
                     events.webhook_backoff_base_ms, events.webhook_backoff_max_secs
+                ),
+            });
+        }
+        if events.feed_max_waiters_per_client > events.feed_max_waiters {
+            return Err(ConfigError {
+                variable: "FEED_MAX_WAITERS_PER_CLIENT",
+                message: format!(
+                    "{} must not be above FEED_MAX_WAITERS ({})",
+                    events.feed_max_waiters_per_client, events.feed_max_waiters
                 ),
             });
         }
@@ -975,6 +1008,21 @@ mod tests {
         .unwrap();
         let error = cli.into_command().validate().unwrap_err();
         assert_eq!(error.variable, "BODY_READ_TIMEOUT_MS");
+    }
+
+    #[test]
+    fn a_client_s_cap_on_feed_readers_above_the_instance_s_is_refused() {
+        let cli = parse(&[
+            "--feed-max-waiters-per-client",
+            "100",
+            "--feed-max-waiters",
+            "99",
+        ])
+        .unwrap();
+        let error = cli.into_command().validate().unwrap_err();
+        assert_eq!(error.variable, "FEED_MAX_WAITERS_PER_CLIENT");
+        let defaults = parse(&[]).unwrap().into_command();
+        assert!(defaults.validate().is_ok());
     }
 
     /// Every command and subcommand, by its path of names (`["clients", "add"]`), with its clap definition.

@@ -23,6 +23,14 @@ pub fn generate() -> (String, String) {
     (key, id)
 }
 
+/// Whether a credential has the form every key has (the prefix and 64 hex digits): one that has not is no key,
+/// and needs no lookup to be refused.
+pub fn is_well_formed(credential: &str) -> bool {
+    credential
+        .strip_prefix(KEY_PREFIX)
+        .is_some_and(|hex| hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
 /// The public id of a key: the first bytes of its hash, in hex.
 pub fn key_id(key: &str) -> String {
     hex::encode(&hash(key)[..KEY_ID_BYTES])
@@ -50,6 +58,21 @@ mod tests {
         let (key, id) = generate();
         assert_eq!(id.len(), 8);
         assert!(!key.contains(&id[..6]), "{id} is part of the key");
+    }
+
+    #[test]
+    fn only_a_text_of_a_key_s_form_is_well_formed() {
+        assert!(is_well_formed(&generate().0));
+        for text in [
+            "",
+            "ar_",
+            "ar_x",
+            &format!("ar_{}", "g".repeat(64)),
+            &format!("xx_{}", "a".repeat(64)),
+        ] {
+            assert!(!is_well_formed(text), "{text:?}");
+        }
+        assert!(!is_well_formed(&format!("{}0", generate().0)));
     }
 
     #[test]

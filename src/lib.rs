@@ -1,5 +1,7 @@
 //! approval-resume: resumes AI-agent runs suspended for human approval, telling the model who declined.
 
+/// The API keys found live lately, whose decision bodies are read before their check.
+pub mod admitted_keys;
 /// The allocator's settings, applied by the binary before it starts.
 pub mod allocator;
 /// The router, its layers, and serving.

@@ -126,10 +126,11 @@ async fn serve(config: Config) -> Result<(), String> {
         Duration::from_secs(config.purge_interval_secs),
         stop_tx.subscribe(),
     );
-    let events = EventsHub::start(
+    let events = EventsHub::start_with_caps(
         pool.clone(),
         Duration::from_millis(config.events.events_poll_interval_ms),
         config.feed_max_wait(),
+        config.events.feed_caps(),
     );
     let deliveries = if config.events.webhook_concurrency > 0 {
         Some(webhooks::spawn(
@@ -152,6 +153,7 @@ async fn serve(config: Config) -> Result<(), String> {
         },
         events,
         webhooks: config.events.webhook_policy(),
+        admitted_keys: Default::default(),
     };
     let listener = tokio::net::TcpListener::bind(config.listen_addr)
         .await

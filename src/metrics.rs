@@ -10,6 +10,8 @@ use std::fmt::Write;
 use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
+use crate::events::FeedCounts;
+
 /// Upper bounds in seconds of the latency histograms: from a fast commit to a slow executor.
 const BUCKETS: [f64; 14] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
@@ -253,6 +255,33 @@ pub fn render_webhook_gauges(rows: &[(String, i64, i64)]) -> String {
             escape(state)
         );
     }
+    text
+}
+
+/// The feed's long-polling readers on this instance (DESIGN.md §17): waiting now, wake-ups that made one read
+/// again, and readers refused at a cap, by whose.
+pub fn render_feed_gauges(counts: FeedCounts) -> String {
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
+        "# HELP feed_waiters Feed readers waiting for events on this instance.\n\
+         # TYPE feed_waiters gauge\nfeed_waiters {}",
+        counts.waiting
+    );
+    let _ = writeln!(
+        text,
+        "# HELP feed_wakeups_total Wake-ups of waiting feed readers by their tenant's new events (each reads again).\n\
+         # TYPE feed_wakeups_total counter\nfeed_wakeups_total {}",
+        counts.woken
+    );
+    let _ = writeln!(
+        text,
+        "# HELP feed_waiters_refused_total Feed readers refused 429 at a cap, by cap (client, instance).\n\
+         # TYPE feed_waiters_refused_total counter\n\
+         feed_waiters_refused_total{{cap=\"client\"}} {}\n\
+         feed_waiters_refused_total{{cap=\"instance\"}} {}",
+        counts.refused_client, counts.refused_instance
+    );
     text
 }
 

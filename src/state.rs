@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crate::storage::Database;
 
+use crate::admitted_keys::AdmittedKeys;
 use crate::domain::limits::WorkLimits;
 use crate::events::EventsHub;
 use crate::events::webhooks::subscription::Policy as WebhookPolicy;
@@ -23,6 +24,8 @@ pub struct AppState {
     pub events: EventsHub,
     /// What tenants may subscribe, and how their webhook secrets rotate (DESIGN.md §17).
     pub webhooks: WebhookPolicy,
+    /// Keys found live lately: a decision's body is read before its key is checked only with one of these.
+    pub admitted_keys: AdmittedKeys,
 }
 
 /// Request limits of the HTTP layer.
@@ -34,4 +37,12 @@ pub struct Limits {
     pub body_read_timeout: Duration,
     /// The work one request may cause: calls per turn, argument bytes per call and per inbox page.
     pub work: WorkLimits,
+}
+
+/// The admitted keys alone, for the decision route's extractor (`http::decision_credential`): a clone of one `Arc`
+/// instead of the whole state on the path of every decision.
+impl axum::extract::FromRef<AppState> for AdmittedKeys {
+    fn from_ref(state: &AppState) -> Self {
+        state.admitted_keys.clone()
+    }
 }

@@ -1,5 +1,6 @@
-//! The bounds on connections, over a real port: half-open connections are closed within the header read timeout
-//! while other requests keep being answered, and the service holds at most `max_connections` at once.
+//! The bounds on connections, over a real port: half-open and idle connections are closed within the header read
+//! timeout while other requests keep being answered, and the service serves at most `max_connections` at once,
+//! answering any other 503 at once.
 //!
 //! `/healthz` answers without the database, so these tests need no Postgres.
 
@@ -54,6 +55,7 @@ async fn serve(limits: ConnectionLimits) -> std::net::SocketAddr {
             allow_private: false,
             secret_overlap: Duration::from_secs(86_400),
         },
+        admitted_keys: Default::default(),
     };
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
@@ -149,13 +151,29 @@ async fn two_thousand_half_open_connections_are_closed_within_the_header_timeout
     assert_eq!(health(address).await, "HTTP/1.1 200 OK");
 }
 
+/// Sends a whole `GET /healthz` on a new connection and returns the whole answer, head and body.
+async fn health_answer(address: std::net::SocketAddr) -> String {
+    let mut stream = TcpStream::connect(address).await.unwrap();
+    stream
+        .write_all(b"GET /healthz HTTP/1.1\r\nhost: test\r\nconnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer).await;
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
 #[tokio::test]
-async fn at_the_connection_bound_a_new_connection_waits_until_one_closes() {
+async fn over_the_connection_bound_a_new_connection_is_answered_503_at_once_and_idle_ones_are_dropped()
+ {
+    let header_timeout = Duration::from_secs(3);
     let address = serve(ConnectionLimits {
-        header_read_timeout: Duration::from_millis(800),
+        header_read_timeout: header_timeout,
         max_connections: 2,
     })
     .await;
+    // Two connections that never send a byte hold the bound of two.
+    let opened = Instant::now();
     let idle: Vec<TcpStream> = vec![
         TcpStream::connect(address).await.unwrap(),
         TcpStream::connect(address).await.unwrap(),
@@ -163,12 +181,39 @@ async fn at_the_connection_bound_a_new_connection_waits_until_one_closes() {
     // Give the accept loop time to take both.
     tokio::time::sleep(Duration::from_millis(100)).await;
     let started = Instant::now();
-    let status = health(address).await;
+    let answer = health_answer(address).await;
     let waited = started.elapsed();
-    assert_eq!(status, "HTTP/1.1 200 OK");
+    let (head, body) = answer.split_once("\r\n\r\n").expect("a whole answer");
+    assert!(head.starts_with("HTTP/1.1 503 "), "{answer}");
+    let head = head.to_ascii_lowercase();
+    assert!(head.contains("retry-after: 2"), "{head}");
     assert!(
-        waited >= Duration::from_millis(500),
+        head.contains("content-type: application/problem+json"),
+        "{head}"
+    );
+    assert!(head.contains("connection: close"), "{head}");
+    let problem: serde_json::Value = serde_json::from_str(body).unwrap();
+    assert_eq!(problem["code"], "too_many_connections");
+    assert_eq!(problem["status"], 503);
+    // Not kept waiting until an idle connection is dropped (a generous bound, far below the header timeout).
+    assert!(
+        waited < Duration::from_secs(2),
         "answered after {waited:?}, while two idle connections held the bound of two"
     );
-    drop(idle);
+
+    // The idle connections are closed by the header timeout, counted from their accept, and their places serve again.
+    let closes: Vec<_> = idle
+        .into_iter()
+        .map(|stream| {
+            tokio::spawn(closed_within(
+                stream,
+                header_timeout + Duration::from_secs(2),
+            ))
+        })
+        .collect();
+    for close in closes {
+        assert!(close.await.unwrap(), "an idle connection was kept");
+    }
+    assert!(opened.elapsed() < header_timeout + Duration::from_secs(2));
+    assert_eq!(health(address).await, "HTTP/1.1 200 OK");
 }

@@ -5,9 +5,11 @@
 //! nudged by a local commit, never by a notification sent inside the transaction.
 
 pub mod cursor;
+pub mod feed_waiters;
 pub mod hub;
 pub mod webhooks;
 
+pub use feed_waiters::{FeedCaps, FeedCounts};
 pub use hub::EventsHub;
 
 use chrono::{DateTime, Utc};

@@ -6,10 +6,13 @@
 //! when the path, the query or the body is refused, the key is looked up on its own first, so a caller without a
 //! valid key (or without a decision scope) is told that and nothing else about its request.
 //!
-//! Deferring the lookup means the body is read and parsed before the key is known. Only a body that says it is small
-//! (`Content-Length` at most [`DEFERRED_KEY_MAX_BODY`], far more than a decision needs) is; any other request has
-//! its key looked up first, as on every other route, so that a caller without a key cannot make the service read
-//! and parse more than that.
+//! Deferring the lookup means the body is read and parsed before the key is checked. So that a caller without a valid
+//! key cannot make the service read a body at all (issue 34, item 8), the body is read first only for a key this
+//! instance found live, with a decision scope, within the last minute (`crate::admitted_keys`), and only when the
+//! body says it is small (`Content-Length` at most [`DEFERRED_KEY_MAX_BODY`], far more than a decision needs). Any
+//! other request has its key looked up first, as on every other route: a key not of the form keys have is refused
+//! without a statement, an unknown or revoked key or one without a decision scope before its body is read, and a
+//! key that passes is remembered, so its next decisions again spend no statement on it.
 
 use axum::extract::{FromRef, FromRequestParts};
 use axum::http::header::CONTENT_LENGTH;
@@ -18,6 +21,7 @@ use axum::http::request::Parts;
 use super::error::ApiError;
 use super::extract::{Caller, RequiredScope, admit, bearer, client_by_key, scope, verified_token};
 use super::tokens::{self, TokenHolder};
+use crate::admitted_keys::AdmittedKeys;
 use crate::keys;
 use crate::resume::KeyHolder;
 use crate::state::AppState;
@@ -29,9 +33,9 @@ pub const DEFERRED_KEY_MAX_BODY: u64 = 64 * 1024;
 pub enum DecisionCredential {
     /// A verified decision token; its powers are fixed (the handler checks the run is one its user may decide).
     Token(TokenHolder),
-    /// An API key, not looked up yet.
+    /// An API key found live lately, not looked up for this request yet: the run's read checks it.
     Key(KeyHash),
-    /// An API key looked up already (its body may be large), its client holding a decision scope.
+    /// An API key looked up already, before its body was read, its client holding a decision scope.
     Caller(Caller),
 }
 
@@ -47,6 +51,7 @@ impl KeyHash {
 impl<S> FromRequestParts<S> for DecisionCredential
 where
     AppState: FromRef<S>,
+    AdmittedKeys: FromRef<S>,
     S: Send + Sync,
 {
     type Rejection = ApiError;
@@ -59,17 +64,24 @@ where
                 verified_token(&state, credential).await?,
             ));
         }
+        if !keys::is_well_formed(credential) {
+            return Err(ApiError::unauthorized("the key is unknown or revoked"));
+        }
         let hash = KeyHash(keys::hash(credential));
         let declared = parts
             .headers
             .get(CONTENT_LENGTH)
             .and_then(|value| value.to_str().ok())
             .and_then(|value| value.parse::<u64>().ok());
-        if declared.is_some_and(|bytes| bytes <= DEFERRED_KEY_MAX_BODY) {
+        let small = declared.is_some_and(|bytes| bytes <= DEFERRED_KEY_MAX_BODY);
+        // Only the keys, not the whole state, on the path of every decision.
+        let admitted_keys = AdmittedKeys::from_ref(state);
+        if small && admitted_keys.recently_admitted(&hash.0) {
             return Ok(DecisionCredential::Key(hash));
         }
-        let state = AppState::from_ref(state);
-        Ok(DecisionCredential::Caller(lookup(&state, &hash).await?))
+        let caller = lookup(&AppState::from_ref(state), &hash).await?;
+        admitted_keys.admitted(hash.0);
+        Ok(DecisionCredential::Caller(caller))
     }
 }
 

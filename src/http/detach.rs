@@ -5,6 +5,7 @@
 //! and one dropped between two statements of a transaction leaves it to be rolled back later. Run in a task of its
 //! own, the handler always finishes: its transaction commits or rolls back as written, and only the wait for the
 //! answer is given up. Writes are idempotent (registration, turns, decisions), so asking again returns the outcome.
+//! The feed's long poll alone is served attached (`app::within_bounds`, `events_feed`).
 
 use axum::extract::Request;
 use axum::middleware::Next;

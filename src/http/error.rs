@@ -17,7 +17,7 @@ tokio::task_local! {
     pub static REQUEST_ID: String;
 }
 
-/// Seconds a client is told to wait when the database is unavailable.
+/// Seconds a client is told to wait when the database is unavailable, or a cap is reached (429).
 const RETRY_AFTER_SECS: &str = "2";
 
 /// A failed request, as the client will see it.
@@ -185,7 +185,10 @@ impl IntoResponse for ApiError {
         if self.status == StatusCode::UNAUTHORIZED {
             headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
-        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+        if matches!(
+            self.status,
+            StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS
+        ) {
             headers.insert(
                 header::RETRY_AFTER,
                 HeaderValue::from_static(RETRY_AFTER_SECS),
@@ -197,6 +200,43 @@ impl IntoResponse for ApiError {
                 .insert(InternalCause(cause.into()));
         }
         response
+    }
+}
+
+/// The whole HTTP/1.1 answer to a connection over MAX_CONNECTIONS (`crate::listen`), written before any request
+/// is read: 503 `too_many_connections` as problem+json, with `Retry-After`, and the connection closed.
+pub fn too_many_connections() -> Vec<u8> {
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "too_many_connections",
+        "this instance serves MAX_CONNECTIONS connections already; retry after the time in Retry-After",
+    )
+    .into_closing_http1()
+}
+
+impl ApiError {
+    /// The problem as a whole HTTP/1.1 answer that closes its connection, for a connection no request was read
+    /// from (so there is no request id to name).
+    fn into_closing_http1(self) -> Vec<u8> {
+        let problem = Problem {
+            kind: format!("urn:approval-resume:problem:{}", self.code),
+            title: self.status.canonical_reason().unwrap_or("Error"),
+            status: self.status.as_u16(),
+            detail: &self.detail,
+            code: self.code,
+            request_id: None,
+        };
+        let body = serde_json::to_vec(&problem).unwrap_or_default();
+        let mut answer = format!(
+            "HTTP/1.1 {} {}\r\ncontent-type: application/problem+json\r\nretry-after: {RETRY_AFTER_SECS}\r\n\
+             connection: close\r\ncontent-length: {}\r\n\r\n",
+            self.status.as_u16(),
+            problem.title,
+            body.len()
+        )
+        .into_bytes();
+        answer.extend_from_slice(&body);
+        answer
     }
 }
 

@@ -41,6 +41,9 @@ pub async fn metrics(
     text.push_str(&crate::metrics::render_webhook_gauges(
         &storage::webhooks::backlog(&state.pool).await?,
     ));
+    text.push_str(&crate::metrics::render_feed_gauges(
+        state.events.feed_counts(),
+    ));
     text.push_str(&crate::metrics::render_encryption_gauge(
         state.pool.sealer().is_enabled(),
     ));

@@ -216,6 +216,38 @@ pub async fn readable(db: impl PgExecutor<'_>, floor: u64) -> Result<Readable, S
     })
 }
 
+/// What a poll of the hub finds when it also asks whose events became readable (DESIGN.md §17: a feed reader wakes
+/// only for its own tenant's events): the readable bound, and the tenants with an event of a transaction from
+/// `since` (the previous poll's bound, at and above which nothing was readable then) to below the bound.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NewlyReadable {
+    pub below: u64,
+    pub tenants: Vec<String>,
+}
+
+/// The readable bound, no lower than `floor`, and the tenants with events in `since` ..< that bound: one statement,
+/// a range scan of the primary key over the events committed since the previous poll.
+pub async fn newly_readable(
+    db: impl PgExecutor<'_>,
+    floor: u64,
+    since: u64,
+) -> Result<NewlyReadable, StorageError> {
+    let (below, tenants) = sql::query_as::<(String, Vec<String>)>(
+        "select b.below::text,
+                array(select distinct tenant from events
+                      where xid >= $2::text::xid8 and xid < b.below)
+         from (select greatest($1::text::xid8, events_readable_below()) as below) b",
+    )
+    .bind(floor.to_string())
+    .bind(since.to_string())
+    .fetch_one(db)
+    .await?;
+    Ok(NewlyReadable {
+        below: parse_xid(&below)?,
+        tenants,
+    })
+}
+
 /// Deletes events older than `max_age`, in batches; returns how many. Events are a delivery buffer, not the audit
 /// record (that is `approval_events` and `tool_events`), and this bounds what an undelivered backlog can hold.
 pub async fn purge_older_than(

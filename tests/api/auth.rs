@@ -733,3 +733,64 @@ async fn a_decision_with_a_large_or_unsized_body_has_its_key_refused_before_the_
         assert_problem(&answer, StatusCode::UNAUTHORIZED, "unauthorized");
     }
 }
+
+/// A decision's body is read before its key is checked only for a key this instance found live lately
+/// (src/admitted_keys.rs): a stranger's key, a malformed one, or one without a decision scope is refused before the
+/// body, however small the body says it is. The body here never arrives, so an answer at all says it was not
+/// waited for.
+#[tokio::test]
+async fn a_decision_s_key_is_refused_before_its_small_body_is_read() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool).await;
+    let (id, _) = waiting_run(&app).await;
+    let reader_only = app.client("reader-only", &["runs:read"]).await;
+    let (never_issued, _) = approval_resume::keys::generate();
+    let refusals = [
+        (
+            never_issued.as_str(),
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+        ),
+        (
+            "ar_this-key-was-never-issued",
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+        ),
+        (reader_only.as_str(), StatusCode::FORBIDDEN, "missing_scope"),
+    ];
+    for (key, status, code) in refusals {
+        let never = futures::stream::pending::<Result<bytes::Bytes, std::io::Error>>();
+        let request = Request::builder()
+            .method(Method::POST)
+            .uri(format!("/v1/runs/{id}/decision"))
+            .header("authorization", format!("Bearer {key}"))
+            .header("content-type", "application/json")
+            .header("content-length", 100)
+            .body(Body::from_stream(never))
+            .unwrap();
+        let answer = tokio::time::timeout(std::time::Duration::from_secs(5), app.send(request))
+            .await
+            .unwrap_or_else(|_| panic!("{code}: the body was waited for"));
+        assert_problem(&answer, status, code);
+    }
+}
+
+/// The key found live by its own lookup is then checked by the run's read alone, and still decides.
+#[tokio::test]
+async fn a_key_looked_up_before_its_body_still_decides_and_so_does_its_next_decision() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool).await;
+    let decider = app.client("decider", &["decisions:write"]).await;
+    for _ in 0..2 {
+        let (id, digest) = waiting_run(&app).await;
+        let answer = app
+            .call(
+                Method::POST,
+                &format!("/v1/runs/{id}/decision"),
+                Some(&decider),
+                Some(json!({"approved": false, "decider_uid": 7, "turn_digest": digest})),
+            )
+            .await;
+        assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.body);
+    }
+}

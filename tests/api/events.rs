@@ -592,8 +592,9 @@ async fn a_reader_woken_by_the_hub_reads_the_event_even_when_its_own_read_places
     // A long poll through the hub, reading on the reader's connection: answered with the event, not the
     // emptiness of the whole wait.
     let hub = support::events_hub(&pool);
+    let waiter = hub.feed_waiter("default", "admin").unwrap();
     let page = hub
-        .read_or_wait(Duration::from_secs(10), |floor| {
+        .read_or_wait(waiter, Duration::from_secs(10), |floor| {
             let reader = std::sync::Arc::clone(&reader);
             async move {
                 let mut reader = reader.lock().await;

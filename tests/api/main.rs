@@ -12,6 +12,7 @@ mod encryption;
 mod events;
 mod executors;
 mod expiry;
+mod feed_fairness;
 mod formats;
 mod gate;
 mod hostile;

@@ -1789,6 +1789,31 @@ async fn following_events_answers_as_documented() {
         .await;
     op.expect("/v1/events?page=2", None, "422 invalid_query")
         .await;
+    // A client at its cap of waiting readers (one here, held by the test) is refused a second.
+    let hub = approval_resume::events::EventsHub::start_with_caps(
+        approval_resume::storage::Database::direct(app.pool.clone()),
+        Duration::from_millis(25),
+        Duration::from_secs(5),
+        approval_resume::events::FeedCaps {
+            per_client: 1,
+            per_instance: 1,
+        },
+    );
+    let capped = app.with_state(AppState {
+        events: hub.clone(),
+        ..app.state.clone()
+    });
+    let held = hub.feed_waiter("default", "admin").unwrap();
+    let key = Some(app.admin_key.as_str());
+    op.expect_on(
+        &capped,
+        key,
+        "/v1/events?wait=1",
+        None,
+        "429 too_many_waiting_readers",
+    )
+    .await;
+    drop(held);
     op.provoke_auth_errors("/v1/events", None).await;
     op.provoke_server_errors("/v1/events", None).await;
     op.assert_every_documented_answer_was_seen();

@@ -109,6 +109,7 @@ pub async fn app_with(pool: PgPool, options: Options) -> TestApp {
         },
         events: events_hub(&pool),
         webhooks: webhook_policy(),
+        admitted_keys: Default::default(),
     };
     let admin_key = add_client(&pool, "admin", "default", ALL_SCOPES).await;
     TestApp {
@@ -488,6 +489,7 @@ impl TestApp {
             limits: self.state.limits,
             events: events_hub(&pool),
             webhooks: self.state.webhooks,
+            admitted_keys: Default::default(),
         };
         TestApp {
             router: router(state.clone()),
