@@ -4,8 +4,8 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use uuid::Uuid;
 
-use crate::domain::token_view;
 use crate::domain::model_input::ModelInputFormat;
+use crate::domain::token_view;
 use crate::domain::tokens::{DecidedBy, DenialReason, Effect, PrivacyLevel, RunStatus};
 use crate::domain::verdicts::RecordedVerdict;
 use crate::executor::Executors;
