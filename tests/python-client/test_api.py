@@ -5,6 +5,7 @@ import asyncio
 import json
 import uuid
 
+import httpx
 import pytest
 from conftest import REPO, TOOL, Service, chat_transcript, new_run_id
 
@@ -63,14 +64,9 @@ def test_a_registration_with_every_member_is_the_run_and_the_same_body_again_the
         "approval_ttl_secs": 3600,
         "format": "openai-chat",
     }
-    try:
-        run = api.register_run(body)
-    except ApiError as refusal:
-        # Until DESIGN.md §14's `format` lands in the service, the strict body refuses it; then it is taken as is.
-        assert (refusal.status, refusal.code) == (422, "invalid_body") and "format" in refusal.detail, refusal
-        del body["format"]
-        run = api.register_run(body)
+    run = api.register_run(body)
     assert (run["id"], run["owner_uid"], run["status"]) == (body["id"], owner, "waiting_for_approval")
+    assert run["format"] == "openai-chat"
     assert (run["privacy_level"], run["require_second_approver"]) == ("redacted", True)
     assert run["expires_at"] is not None and "decision" not in run
     [call] = run["turn"]["pending_calls"]
@@ -83,6 +79,49 @@ def test_a_registration_with_every_member_is_the_run_and_the_same_body_again_the
     error = refused.value
     assert (error.status, error.code, error.title) == (409, "run_exists", "Conflict"), error
     assert error.request_id and error.detail and error.retry_after is None
+
+
+# An Anthropic transcript as a provider's SDK sent it: a thinking block with its signature, and a number written
+# `1.50`, which Python's json would read back as 1.5 and write as `1.5`. The service keeps the text as sent (§14).
+NATIVE_USER = '{"role": "user", "content": "Set the price of bread to 1.50."}'
+NATIVE_ASSISTANT = (
+    '{"role":"assistant","content":[{"type":"thinking","thinking":"The price first.","signature":"c2lnbmF0dXJl"},'
+    f'{{"type":"tool_use","id":"toolu_01","name":"{TOOL}","input":{{"page":12,"price":1.50}}}}]}}'
+)
+
+
+def test_a_native_anthropic_run_comes_back_in_its_model_input_byte_for_byte(api: Client, service: Service) -> None:
+    owner = new_owner(api)
+    run_id = new_run_id()
+    key = service.add_key(f"python-raw-{uuid.uuid4().hex[:12]}", ["runs:write", "runs:read"])
+    raw = httpx.Client(base_url=service.base_url, headers={"authorization": f"Bearer {key}"})
+    with raw:
+        # Sent as text, not through the client: its json encoder would write `1.5`.
+        body = (
+            f'{{"id":"{run_id}","owner_uid":{owner},"format":"anthropic","system":"Be brief.",'
+            f'"messages":[{NATIVE_USER},{NATIVE_ASSISTANT}],"tools":[{{"name":"{TOOL}","effect":"write"}}]}}'
+        )
+        registered = raw.post("/v1/runs", content=body, headers={"content-type": "application/json"})
+        assert registered.status_code == 201, registered.text
+        run = api.get_run(run_id)
+        assert (run["format"], run["status"]) == ("anthropic", "waiting_for_approval")
+        [call] = run["turn"]["pending_calls"]
+        assert (call["id"], call["name"], json.loads(call["arguments"])) == ("toolu_01", TOOL, {"page": 12, "price": 1.5})
+
+        answer = api.deny(run_id, run["turn"]["digest"], owner)
+        assert answer["format"] == "anthropic" and "model_input" in answer
+        assert answer["model_input"]["format"] == "anthropic", "the run's own format when none is asked for"
+        text = raw.get(f"/v1/runs/{run_id}/model-input").text
+    # Each registered message, byte for byte and in order, then the result the service added.
+    user_at, assistant_at = text.find(NATIVE_USER), text.find(NATIVE_ASSISTANT)
+    assert 0 < user_at < assistant_at, text
+    model_input = json.loads(text)
+    assert (model_input["format"], model_input["system"], len(model_input["messages"])) == ("anthropic", "Be brief.", 3)
+    [result] = model_input["messages"][2]["content"]
+    assert (result["type"], result["tool_use_id"], result["is_error"]) == ("tool_result", "toolu_01", True)
+    with pytest.raises(ApiError) as refused:
+        api.get_model_input(run_id, format="openai-chat")
+    assert (refused.value.status, refused.value.code) == (422, "format_not_representable")
 
 
 def test_the_inbox_pages_through_every_run_an_approver_may_decide(api: Client, approver: int) -> None:

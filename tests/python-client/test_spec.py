@@ -1,6 +1,5 @@
 """clients/python held to openapi.yaml: every operation has a client method (and there is no other), each model has
-exactly its schema's members with the same requiredness, and each enum is a Literal of exactly its values. The only
-departures allowed are DESIGN.md §14's members that the spec does not list yet (`models.SPEC_PENDING`)."""
+exactly its schema's members with the same requiredness, and each enum is a Literal of exactly its values."""
 
 import inspect
 import types
@@ -34,6 +33,12 @@ PASSED_THROUGH = {
     "AnthropicBase64ImageSource",
     "AnthropicToolUseBlock",
     "AnthropicToolResultBlock",
+    "AnthropicMessageContent",
+    "AnthropicThinkingBlock",
+    "AnthropicRedactedThinkingBlock",
+    "AnthropicServerToolUseBlock",
+    "AnthropicWebSearchToolResultBlock",
+    "ResponsesInputItem",
     "ResponsesItem",
     "ResponsesMessage",
     "ResponsesMessageContent",
@@ -43,8 +48,6 @@ PASSED_THROUGH = {
     "ResponsesFunctionCall",
     "ResponsesFunctionCallOutput",
 }
-# Enum values of DESIGN.md §14 the spec does not list yet.
-PENDING_ENUM_VALUES = {"ModelInputFormat": {"gemini"}}
 
 
 def spec_operations() -> dict[str, tuple[str, str]]:
@@ -98,13 +101,11 @@ def check_members(name: str, schema: dict[str, Any], model: Any, problems: list[
     if not is_typeddict(model):
         problems.append(f"{name}: {model!r} is no TypedDict")
         return
-    pending = models.SPEC_PENDING.get(name, frozenset())
-    relaxed = models.SPEC_PENDING_OPTIONAL.get(name, frozenset())
     members = set(schema.get("properties", {}))
     required = set(schema.get("required", []))
-    if set(model.__annotations__) != members | pending:
+    if set(model.__annotations__) != members:
         problems.append(f"{name}: members {sorted(model.__annotations__)} but the spec has {sorted(members)}")
-    if set(model.__required_keys__) != required - relaxed:
+    if set(model.__required_keys__) != required:
         problems.append(f"{name}: required {sorted(model.__required_keys__)} but the spec has {sorted(required)}")
     hints = typing.get_type_hints(model, include_extras=True)
     for member, member_schema in schema.get("properties", {}).items():
@@ -132,12 +133,13 @@ def test_every_closed_schema_of_openapi_is_a_model_with_exactly_its_members() ->
 def test_every_schema_is_modelled_or_passed_through_and_open_ones_are_json_objects() -> None:
     modelled = {name for name in SCHEMAS if hasattr(models, name)}
     assert set(SCHEMAS) - modelled - PASSED_THROUGH == set(), "schemas neither modelled nor passed through"
-    assert models.ChatMessage == models.ToolCall == dict[str, Any]
-    for name in ("ChatMessage", "ToolCall"):
+    assert models.ChatMessage == models.ToolCall == models.NativeEntry == dict[str, Any]
+    for name in ("ChatMessage", "ToolCall", "NativeEntry"):
         assert SCHEMAS[name].get("additionalProperties") is not False, f"{name} is closed now: model it"
-    # The model input is the union of one model per format the spec maps, plus §14's pending Gemini.
+    # The model input is the union of one model per format the spec maps.
     mapped = {target.rsplit("/", 1)[1] for target in SCHEMAS["ModelInput"]["discriminator"]["mapping"].values()}
-    assert {model.__name__ for model in get_args(models.ModelInput)} == mapped | {"GeminiInput"}
+    assert {model.__name__ for model in get_args(models.ModelInput)} == mapped
+    assert set(mapped) == {"OpenAiChatInput", "AnthropicInput", "OpenAiResponsesInput", "GeminiInput"}
 
 
 def test_every_enum_of_openapi_is_a_literal_of_exactly_its_values() -> None:
@@ -146,14 +148,4 @@ def test_every_enum_of_openapi_is_a_literal_of_exactly_its_values() -> None:
     for name, values in enums.items():
         literal = getattr(models, name)
         assert get_origin(literal) is Literal, name
-        assert set(get_args(literal)) == set(values) | PENDING_ENUM_VALUES.get(name, set()), name
-
-
-def test_the_members_sent_ahead_of_the_spec_are_design_section_14_s_only() -> None:
-    assert models.SPEC_PENDING == {
-        "RegisterRun": {"format", "system", "instructions", "input", "system_instruction", "contents"},
-        "AppendTurn": {"input", "contents"},
-    }
-    for name, members in models.SPEC_PENDING.items():
-        # Once the spec lists a member, it is checked like any other and must leave this list.
-        assert not members & set(SCHEMAS[name]["properties"]), name
+        assert set(get_args(literal)) == set(values), name

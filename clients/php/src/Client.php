@@ -65,23 +65,37 @@ final class Client
 
     /**
      * Registers a run suspended on its last assistant turn (scope `runs:write`). The same arguments again answer
-     * the same run; other ones under a taken id throw 409 `run_exists`.
+     * the same run; other ones under a taken id throw 409 `run_exists`. A run registered in a provider's own
+     * `$format` (DESIGN.md §14) is kept as sent and resumed in that format, byte for byte.
      *
-     * @param list<array<string, mixed>> $messages OpenAI chat messages, the last an assistant message with tool calls
+     * @param list<mixed> $transcript the run's transcript in `$format`: OpenAI chat or Anthropic `messages` (the last
+     *                                the assistant's, with tool calls), Responses `input` items, or Gemini `contents`
      * @param array<string, Effect> $tools each tool's effect by name; a tool the run declares no effect for is a read
      *                                     unless the service's TOOLS_CONFIG makes it a write
+     * @param mixed $system the format's system member, if any: Anthropic `system` (a string or blocks), Responses
+     *                      `instructions` (a string), Gemini `system_instruction` (a content); none in openai-chat
      */
     public function registerRun(
         string $id,
         int $ownerUid,
-        array $messages,
+        array $transcript,
         array $tools = [],
         ?PrivacyLevel $privacyLevel = null,
         bool $requireSecondApprover = false,
         ?int $approvalTtlSecs = null,
         ?\DateTimeInterface $expiresAt = null,
+        ModelInputFormat $format = ModelInputFormat::OpenAiChat,
+        mixed $system = null,
     ): Run {
-        $body = ['id' => $id, 'owner_uid' => $ownerUid, 'messages' => $messages, 'tools' => []];
+        $body = ['id' => $id, 'owner_uid' => $ownerUid];
+        if ($format !== ModelInputFormat::OpenAiChat) {
+            $body['format'] = $format->value;
+        }
+        if ($system !== null) {
+            $body[self::systemMember($format)] = $system;
+        }
+        $body[self::transcriptMember($format)] = $transcript;
+        $body['tools'] = [];
         foreach ($tools as $name => $effect) {
             $body['tools'][] = ['name' => (string) $name, 'effect' => $effect->value];
         }
@@ -141,12 +155,15 @@ final class Client
         } while ($cursor !== null);
     }
 
-    /** Approves the whole turn named by its digest (scope `decisions:write`). */
+    /**
+     * Approves the whole turn named by its digest (scope `decisions:write`). The answer's model input is in
+     * `$format`, here and in the other decisions; null: the run's own.
+     */
     public function approveTurn(
         string $runId,
         string $turnDigest,
         Decider $decider,
-        ModelInputFormat $format = ModelInputFormat::OpenAiChat,
+        ?ModelInputFormat $format = null,
     ): DecisionAnswer {
         $body = $decider->addTo(['approved' => true, 'turn_digest' => $turnDigest]);
         return $this->decide($runId, $body, $format);
@@ -161,7 +178,7 @@ final class Client
         string $turnDigest,
         Decider $decider,
         ?DenialReason $reason = null,
-        ModelInputFormat $format = ModelInputFormat::OpenAiChat,
+        ?ModelInputFormat $format = null,
     ): DecisionAnswer {
         $body = $decider->addTo(['approved' => false, 'turn_digest' => $turnDigest]);
         if ($reason !== null) {
@@ -180,32 +197,37 @@ final class Client
         string $turnDigest,
         Decider $decider,
         array $verdicts,
-        ModelInputFormat $format = ModelInputFormat::OpenAiChat,
+        ?ModelInputFormat $format = null,
     ): DecisionAnswer {
         $calls = array_map(static fn (Verdict $verdict): array => $verdict->toArray(), $verdicts);
         $body = $decider->addTo(['turn_digest' => $turnDigest, 'calls' => $calls]);
         return $this->decide($runId, $body, $format);
     }
 
-    /** The last resumed model input of the run, in `$format` (scope `runs:read`; 409 `not_resumed` before one). */
-    public function modelInput(string $runId, ModelInputFormat $format = ModelInputFormat::OpenAiChat): ModelInput
+    /**
+     * The last resumed model input of the run, in `$format` (null: the run's own), scope `runs:read`; 409
+     * `not_resumed` before one, 422 `format_not_representable` for a format the transcript cannot be put in.
+     */
+    public function modelInput(string $runId, ?ModelInputFormat $format = null): ModelInput
     {
-        $path = self::runPath($runId) . '/model-input?' . http_build_query(['format' => $format->value]);
+        $path = self::runPath($runId) . '/model-input' . self::formatQuery($format);
         return ModelInput::fromArray($this->call('GET', $path));
     }
 
     /**
      * Suspends a resumed run again on its next assistant turn (scope `runs:write`).
      *
-     * @param list<array<string, mixed>> $messages what followed the model input, ending with the next assistant turn
+     * @param list<mixed> $transcript what followed the model input, ending with the next assistant turn, in the
+     *                                run's format (`$format`: `messages`, Responses `input` or Gemini `contents`)
      */
     public function appendTurn(
         string $runId,
-        array $messages,
+        array $transcript,
         ?int $approvalTtlSecs = null,
         ?\DateTimeInterface $expiresAt = null,
+        ModelInputFormat $format = ModelInputFormat::OpenAiChat,
     ): Run {
-        $body = self::withExpiry(['messages' => $messages], $approvalTtlSecs, $expiresAt);
+        $body = self::withExpiry([self::transcriptMember($format) => $transcript], $approvalTtlSecs, $expiresAt);
         return Run::fromArray($this->call('POST', self::runPath($runId) . '/turns', $body));
     }
 
@@ -235,6 +257,17 @@ final class Client
         return WebhookSubscription::fromArray($this->call('POST', '/v1/webhooks', $body));
     }
 
+    /**
+     * Gives a subscription a new signing secret (scope `webhooks:write`), in the answer's `secret` this once. The
+     * old one keeps signing beside it for `$overlapSecs` (null: the service's WEBHOOK_SECRET_OVERLAP_SECS; 0: it
+     * retires at once), so receivers can switch meanwhile.
+     */
+    public function rotateWebhookSecret(string $id, ?int $overlapSecs = null): WebhookSubscription
+    {
+        $path = '/v1/webhooks/' . rawurlencode($id) . '/rotate-secret';
+        return WebhookSubscription::fromArray($this->call('POST', $path, ['overlap_secs' => $overlapSecs]));
+    }
+
     /** Removes a webhook subscription (scope `webhooks:write`). */
     public function removeWebhook(string $id): void
     {
@@ -248,9 +281,9 @@ final class Client
     }
 
     /** @param array<string, mixed> $body */
-    private function decide(string $runId, array $body, ModelInputFormat $format): DecisionAnswer
+    private function decide(string $runId, array $body, ?ModelInputFormat $format): DecisionAnswer
     {
-        $path = self::runPath($runId) . '/decision?' . http_build_query(['format' => $format->value]);
+        $path = self::runPath($runId) . '/decision' . self::formatQuery($format);
         return DecisionAnswer::fromArray($this->call('POST', $path, $body));
     }
 
@@ -298,6 +331,35 @@ final class Client
             $body['expires_at'] = $expiresAt->format(\DateTimeInterface::RFC3339_EXTENDED);
         }
         return $body;
+    }
+
+    /** `?format=…` when one is asked for; none: the service answers in the run's own format (DESIGN.md §14). */
+    private static function formatQuery(?ModelInputFormat $format): string
+    {
+        return $format === null ? '' : '?' . http_build_query(['format' => $format->value]);
+    }
+
+    /** The member a format's transcript goes in (DESIGN.md §14). */
+    private static function transcriptMember(ModelInputFormat $format): string
+    {
+        return match ($format) {
+            ModelInputFormat::OpenAiChat, ModelInputFormat::Anthropic => 'messages',
+            ModelInputFormat::OpenAiResponses => 'input',
+            ModelInputFormat::Gemini => 'contents',
+        };
+    }
+
+    /** The member a format's system prompt goes in; openai-chat keeps it among the messages. */
+    private static function systemMember(ModelInputFormat $format): string
+    {
+        return match ($format) {
+            ModelInputFormat::OpenAiChat => throw new \InvalidArgumentException(
+                'an openai-chat run keeps its system prompt among its messages',
+            ),
+            ModelInputFormat::Anthropic => 'system',
+            ModelInputFormat::OpenAiResponses => 'instructions',
+            ModelInputFormat::Gemini => 'system_instruction',
+        };
     }
 
     private static function runPath(string $runId): string

@@ -168,6 +168,36 @@ final class DecisionsTest extends TestCase
         self::assertArrayHasKey('input', $answer->modelInput->body);
     }
 
+    public function test_a_run_registered_in_anthropic_s_format_comes_back_in_it_with_its_thinking_block(): void
+    {
+        $service = Service::shared();
+        $owner = Runs::newUid();
+        $service->worker()->putUser($owner, 'ada');
+        $assistant = ['role' => 'assistant', 'content' => [
+            ['type' => 'thinking', 'thinking' => 'Page 12 first.', 'signature' => 'c2lnbmF0dXJl'],
+            ['type' => 'tool_use', 'id' => 'toolu_1', 'name' => 'publish_page', 'input' => ['page' => 12]],
+        ]];
+        $messages = [['role' => 'user', 'content' => 'Publish page 12.'], $assistant];
+        $run = $service->worker()->registerRun(
+            Runs::newId(),
+            $owner,
+            $messages,
+            ['publish_page' => Effect::Write],
+            format: ModelInputFormat::Anthropic,
+            system: 'Be brief.',
+        );
+        self::assertSame(ModelInputFormat::Anthropic, $run->format);
+        self::assertSame(['toolu_1'], array_map(static fn ($call) => $call->id, $run->turn->pendingCalls));
+
+        $answer = $service->tasks()->denyTurn($run->id, $run->turn->digest, Decider::user($owner));
+        self::assertSame(ModelInputFormat::Anthropic, $answer->format);
+        // The run's own format when none is asked for: the registered members and messages as sent, then the result.
+        $input = $service->worker()->modelInput($run->id, ModelInputFormat::Anthropic);
+        self::assertSame('Be brief.', $input->body['system']);
+        self::assertSame($messages, array_slice($input->body['messages'], 0, 2));
+        self::assertSame('tool_result', $input->body['messages'][2]['content'][0]['type']);
+    }
+
     /** @param callable(): mixed $request */
     private function assertRefused(int $status, string $code, callable $request): ApiException
     {

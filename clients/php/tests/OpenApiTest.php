@@ -70,10 +70,16 @@ final class OpenApiTest extends TestCase
         $run = '0b0e9f1e-6a56-4c2b-9a43-3f1f4c1d2a01';
         $digest = str_repeat('a', 64);
         $messages = [['role' => 'assistant', 'content' => null, 'tool_calls' => []]];
+        $input = [['type' => 'function_call', 'call_id' => 'call_1', 'name' => 'x', 'arguments' => '{}']];
+        $contents = [['role' => 'model', 'parts' => [['functionCall' => ['name' => 'x', 'args' => ['page' => 12]]]]]];
+        $instruction = ['parts' => [['text' => 'Be brief.']]];
         $calls = [
             fn () => $client->putUser(7, 'ada', true, true, false, ['publish_page']),
             fn () => $client->registerRun($run, 7, $messages, ['x' => Effect::Write], PrivacyLevel::Full, true, 60),
             fn () => $client->registerRun($run, 7, $messages, expiresAt: new \DateTimeImmutable('+1 hour')),
+            fn () => $client->registerRun($run, 7, $messages, format: ModelInputFormat::Anthropic, system: 'Be brief.'),
+            fn () => $client->registerRun($run, 7, $input, format: ModelInputFormat::OpenAiResponses, system: 'Hi.'),
+            fn () => $client->registerRun($run, 7, $contents, format: ModelInputFormat::Gemini, system: $instruction),
             fn () => $client->getRun($run),
             fn () => $client->inbox(9, 7, 'publish_page', 10, '1_' . str_repeat('0', 32)),
             fn () => $client->approveTurn($run, $digest, Decider::user(9), ModelInputFormat::Anthropic),
@@ -86,9 +92,13 @@ final class OpenApiTest extends TestCase
             ]),
             fn () => $client->modelInput($run, ModelInputFormat::OpenAiResponses),
             fn () => $client->appendTurn($run, $messages, 30),
+            fn () => $client->appendTurn($run, $input, format: ModelInputFormat::OpenAiResponses),
+            fn () => $client->appendTurn($run, $contents, format: ModelInputFormat::Gemini),
             fn () => $client->cancelRun($run),
             fn () => $client->completeRun($run),
             fn () => $client->createWebhook('https://t.example.com/', [EventType::RunWaiting, EventType::RunResumed]),
+            fn () => $client->rotateWebhookSecret('6f1c0e2a-0000-4000-8000-000000000000'),
+            fn () => $client->rotateWebhookSecret('6f1c0e2a-0000-4000-8000-000000000000', 600),
             fn () => $client->removeWebhook('6f1c0e2a-0000-4000-8000-000000000000'),
         ];
         foreach ($calls as $call) {

@@ -20,6 +20,7 @@ final class SecretsTest extends TestCase
         $subscription = WebhookSubscription::fromArray([
             'id' => '6f1c0e2a-0000-4000-8000-000000000000', 'url' => 'https://tasks.example.com/hook',
             'event_types' => ['run.waiting'], 'state' => 'active', 'backlog' => 0,
+            'backlog_capped' => false, 'previous_secret_expires_at' => null,
             'created_at' => '2026-12-06T02:00:00Z', 'secret' => $secret,
         ]);
         $dumps = [

@@ -25,6 +25,7 @@ import type {
     PutUser,
     RegisterRun,
     RunAudit,
+    RotateWebhookSecret,
     RunView,
     UserView,
     WebhookCreated,
@@ -70,7 +71,9 @@ export class ApprovalResumeClient {
 
     /**
      * Registers a run suspended on its last assistant turn (scope `runs:write`): 201, or 200 with the run for the
-     * same body again; another body under a taken id throws 409 `run_exists`. Draw run ids at random (UUID v4).
+     * same body again; another body under a taken id throws 409 `run_exists`. Draw run ids at random (UUID v4). With
+     * `format` (DESIGN.md §14) the run is registered in a provider's own format with that format's members
+     * (`system` + `messages`, `instructions` + `input`, `system_instruction` + `contents`), kept byte for byte.
      */
     registerRun(run: RegisterRun, options: CallOptions = {}): Promise<RunView> {
         return unwrap(this.#api.POST("/v1/runs", { body: run, ...options }));
@@ -125,7 +128,10 @@ export class ApprovalResumeClient {
         return this.decide(id, perCallBody(turnDigest, verdicts, options.deciderUid), options);
     }
 
-    /** The last resumed model input (scope `runs:read`); 409 `not_resumed` before a decision. */
+    /**
+     * The last resumed model input (scope `runs:read`), in `format` or else the run's own; 409 `not_resumed` before a
+     * decision, 422 `format_not_representable` for a format the transcript holds something it cannot say.
+     */
     modelInput(
         id: string,
         options: { format?: ModelInputFormat; signal?: AbortSignal } = {},
@@ -198,6 +204,21 @@ export class ApprovalResumeClient {
     /** The tenant's subscriptions with their delivery state (scope `webhooks:write`); never their secrets. */
     async listWebhooks(options: CallOptions = {}): Promise<WebhookSubscription[]> {
         return (await unwrap(this.#api.GET("/v1/webhooks", { ...options }))).subscriptions;
+    }
+
+    /**
+     * Gives a subscription a new signing secret (scope `webhooks:write`), in the answer's `secret` this once. The old
+     * one signs beside it for `overlap_secs` (absent: the service's WEBHOOK_SECRET_OVERLAP_SECS; 0: it retires at
+     * once), so receivers can switch meanwhile; 404 `not_found` for a subscription the tenant does not have.
+     */
+    rotateWebhookSecret(
+        id: string,
+        rotation: RotateWebhookSecret = {},
+        options: CallOptions = {},
+    ): Promise<WebhookCreated> {
+        return unwrap(
+            this.#api.POST("/v1/webhooks/{id}/rotate-secret", { params: { path: { id } }, body: rotation, ...options }),
+        );
     }
 
     /** Removes a subscription (scope `webhooks:write`); 404 `not_found` for one the tenant does not have. */

@@ -73,7 +73,7 @@ export interface FeedOptions {
 /** Reads one page; the client's `events` method. */
 export type ReadPage = (query: EventsQuery, signal: AbortSignal | undefined) => Promise<EventsPage>;
 
-/** Seconds to wait after a 503 that names no Retry-After. */
+/** Seconds to wait after a 503 or 429 that names no Retry-After. */
 const DEFAULT_RETRY_SECS = 1;
 
 /** The feed as an async iterable; see the module's documentation. Each iteration resumes from the store. */
@@ -123,7 +123,11 @@ export class Feed implements AsyncIterable<Event> {
         }
     }
 
-    /** One page after `after`; `null` when the signal ended the wait. A 503 is asked again after Retry-After. */
+    /**
+     * One page after `after`; `null` when the signal ended the wait. A 503, or a 429 `too_many_waiting_readers`
+     * (DESIGN.md §17: the client or the instance has as many readers waiting as it may), is asked again after
+     * Retry-After.
+     */
     async #readPage(after: string | null): Promise<EventsPage | null> {
         const signal = this.#signal;
         const query: EventsQuery = { wait: this.#wait };
@@ -140,7 +144,7 @@ export class Feed implements AsyncIterable<Event> {
                 if (signal?.aborted) {
                     return null;
                 }
-                if (!(error instanceof ApiError) || error.status !== 503) {
+                if (!(error instanceof ApiError) || (error.status !== 503 && error.status !== 429)) {
                     throw error;
                 }
                 if (!(await sleep((error.retryAfter ?? DEFAULT_RETRY_SECS) * 1000, signal))) {

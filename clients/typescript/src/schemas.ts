@@ -17,10 +17,15 @@ type Schemas = components["schemas"];
  */
 export type ChatMessage = Schemas["ChatMessage"] & { [member: string]: unknown };
 
-/** `T` with its `messages` (where it has them) open as {@link ChatMessage}; other members unchanged. */
+/**
+ * `T` with its `messages` (where it has them) open as {@link ChatMessage}, required or optional as in `T`; other
+ * members unchanged. A registration or a turn in a native format (DESIGN.md §14) sends `input` or `contents` instead.
+ */
 export type WithOpenMessages<T> = T extends { messages: unknown }
     ? Omit<T, "messages"> & { messages: ChatMessage[] }
-    : T;
+    : "messages" extends keyof T
+      ? Omit<T, "messages"> & { messages?: ChatMessage[] }
+      : T;
 
 export type PutUser = Schemas["PutUser"];
 export type UserView = Schemas["UserView"];
@@ -53,6 +58,9 @@ export type EventsPage = Schemas["EventsPage"];
 export type CreateWebhook = Schemas["CreateWebhook"];
 export type WebhookSubscription = Schemas["WebhookSubscription"];
 export type WebhookCreated = Schemas["WebhookCreated"];
+export type RotateWebhookSecret = Schemas["RotateWebhookSecret"];
+/** An entry of a native transcript (Responses `input`, Gemini `contents`), kept by the service as it came. */
+export type NativeEntry = Schemas["NativeEntry"];
 export type Problem = Schemas["Problem"];
 export type ProblemCode = Problem["code"];
 

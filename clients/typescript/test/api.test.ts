@@ -117,6 +117,44 @@ test("a user is upserted, a run registered once, and another body under its id r
     assert.equal(conflict.type, "urn:approval-resume:problem:run_exists");
 });
 
+test("a run registered in anthropic's format keeps its thinking block and answers in that format", async () => {
+    const owner = newUid();
+    await worker.putUser(owner, { username: "ada", is_admin: false, can_approve_others: false, disabled: false });
+    const messages = [
+        { role: "user" as const, content: "Publish page 12." },
+        {
+            role: "assistant" as const,
+            content: [
+                { type: "thinking", thinking: "Page 12 first.", signature: "c2lnbmF0dXJl" },
+                { type: "tool_use", id: "toolu_1", name: WRITE_TOOL, input: { page: 12 } },
+            ],
+        },
+    ];
+    const run = await worker.registerRun({
+        id: newRunId(),
+        owner_uid: owner,
+        format: "anthropic",
+        system: "Be brief.",
+        messages,
+        tools: [{ name: WRITE_TOOL, effect: "write" }],
+    });
+    assert.equal(run.format, "anthropic");
+    assert.deepEqual(
+        run.turn.pending_calls.map((call) => call.id),
+        ["toolu_1"],
+    );
+    const answer = await tasks.denyTurn(run.id, run.turn.digest, { deciderUid: owner });
+    assert.deepEqual([answer.format, answer.model_input?.format], ["anthropic", "anthropic"]);
+    const input = await worker.modelInput(run.id);
+    assert.equal(input.format, "anthropic");
+    if (input.format === "anthropic") {
+        assert.equal(input.system, "Be brief.");
+        assert.deepEqual(input.messages.slice(0, 2), messages, "the registered messages, thinking block and all");
+    }
+    const chat = await refusal(worker.modelInput(run.id, { format: "openai-chat" }));
+    assert.deepEqual([chat.status, chat.code], [422, "format_not_representable"], "a thinking block has no chat form");
+});
+
 test("the inbox lists an approver's waiting runs newest first, page by page, and a stranger sees none", async () => {
     const [owner, approver, stranger] = [newUid(), newUid(), newUid()];
     const plain = { is_admin: false, disabled: false };
@@ -179,9 +217,13 @@ test("the owner denies the whole turn and the model reads the exact ADR-200 text
         ],
     );
     assert.deepEqual(service.executor.callsOf(run.id), [], "a denial sends nothing to the executor");
-    assert.equal(answer.model_input.format, "openai-chat");
-    if (answer.model_input.format === "openai-chat") {
-        const tools = answer.model_input.messages.filter((message) => message.role === "tool");
+    // Optional in the schema (a decision token at privacy level metadata or none sees none); an API key sees it.
+    const input = answer.model_input;
+    assert.ok(input !== undefined, "an API key's decision answer has the model input");
+    assert.equal(answer.format, "openai-chat", "the run's own format");
+    assert.equal(input.format, "openai-chat");
+    if (input.format === "openai-chat") {
+        const tools = input.messages.filter((message) => message.role === "tool");
         assert.deepEqual(
             tools.map((message) => (message as { content?: unknown }).content),
             [DENIED_BY_OWNER(READ_TOOL), DENIED_BY_OWNER(WRITE_TOOL)],
@@ -193,6 +235,7 @@ test("the owner denies the whole turn and the model reads the exact ADR-200 text
     if (anthropic.format === "anthropic") {
         const last = anthropic.messages.at(-1)!;
         assert.equal(last.role, "user");
+        assert.ok(Array.isArray(last.content), "the results are blocks of one user message");
         assert.deepEqual(
             last.content.map((block) => (block.type === "tool_result" ? [block.tool_use_id, block.content] : block.type)),
             [
@@ -338,7 +381,7 @@ test("a resumed run waits again on its next turn, is decided and completed; a fi
     assert.deepEqual([stale.status, stale.code], [409, "stale_turn"]);
     const answer = await tasks.approveTurn(run.id, next.turn.digest, { deciderUid: owner, format: "openai-responses" });
     assert.equal(answer.results[0]!.outcome, "ok");
-    assert.equal(answer.model_input.format, "openai-responses");
+    assert.equal(answer.model_input?.format, "openai-responses");
 
     assert.equal((await worker.completeRun(run.id)).status, "completed");
     const finished = await refusal(worker.cancelRun(run.id));

@@ -1,5 +1,6 @@
 // Answers the real service gives only when something is wrong (a 503 with Retry-After, a proxy's page instead of a
-// problem document), from a loopback stand-in: how ApiError reads them, and that the feed asks again after a 503.
+// problem document), from a loopback stand-in: how ApiError reads them, and that the feed asks again after a 503 or
+// a 429.
 import assert from "node:assert/strict";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -110,7 +111,7 @@ test("the client sends its key as a bearer credential and asks for JSON, and nev
     assert.deepEqual(seen, [["/v1/approvals?acting_uid=9&tool=a%20b", "Bearer ar_stand_in", "application/json"]]);
 });
 
-test("the feed asks again after a 503 and goes on from where it stood", async () => {
+test("the feed asks again after a 503 and a 429 and goes on from where it stood", async () => {
     const afters: Array<string | null> = [];
     const event = {
         id: "evt_00000000000000000000000000000001",
@@ -120,6 +121,7 @@ test("the feed asks again after a 503 and goes on from where it stood", async ()
             run_id: "0b0e9f1e-6a56-4c2b-9a43-3f1f4c1d2a01",
             tenant: "default",
             status: "waiting_for_approval",
+            format: "openai-chat",
             turn: { index: 0, digest: "0".repeat(64) },
         },
     };
@@ -131,8 +133,12 @@ test("the feed asks again after a 503 and goes on from where it stood", async ()
                 problem(response, 503, "database_unavailable", { "retry-after": "0" });
                 return;
             }
+            if (afters.length === 2) {
+                problem(response, 429, "too_many_waiting_readers", { "retry-after": "0" });
+                return;
+            }
             response.writeHead(200, { "content-type": "application/json" });
-            response.end(JSON.stringify({ events: afters.length === 2 ? [event] : [], next_cursor: "5_9" }));
+            response.end(JSON.stringify({ events: afters.length === 3 ? [event] : [], next_cursor: "5_9" }));
         },
         async (client) => {
             const store = new MemoryCursorStore({ after: "5_8", handled: [] });
@@ -146,5 +152,5 @@ test("the feed asks again after a 503 and goes on from where it stood", async ()
             assert.deepEqual(await store.load(), { after: "5_9", handled: [] });
         },
     );
-    assert.deepEqual(afters, ["5_8", "5_8"]);
+    assert.deepEqual(afters, ["5_8", "5_8", "5_8"]);
 });

@@ -5,7 +5,8 @@ declare(strict_types=1);
 namespace ApprovalResume\Enum;
 
 /**
- * The provider format a resumed model input is rendered in (DESIGN.md §7). The values are the wire tokens of
+ * The provider format a resumed model input is rendered in (DESIGN.md §7), and the one a run may be registered
+ * in (§14). The values are the wire tokens of
  * openapi.yaml.
  */
 enum ModelInputFormat: string
@@ -13,4 +14,5 @@ enum ModelInputFormat: string
     case OpenAiChat = 'openai-chat';
     case Anthropic = 'anthropic';
     case OpenAiResponses = 'openai-responses';
+    case Gemini = 'gemini';
 }

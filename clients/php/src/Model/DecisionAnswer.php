@@ -4,10 +4,14 @@ declare(strict_types=1);
 
 namespace ApprovalResume\Model;
 
+use ApprovalResume\Enum\ModelInputFormat;
 use ApprovalResume\Enum\RunStatus;
 use ApprovalResume\Internal\Read;
 
-/** The answer to a decision: what was recorded, one result per pending call, and the resumed model input. */
+/**
+ * The answer to a decision: what was recorded, one result per pending call, and the resumed model input (null to a
+ * decision token where the run's privacy level hides it: `metadata`, `none`). `$format` is the run's own.
+ */
 final readonly class DecisionAnswer
 {
     /** @param list<ToolResult> $results in the turn's order */
@@ -16,19 +20,22 @@ final readonly class DecisionAnswer
         public RunStatus $status,
         public Decision $decision,
         public array $results,
-        public ModelInput $modelInput,
+        public ?ModelInput $modelInput,
+        public ModelInputFormat $format,
     ) {
     }
 
     /** @param array<mixed> $data */
     public static function fromArray(array $data): self
     {
+        $modelInput = Read::optionalObject($data, 'model_input');
         return new self(
             Read::string($data, 'run_id'),
             Read::enum($data, 'status', RunStatus::class),
             Decision::fromArray(Read::object($data, 'decision')),
             array_map(ToolResult::fromArray(...), Read::listOfObjects($data, 'results')),
-            ModelInput::fromArray(Read::object($data, 'model_input')),
+            $modelInput === null ? null : ModelInput::fromArray($modelInput),
+            Read::enum($data, 'format', ModelInputFormat::class),
         );
     }
 

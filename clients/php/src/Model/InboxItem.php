@@ -4,10 +4,11 @@ declare(strict_types=1);
 
 namespace ApprovalResume\Model;
 
+use ApprovalResume\Enum\ModelInputFormat;
 use ApprovalResume\Enum\PrivacyLevel;
 use ApprovalResume\Internal\Read;
 
-/** A run waiting for a decision the acting user may make, as the inbox lists it. */
+/** A run waiting for a decision the acting user may make, as the inbox lists it; `$format`: the run's own. */
 final readonly class InboxItem
 {
     /** @param list<InboxCall> $pendingCalls */
@@ -21,6 +22,7 @@ final readonly class InboxItem
         public int $turnIndex,
         public string $turnDigest,
         public array $pendingCalls,
+        public ModelInputFormat $format,
     ) {
     }
 
@@ -38,6 +40,7 @@ final readonly class InboxItem
             Read::int($turn, 'index'),
             Read::string($turn, 'digest'),
             array_map(InboxCall::fromArray(...), Read::listOfObjects($turn, 'pending_calls')),
+            Read::enum($data, 'format', ModelInputFormat::class),
         );
     }
 

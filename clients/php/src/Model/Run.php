@@ -4,11 +4,15 @@ declare(strict_types=1);
 
 namespace ApprovalResume\Model;
 
+use ApprovalResume\Enum\ModelInputFormat;
 use ApprovalResume\Enum\PrivacyLevel;
 use ApprovalResume\Enum\RunStatus;
 use ApprovalResume\Internal\Read;
 
-/** A run as `GET /v1/runs/{id}` (and registration, new turns, cancel, complete) answers it. */
+/**
+ * A run as `GET /v1/runs/{id}` (and registration, new turns, cancel, complete) answers it; `$format` is the one it
+ * was registered in (DESIGN.md §14).
+ */
 final readonly class Run
 {
     public function __construct(
@@ -22,6 +26,7 @@ final readonly class Run
         public ?Decision $decision,
         public \DateTimeImmutable $createdAt,
         public \DateTimeImmutable $updatedAt,
+        public ModelInputFormat $format,
     ) {
     }
 
@@ -40,6 +45,7 @@ final readonly class Run
             $decision === null ? null : Decision::fromArray($decision),
             Read::time($data, 'created_at'),
             Read::time($data, 'updated_at'),
+            Read::enum($data, 'format', ModelInputFormat::class),
         );
     }
 }

@@ -9,8 +9,10 @@ use ApprovalResume\Enum\SubscriptionState;
 use ApprovalResume\Internal\Read;
 
 /**
- * A webhook subscription. `$secret` (`whsec_…`) is set only in the answer to its creation, the one time the
- * service shows it: store it then, for `WebhookVerifier`.
+ * A webhook subscription. `$secret` (`whsec_…`) is set only in the answer to its creation or to a rotation of its
+ * secret, the one time the service shows it: store it then, for `WebhookVerifier`. `$backlogCapped`: the count
+ * stopped at 1,000 events, the backlog is at least `$backlog`; `$previousSecretExpiresAt`: until when the secret
+ * before the last rotation still signs beside the new one.
  */
 final readonly class WebhookSubscription
 {
@@ -21,6 +23,8 @@ final readonly class WebhookSubscription
         public array $eventTypes,
         public SubscriptionState $state,
         public int $backlog,
+        public bool $backlogCapped,
+        public ?\DateTimeImmutable $previousSecretExpiresAt,
         public \DateTimeImmutable $createdAt,
         #[\SensitiveParameter] public ?string $secret,
     ) {
@@ -39,6 +43,8 @@ final readonly class WebhookSubscription
             ),
             Read::enum($data, 'state', SubscriptionState::class),
             Read::int($data, 'backlog'),
+            Read::bool($data, 'backlog_capped'),
+            Read::optionalTime($data, 'previous_secret_expires_at'),
             Read::time($data, 'created_at'),
             Read::optionalString($data, 'secret'),
         );

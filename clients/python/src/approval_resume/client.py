@@ -28,6 +28,7 @@ from .models import (
     ModelInputFormat,
     PutUser,
     RegisterRun,
+    RotateWebhookSecret,
     RunView,
     UserView,
     WebhookCreated,
@@ -195,6 +196,14 @@ class Client:
 
     def remove_webhook(self, subscription_id: str) -> None:
         self._send(operations.remove_webhook(subscription_id))
+
+    def rotate_webhook_secret(self, subscription_id: str, overlap_secs: int | None = None) -> WebhookCreated:
+        """A new signing `secret`, shown this once; the old one signs beside it for `overlap_secs` (None: the service's
+        WEBHOOK_SECRET_OVERLAP_SECS, 0: it retires at once), so receivers can switch meanwhile."""
+        body: RotateWebhookSecret = {}
+        if overlap_secs is not None:
+            body["overlap_secs"] = overlap_secs
+        return cast(WebhookCreated, self._send(operations.rotate_webhook_secret(subscription_id, body)))
 
     # Ops.
     def healthz(self) -> dict[str, str]:

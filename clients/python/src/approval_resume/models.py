@@ -5,9 +5,7 @@ dependency, while a type checker still checks every member name and type. Transc
 stay plain JSON objects: the service keeps them whole (DESIGN.md §14), so the client must not narrow or rebuild
 them. Enums are `Literal`s: a value the service adds later still arrives as the string it is.
 
-tests/python-client/test_spec.py holds these names, members and enums to openapi.yaml. The only members here that
-the spec does not list yet are DESIGN.md §14's `format` and its native members (`SPEC_PENDING`), which another
-change is adding to the service; they are sent as given, so nothing here changes when they land.
+tests/python-client/test_spec.py holds these names, members and enums to openapi.yaml, with no departure.
 """
 
 from typing import Any, Literal, NotRequired, TypedDict
@@ -34,7 +32,6 @@ Scope = Literal[
     "webhooks:write",
 ]
 EventType = Literal["run.waiting", "run.resumed", "run.expired", "run.cancelled", "run.completed"]
-# `gemini` is DESIGN.md §14's fourth format (SPEC_PENDING).
 ModelInputFormat = Literal["openai-chat", "anthropic", "openai-responses", "gemini"]
 
 ChatMessage = JsonObject
@@ -43,17 +40,10 @@ ToolCall = JsonObject
 ToolName = str
 """`^[A-Za-z0-9_-]{1,64}$`, the model providers' rule; the service refuses other names."""
 ApprovableTools = list[ToolName] | None
-
-# Members of DESIGN.md §14 that openapi.yaml does not list yet, per schema; test_spec.py allows exactly these.
-SPEC_PENDING: dict[str, frozenset[str]] = {
-    "RegisterRun": frozenset({"format", "system", "instructions", "input", "system_instruction", "contents"}),
-    "AppendTurn": frozenset({"input", "contents"}),
-}
-# Members required by the spec today that a §14 format replaces (`input` or `contents` instead of `messages`).
-SPEC_PENDING_OPTIONAL: dict[str, frozenset[str]] = {
-    "RegisterRun": frozenset({"messages"}),
-    "AppendTurn": frozenset({"messages"}),
-}
+NativeEntry = JsonObject
+"""An entry of a transcript registered in a provider's format (DESIGN.md §14), kept by the service as it came."""
+NativeSystem = str | list[NativeEntry]
+"""Anthropic's `system`: a string or text blocks."""
 
 
 # Users.
@@ -96,11 +86,11 @@ class RegisterRun(TypedDict):
     expires_at: NotRequired[str]
     approval_ttl_secs: NotRequired[int]
     format: NotRequired[ModelInputFormat]
-    system: NotRequired[str | list[JsonObject]]
+    system: NotRequired[NativeSystem]
     instructions: NotRequired[str]
-    input: NotRequired[list[JsonObject]]
-    system_instruction: NotRequired[JsonObject]
-    contents: NotRequired[list[JsonObject]]
+    input: NotRequired[list[NativeEntry]]
+    system_instruction: NotRequired[NativeEntry]
+    contents: NotRequired[list[NativeEntry]]
 
 
 class AppendTurn(TypedDict):
@@ -109,14 +99,16 @@ class AppendTurn(TypedDict):
     messages: NotRequired[list[ChatMessage]]
     expires_at: NotRequired[str]
     approval_ttl_secs: NotRequired[int]
-    input: NotRequired[list[JsonObject]]
-    contents: NotRequired[list[JsonObject]]
+    input: NotRequired[list[NativeEntry]]
+    contents: NotRequired[list[NativeEntry]]
 
 
 class PendingCall(TypedDict):
+    """`arguments` always reaches an API key; a decision token only where the run's privacy level shows payloads."""
+
     id: str
     name: str
-    arguments: str
+    arguments: NotRequired[str]
     effect: Effect
 
 
@@ -148,6 +140,7 @@ class RunView(TypedDict):
     owner_uid: int
     status: RunStatus
     privacy_level: PrivacyLevel
+    format: ModelInputFormat
     require_second_approver: bool
     expires_at: str | None
     turn: TurnView
@@ -191,7 +184,7 @@ class OpenAiChatInput(TypedDict):
 
 class AnthropicInput(TypedDict):
     format: Literal["anthropic"]
-    system: NotRequired[str]
+    system: NotRequired[NativeSystem]
     messages: list[JsonObject]
 
 
@@ -202,22 +195,24 @@ class OpenAiResponsesInput(TypedDict):
 
 
 class GeminiInput(TypedDict):
-    """DESIGN.md §14's Gemini format (SPEC_PENDING)."""
-
     format: Literal["gemini"]
-    system_instruction: NotRequired[JsonObject]
-    contents: list[JsonObject]
+    system_instruction: NotRequired[NativeEntry]
+    contents: list[NativeEntry]
 
 
 ModelInput = OpenAiChatInput | AnthropicInput | OpenAiResponsesInput | GeminiInput
 
 
 class DecisionAnswer(TypedDict):
+    """`format` is the run's own; `model_input` is in the one asked for, and absent to a decision token where the
+    run's privacy level (`metadata`, `none`) hides it."""
+
     run_id: str
     status: RunStatus
+    format: ModelInputFormat
     decision: DecisionView
     results: list[ToolResult]
-    model_input: ModelInput
+    model_input: NotRequired[ModelInput]
 
 
 # The approvals inbox.
@@ -241,6 +236,7 @@ class InboxItem(TypedDict):
     run_id: str
     owner_uid: int
     privacy_level: PrivacyLevel
+    format: ModelInputFormat
     require_second_approver: bool
     created_at: str
     turn: InboxTurn
@@ -321,6 +317,7 @@ class EventData(TypedDict):
     run_id: str
     tenant: str
     status: RunStatus
+    format: ModelInputFormat
     turn: EventTurn
     decision: NotRequired[EventDecision]
     outcomes: NotRequired[dict[Outcome, int]]
@@ -357,11 +354,19 @@ class WebhookSubscription(TypedDict):
     next_attempt_at: str
     delivered_total: int
     backlog: int
+    backlog_capped: bool
+    previous_secret_expires_at: str | None
     created_at: str
 
 
 class WebhookCreated(WebhookSubscription):
+    """A subscription with its signing secret: the answer to its creation, or to a rotation of its secret."""
+
     secret: str
+
+
+class RotateWebhookSecret(TypedDict):
+    overlap_secs: NotRequired[int | None]
 
 
 class WebhookSubscriptions(TypedDict):

@@ -14,6 +14,7 @@ from .models import (
     ModelInputFormat,
     PutUser,
     RegisterRun,
+    RotateWebhookSecret,
 )
 
 Answer = Literal["json", "text", "none"]
@@ -52,6 +53,8 @@ OPERATIONS: dict[str, Operation] = {
     "list_webhooks": _op("listWebhooks", "GET", "/v1/webhooks", True),
     "create_webhook": _op("createWebhook", "POST", "/v1/webhooks", False),
     "remove_webhook": _op("removeWebhook", "DELETE", "/v1/webhooks/{id}", False, "none"),
+    # Not idempotent: a repeat rotates again, retiring the secret the first one kept overlapping.
+    "rotate_webhook_secret": _op("rotateWebhookSecret", "POST", "/v1/webhooks/{id}/rotate-secret", False),
     "healthz": _op("healthz", "GET", "/healthz", True),
     "readyz": _op("readyz", "GET", "/readyz", True),
     "metrics": _op("metrics", "GET", "/metrics", True, "text"),
@@ -149,6 +152,10 @@ def create_webhook(subscription: CreateWebhook) -> Request:
 
 def remove_webhook(subscription_id: str) -> Request:
     return _request("remove_webhook", {"id": subscription_id})
+
+
+def rotate_webhook_secret(subscription_id: str, rotation: RotateWebhookSecret) -> Request:
+    return _request("rotate_webhook_secret", {"id": subscription_id}, json=rotation)
 
 
 def healthz() -> Request:

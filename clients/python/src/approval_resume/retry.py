@@ -7,7 +7,8 @@ Safe to send again:
   many waiting feed readers, DESIGN.md §17), only for calls whose repeat answers the same as the first
   (`Operation.idempotent`): reads, the user upsert, and every write the service itself makes idempotent
   (registration, decisions, turns, cancel, complete: DESIGN.md §5, §8). Creating and removing a webhook
-  subscription are not: a repeat would make a second subscription, or answer 404 for one that was removed.
+  subscription and rotating its secret are not: a repeat would make a second subscription, answer 404 for one
+  that was removed, or rotate again and retire the secret the first rotation kept overlapping.
 """
 
 from dataclasses import dataclass

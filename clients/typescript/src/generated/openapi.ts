@@ -67,6 +67,8 @@ export interface paths {
          * Read a run
          * @description The run, its current turn's pending calls and that turn's decision, if any. Scope `runs:read`; or a
          *     decision token whose user may decide the run (owner, admin, or allowed to approve others), otherwise 404.
+         *     A token sees the pending calls' `arguments` as the inbox shows them: verbatim at privacy level `full`,
+         *     redacted at `redacted`, left out at `metadata` and `none`.
          */
         get: operations["getRun"];
         put?: never;
@@ -145,7 +147,9 @@ export interface paths {
         /**
          * The last resumed model input
          * @description The model input of the run's most recently decided turn, rendered in `format`: the same document the
-         *     decision answered as `model_input`. Scope: `runs:read`; or a decision token, as for `getRun`.
+         *     decision answered as `model_input`. Scope: `runs:read`; or a decision token, as for `getRun`, which reads
+         *     it whole at privacy level `full`, with every text redacted at `redacted`, and not at all at `metadata` and
+         *     `none` (403 `transcript_not_shown`).
          */
         get: operations["getModelInput"];
         put?: never;
@@ -289,6 +293,11 @@ export interface paths {
          *     once every transaction older than its own has ended). Events hold ids and metadata only, never a
          *     transcript, arguments or results (see `Event`). Not to be confused with `GET /v1/runs/{id}/events`, the
          *     audit record of one run. Scope: `events:read`.
+         *
+         *     A reader that waits (`wait` above 0) holds a slot until it is answered or hangs up: each client may have
+         *     FEED_MAX_WAITERS_PER_CLIENT (64 by default) waiting at once on an instance, all clients together
+         *     FEED_MAX_WAITERS (1024); past either, 429 `too_many_waiting_readers` with `Retry-After`. A waiting reader
+         *     is woken only by its own tenant's events.
          */
         get: operations["followEvents"];
         put?: never;
@@ -317,11 +326,38 @@ export interface paths {
          * Subscribe a URL to the tenant's events
          * @description Creates a subscription: each event of the tenant of the given types, committed from now on, is POSTed to
          *     `url` (see `webhooks.runEvent`), signed per the Standard Webhooks specification with the `secret` of this
-         *     answer, which is shown here only. Only `http` and `https` URLs are taken; where a URL points is checked at
-         *     each delivery (loopback, link-local and private addresses are refused unless the service allows them).
+         *     answer, which is shown here only. Only `http` and `https` URLs are taken; where a URL points is checked now
+         *     (its host resolved) and again at each delivery: loopback, link-local, private and other internal addresses
+         *     (IPv4 and IPv6, including IPv6 forms that embed or tunnel to an IPv4 address) are refused unless the service
+         *     allows them. A tenant has at most WEBHOOK_MAX_SUBSCRIPTIONS_PER_TENANT subscriptions (default 25).
          *     Scope: `webhooks:write`.
          */
         post: operations["createWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/{id}/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Give a webhook subscription a new signing secret
+         * @description Replaces the subscription's signing secret with a new one, answered here only. The old secret keeps signing
+         *     beside it for `overlap_secs` (absent: WEBHOOK_SECRET_OVERLAP_SECS, default 86400, which is also the most):
+         *     meanwhile every request carries two signatures in `webhook-signature`, so receivers accept it with either
+         *     secret while they switch; then the old one retires. A second rotation during an overlap retires the
+         *     secret before the current one at once. Secrets are sealed under ENCRYPTION_KEYS when it is set. Scope:
+         *     `webhooks:write`.
+         */
+        post: operations["rotateWebhookSecret"];
         delete?: never;
         options?: never;
         head?: never;
@@ -503,7 +539,7 @@ export interface components {
              *     the router for paths and methods it does not serve.
              * @enum {string}
              */
-            code: "unauthorized" | "token_expired" | "token_not_yet_valid" | "token_bad_signature" | "token_unknown_kid" | "token_wrong_audience" | "token_client_revoked" | "token_lifetime_too_long" | "token_invalid" | "missing_scope" | "token_not_allowed" | "decider_mismatch" | "body_timeout" | "not_found" | "method_not_allowed" | "malformed_json" | "bad_request" | "payload_too_large" | "unsupported_media_type" | "invalid_body" | "invalid_query" | "invalid_cursor" | "invalid_subscription" | "invalid_uid" | "invalid_username" | "invalid_owner" | "invalid_tool" | "invalid_transcript" | "unknown_owner" | "too_many_calls" | "arguments_too_large" | "reason_requires_denial" | "decider_uid_required" | "approved_and_calls" | "verdict_required" | "reason_with_calls" | "repeated_call" | "unknown_call" | "missing_call" | "arguments_require_approval" | "arguments_not_object" | "expiry_ambiguous" | "invalid_expires_at" | "expires_at_in_past" | "invalid_ttl" | "anonymous_decision_not_allowed" | "unknown_decider" | "decider_disabled" | "decider_not_permitted" | "second_approver_required" | "tool_not_approvable" | "anonymous_write_approval" | "invalid_approvable_tools" | "run_exists" | "stale_turn" | "already_decided" | "not_awaiting_approval" | "resume_in_progress" | "expired" | "not_resumed" | "run_finished" | "internal" | "undecryptable" | "database_unavailable" | "timeout" | "not_migrated";
+            code: "unauthorized" | "format_not_representable" | "token_expired" | "token_not_yet_valid" | "token_bad_signature" | "token_unknown_kid" | "token_wrong_audience" | "token_client_revoked" | "token_client_lacks_scope" | "token_lifetime_too_long" | "token_invalid" | "missing_scope" | "token_not_allowed" | "decider_mismatch" | "body_timeout" | "not_found" | "method_not_allowed" | "malformed_json" | "bad_request" | "payload_too_large" | "unsupported_media_type" | "invalid_body" | "invalid_query" | "invalid_cursor" | "invalid_subscription" | "webhook_url_refused" | "too_many_subscriptions" | "invalid_overlap" | "invalid_uid" | "invalid_username" | "invalid_owner" | "invalid_tool" | "invalid_transcript" | "unknown_owner" | "too_many_calls" | "arguments_too_large" | "reason_requires_denial" | "decider_uid_required" | "approved_and_calls" | "verdict_required" | "reason_with_calls" | "repeated_call" | "unknown_call" | "missing_call" | "arguments_require_approval" | "arguments_not_object" | "expiry_ambiguous" | "invalid_expires_at" | "expires_at_in_past" | "invalid_ttl" | "anonymous_decision_not_allowed" | "unknown_decider" | "decider_disabled" | "decider_not_permitted" | "second_approver_required" | "tool_not_approvable" | "anonymous_write_approval" | "anonymous_edit" | "transcript_not_shown" | "invalid_approvable_tools" | "run_exists" | "stale_turn" | "already_decided" | "not_awaiting_approval" | "resume_in_progress" | "expired" | "not_resumed" | "run_finished" | "internal" | "undecryptable" | "database_unavailable" | "timeout" | "not_migrated" | "too_many_waiting_readers" | "too_many_connections";
             /** @description The request's `x-request-id`, on every problem (a 500 for a handler that panicked included). */
             request_id?: string;
         };
@@ -550,7 +586,8 @@ export interface components {
          *     runs, model input and events; `users:write`: keep backend users in step; `decisions:write`: decide on
          *     behalf of a named backend user; `decisions:anonymous`: decide with no decider uid; `approvals:read`: list
          *     runs waiting for a user's approval; `metrics:read`: scrape `/metrics`; `events:read`: follow the tenant's
-         *     events (`GET /v1/events`); `webhooks:write`: create, list and remove the tenant's webhook subscriptions.
+         *     events (`GET /v1/events`); `webhooks:write`: create, list, remove and rotate the secrets of the tenant's webhook
+         *     subscriptions.
          * @enum {string}
          */
         Scope: "runs:write" | "runs:read" | "users:write" | "decisions:write" | "decisions:anonymous" | "approvals:read" | "metrics:read" | "events:read" | "webhooks:write";
@@ -577,6 +614,8 @@ export interface components {
             data: components["schemas"]["EventData"];
         };
         EventData: {
+            /** @description The format the run was registered in (DESIGN.md §14); never any of its transcript. */
+            format: components["schemas"]["ModelInputFormat"];
             /** Format: uuid */
             run_id: string;
             tenant: string;
@@ -633,8 +672,19 @@ export interface components {
             /** Format: date-time */
             next_attempt_at: string;
             delivered_total: number;
-            /** @description Events of its types not delivered yet; bounded by EVENT_RETENTION_HOURS. */
+            /**
+             * @description Events of its types not delivered yet, counted among the next 1,000 events of the tenant past the
+             *     subscription's cursor (so a listing costs a bounded read per subscription); bounded by
+             *     EVENT_RETENTION_HOURS.
+             */
             backlog: number;
+            /** @description The count stopped at 1,000 events past the cursor; the backlog is at least `backlog`. */
+            backlog_capped: boolean;
+            /**
+             * Format: date-time
+             * @description Until when the secret before the last rotation signs beside the current one; null when none does.
+             */
+            previous_secret_expires_at: string | null;
             /** Format: date-time */
             created_at: string;
         };
@@ -663,12 +713,30 @@ export interface components {
             /** Format: date-time */
             next_attempt_at: string;
             delivered_total: number;
-            /** @description Events of its types not delivered yet; bounded by EVENT_RETENTION_HOURS. */
+            /**
+             * @description Events of its types not delivered yet, counted among the next 1,000 events of the tenant past the
+             *     subscription's cursor (so a listing costs a bounded read per subscription); bounded by
+             *     EVENT_RETENTION_HOURS.
+             */
             backlog: number;
+            /** @description The count stopped at 1,000 events past the cursor; the backlog is at least `backlog`. */
+            backlog_capped: boolean;
+            /**
+             * Format: date-time
+             * @description Until when the secret before the last rotation signs beside the current one; null when none does.
+             */
+            previous_secret_expires_at: string | null;
             /** Format: date-time */
             created_at: string;
             /** @description The signing secret (`whsec_` and base64), shown in this answer only. */
             secret: string;
+        };
+        RotateWebhookSecret: {
+            /**
+             * @description Seconds the old secret keeps signing beside the new one, at most WEBHOOK_SECRET_OVERLAP_SECS (its
+             *     default); 0: the old secret retires at once.
+             */
+            overlap_secs?: number | null;
         };
         WebhookSubscriptions: {
             subscriptions: components["schemas"]["WebhookSubscription"][];
@@ -676,11 +744,14 @@ export interface components {
         /**
          * @description `openai-chat`: the registered transcript plus one `tool` message per result. `anthropic`: system apart,
          *     `tool_use` blocks, all results of a turn as `tool_result` blocks in one user message. `openai-responses`:
-         *     `function_call` and `function_call_output` items, system as `instructions`.
+         *     `function_call` and `function_call_output` items, system as `instructions`. `gemini`: `contents` with
+         *     `functionCall` parts and one user content of `functionResponse` parts per turn, system as
+         *     `system_instruction`. A run registered in a format (DESIGN.md §14) answers in it with every registered
+         *     member and message byte for byte, then its results in that format's shape.
          * @default openai-chat
          * @enum {string}
          */
-        ModelInputFormat: "openai-chat" | "anthropic" | "openai-responses";
+        ModelInputFormat: "openai-chat" | "anthropic" | "openai-responses" | "gemini";
         PutUser: {
             username: string;
             is_admin: boolean;
@@ -703,11 +774,20 @@ export interface components {
         };
         /**
          * @description The tools whose `write` calls this user may approve (DESIGN.md §4, ADR-133); absent or `null`: no limit.
-         *     An approval releasing a write call of another tool is refused 403 `tool_not_approvable`; reads and
-         *     denials are never limited.
+         *     An approval releasing a write call of another tool, or editing the arguments of a call of another tool
+         *     whatever its effect, is refused 403 `tool_not_approvable`; unedited reads and denials are never limited.
          */
         ApprovableTools: components["schemas"]["ToolName"][] | null;
         ToolName: string;
+        /**
+         * @description A message, item or content of the run's format, kept as it came: any member, any block or item type. Only
+         *     what names the pending calls is checked (roles, call ids, tool names, arguments; DESIGN.md §14).
+         */
+        NativeEntry: {
+            [key: string]: unknown;
+        };
+        /** @description `anthropic`: the system prompt, a string or text blocks (with `cache_control` and the like). */
+        NativeSystem: string | components["schemas"]["NativeEntry"][];
         /**
          * @description An OpenAI chat message, kept as it came. Checked: `role` is one of the enum; a `tool` message has a
          *     non-empty string `tool_call_id`; only an `assistant` message may have `tool_calls`, an array (or `null`) of
@@ -737,19 +817,41 @@ export interface components {
             name: components["schemas"]["ToolName"];
             effect: components["schemas"]["Effect"];
         };
+        /**
+         * @description `format` and that format's own members (DESIGN.md §14): `openai-chat` (the default) takes `messages`;
+         *     `anthropic` `system` (optional) and `messages`; `openai-responses` `instructions` (optional) and `input`;
+         *     `gemini` `system_instruction` (optional) and `contents`. A member of another format is refused 422
+         *     `invalid_body`. The members are kept as the text sent, byte for byte, and come back so in the model input.
+         */
         RegisterRun: {
             /** Format: uuid */
             id: string;
+            format?: components["schemas"]["ModelInputFormat"];
+            system?: components["schemas"]["NativeSystem"];
+            /** @description `openai-responses`: the instructions. */
+            instructions?: string;
+            /**
+             * @description `openai-responses`: the input items (messages also in the short form without `type`); the pending calls
+             *     are the `function_call` items after the last user message or `function_call_output`.
+             */
+            input?: components["schemas"]["NativeEntry"][];
+            system_instruction?: components["schemas"]["NativeEntry"];
+            /**
+             * @description `gemini`: the contents; the last is of role `model`, and its `functionCall` parts are the pending calls
+             *     (a call without `id` is `call_{n}`, numbered across the run's calls from 0).
+             */
+            contents?: components["schemas"]["NativeEntry"][];
             /**
              * Format: int64
              * @description The backend user the run works for, who must exist; 0 is a service run with no human owner.
              */
             owner_uid: number;
             /**
-             * @description The transcript. The last message is an assistant message with at least one tool call: the turn that
-             *     waits for approval.
+             * @description `openai-chat` (`ChatMessage`s): the transcript, whose last message is an assistant message with at least
+             *     one tool call, the turn that waits for approval. `anthropic`: the messages, whose last one is the
+             *     assistant's, with at least one `tool_use` block (the roles, `user` and `assistant`, fit `ChatMessage`).
              */
-            messages: components["schemas"]["ChatMessage"][];
+            messages?: components["schemas"]["ChatMessage"][];
             /**
              * @description The run's tools and their effects; each name at most once.
              * @default []
@@ -773,13 +875,16 @@ export interface components {
             expires_at?: string;
             /** @description Seconds from now (the database's clock) until the turn expires. */
             approval_ttl_secs?: number;
-        };
+        } & (unknown & unknown & unknown & unknown);
+        /**
+         * @description What followed the resumed model input (without the results of the decided turn, which the service adds),
+         *     ending with the next turn that waits, in the run's format: `messages` (`openai-chat`, `anthropic`), `input`
+         *     (`openai-responses`) or `contents` (`gemini`). Appended as sent; nothing stored is written again.
+         */
         AppendTurn: {
-            /**
-             * @description What followed the resumed model input (without the tool messages of the decided turn, which the service
-             *     adds), ending with the next assistant turn with at least one tool call.
-             */
-            messages: components["schemas"]["ChatMessage"][];
+            messages?: components["schemas"]["ChatMessage"][];
+            input?: components["schemas"]["NativeEntry"][];
+            contents?: components["schemas"]["NativeEntry"][];
             /**
              * Format: date-time
              * @description When the turn expires if nobody decides it (RFC 3339, in the future). At most one of `expires_at` and
@@ -794,7 +899,7 @@ export interface components {
          *     (`calls`). A body with both is refused 422 `approved_and_calls`, one with neither `verdict_required`.
          */
         DecisionBody: {
-            /** @description The whole-turn form; the same verdict for every pending call. */
+            /** @description The whole-turn form; the same verdict for every pending call. `null` is refused 422. */
             approved?: boolean;
             /**
              * Format: int64
@@ -810,7 +915,7 @@ export interface components {
              *     `reason_requires_denial`, a reason beside `calls` 422 `reason_with_calls`.
              */
             reason?: components["schemas"]["DenialReason"] | null;
-            /** @description The per-call form; every pending call exactly once, in any order. */
+            /** @description The per-call form; every pending call exactly once, in any order. `null` is refused 422. */
             calls?: components["schemas"]["CallVerdictBody"][];
         };
         CallVerdictBody: {
@@ -830,8 +935,11 @@ export interface components {
         PendingCall: {
             id: string;
             name: components["schemas"]["ToolName"];
-            /** @description The JSON text the model produced. */
-            arguments: string;
+            /**
+             * @description The JSON text the model produced. Always present to an API key; to a decision token only where the
+             *     run's privacy level shows payloads (verbatim at `full`, redacted at `redacted`).
+             */
+            arguments?: string;
             /**
              * @description `write` if the run declares the tool `write` or the service's executor configuration does (DESIGN.md
              *     §2), else `read`.
@@ -867,6 +975,8 @@ export interface components {
             edited: boolean;
         };
         RunView: {
+            /** @description The format the run was registered in and answers in (DESIGN.md §14). */
+            format: components["schemas"]["ModelInputFormat"];
             /** Format: uuid */
             id: string;
             owner_uid: number;
@@ -938,10 +1048,16 @@ export interface components {
             /** @description The call ran with arguments a decider edited; `content` starts with the edit note. */
             edited: boolean;
         };
-        /** @description Built only from stored rows, so the same decision again is answered with the same bytes. */
+        /**
+         * @description Built only from stored rows, so the same decision again is answered with the same bytes. To a decision
+         *     token, `model_input` is shown as `getModelInput` shows it: whole at privacy level `full`, with every text
+         *     redacted at `redacted`, and left out at `metadata` and `none`.
+         */
         DecisionAnswer: {
             /** Format: uuid */
             run_id: string;
+            /** @description The format the run was registered in; `model_input` is in the one asked for (`?format=`). */
+            format: components["schemas"]["ModelInputFormat"];
             /**
              * @description The status the decision brought the run to; always `resumed`, even on a replay after the run moved on.
              * @constant
@@ -949,13 +1065,29 @@ export interface components {
             status: "resumed";
             decision: components["schemas"]["DecisionView"];
             results: components["schemas"]["ToolResult"][];
-            model_input: components["schemas"]["ModelInput"];
+            model_input?: components["schemas"]["ModelInput"];
         };
         /**
          * @description The transcript through the decided turn, then one result per pending call in the turn's order, in the
-         *     requested format. All three formats carry the same results in the same order.
+         *     requested format (the run's own when none is asked). All formats carry the same results in the same order.
+         *     A run registered in a provider's format (DESIGN.md §14) answers in it with its members and entries as
+         *     registered, byte for byte, whatever blocks or items they hold; the schemas below name the shapes the
+         *     service writes itself (results, translations) and the documented blocks a native transcript commonly holds.
          */
-        ModelInput: components["schemas"]["OpenAiChatInput"] | components["schemas"]["AnthropicInput"] | components["schemas"]["OpenAiResponsesInput"];
+        ModelInput: components["schemas"]["OpenAiChatInput"] | components["schemas"]["AnthropicInput"] | components["schemas"]["OpenAiResponsesInput"] | components["schemas"]["GeminiInput"];
+        GeminiInput: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            format: "gemini";
+            system_instruction?: components["schemas"]["NativeEntry"];
+            /**
+             * @description The contents, then one content of role `user` holding one `functionResponse` part per call, `{id, name,
+             *     response}` (`id` only where the call had one), `response` being `{"output": …}` or `{"error": …}`.
+             */
+            contents: components["schemas"]["NativeEntry"][];
+        };
         OpenAiChatInput: {
             /**
              * @description discriminator enum property added by openapi-typescript
@@ -971,18 +1103,70 @@ export interface components {
              * @enum {string}
              */
             format: "anthropic";
-            /** @description The system and developer texts joined by blank lines; absent when there are none. */
-            system?: string;
+            /**
+             * @description A run registered as `anthropic`: its `system` as registered. Translated from OpenAI chat: the system and
+             *     developer texts joined by blank lines. Absent when there are none.
+             */
+            system?: components["schemas"]["NativeSystem"];
             /** @description Alternating roles; consecutive steps of one role share a message. */
             messages: components["schemas"]["AnthropicMessage"][];
         };
         AnthropicMessage: {
             /** @enum {string} */
             role: "user" | "assistant";
-            content: components["schemas"]["AnthropicBlock"][];
+            content: components["schemas"]["AnthropicMessageContent"];
         };
-        /** @description One content block of an Anthropic message, told apart by `type`. */
-        AnthropicBlock: components["schemas"]["AnthropicTextBlock"] | components["schemas"]["AnthropicImageBlock"] | components["schemas"]["AnthropicToolUseBlock"] | components["schemas"]["AnthropicToolResultBlock"];
+        /** @description A message's blocks, or (as a registered run may have sent it) its text. */
+        AnthropicMessageContent: components["schemas"]["AnthropicBlock"][] | string;
+        /**
+         * @description One content block of an Anthropic message, told apart by `type`. A run registered as `anthropic` keeps its
+         *     blocks as sent: besides these, any block type Anthropic adds later comes back unchanged.
+         */
+        AnthropicBlock: components["schemas"]["AnthropicTextBlock"] | components["schemas"]["AnthropicImageBlock"] | components["schemas"]["AnthropicToolUseBlock"] | components["schemas"]["AnthropicToolResultBlock"] | components["schemas"]["AnthropicThinkingBlock"] | components["schemas"]["AnthropicRedactedThinkingBlock"] | components["schemas"]["AnthropicServerToolUseBlock"] | components["schemas"]["AnthropicWebSearchToolResultBlock"];
+        /** @description Extended thinking, with the `signature` Anthropic checks when the turn comes back. */
+        AnthropicThinkingBlock: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "thinking";
+            thinking: string;
+            signature: string;
+        } & {
+            [key: string]: unknown;
+        };
+        AnthropicRedactedThinkingBlock: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "redacted_thinking";
+            data: string;
+        } & {
+            [key: string]: unknown;
+        };
+        /** @description A call Anthropic's servers ran themselves (web search and the like); never a pending call here. */
+        AnthropicServerToolUseBlock: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "server_tool_use";
+            id: string;
+            name: string;
+        } & {
+            [key: string]: unknown;
+        };
+        AnthropicWebSearchToolResultBlock: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "web_search_tool_result";
+            tool_use_id: string;
+        } & {
+            [key: string]: unknown;
+        };
         AnthropicTextBlock: {
             /**
              * @description discriminator enum property added by openapi-typescript
@@ -990,6 +1174,8 @@ export interface components {
              */
             type: "text";
             text: string;
+            cache_control?: components["schemas"]["NativeEntry"];
+            citations?: components["schemas"]["NativeEntry"][] | null;
         };
         AnthropicImageBlock: {
             /**
@@ -1030,6 +1216,7 @@ export interface components {
             input: {
                 [key: string]: unknown;
             };
+            cache_control?: components["schemas"]["NativeEntry"];
         };
         AnthropicToolResultBlock: {
             /**
@@ -1051,10 +1238,20 @@ export interface components {
              * @enum {string}
              */
             format: "openai-responses";
-            /** @description The system and developer texts joined by blank lines; absent when there are none. */
+            /**
+             * @description A run registered as `openai-responses`: its `instructions` as registered. Translated from OpenAI chat: the
+             *     system and developer texts joined by blank lines. Absent when there are none.
+             */
             instructions?: string;
-            input: components["schemas"]["ResponsesItem"][];
+            input: components["schemas"]["ResponsesInputItem"][];
         };
+        /**
+         * @description An item the service wrote (`ResponsesItem`: a translation's items, a turn's `function_call_output` results),
+         *     or an item a run registered as `openai-responses` sent, kept as it came: a `reasoning` item with
+         *     `encrypted_content`, a message in the short form without `type`, an output item with its `id` and `status`
+         *     (`NativeEntry`; DESIGN.md §14).
+         */
+        ResponsesInputItem: components["schemas"]["ResponsesItem"] | components["schemas"]["NativeEntry"];
         /** @description One input item of the OpenAI Responses API, told apart by `type`. */
         ResponsesItem: components["schemas"]["ResponsesMessage"] | components["schemas"]["ResponsesFunctionCall"] | components["schemas"]["ResponsesFunctionCallOutput"];
         /**
@@ -1118,6 +1315,8 @@ export interface components {
             next_cursor: string | null;
         };
         InboxItem: {
+            /** @description The format the run was registered in and answers in (DESIGN.md §14). */
+            format: components["schemas"]["ModelInputFormat"];
             /**
              * Format: date-time
              * @description When the turn expires if nobody decides it; `null`, never. Expired turns are not listed.
@@ -1269,8 +1468,9 @@ export interface components {
          *     (`nbf` or `iat` in the future), `token_bad_signature` (not `EdDSA`, or the signature does not verify with
          *     the key of its `kid`), `token_unknown_kid` (no live key of that `kid` on the issuing client: unknown or
          *     retired), `token_wrong_audience` (`aud` is not `approval-resume`), `token_client_revoked` (the issuing
-         *     client is revoked), `token_lifetime_too_long` (`exp` more than 15 minutes after `iat`), `token_invalid`
-         *     (not a well-formed token: a claim missing, or `sub` no uid).
+         *     client is revoked), `token_client_lacks_scope` (the issuing client does not hold `decisions:write`, which a
+         *     client of decision tokens needs), `token_lifetime_too_long` (`exp` more than 15 minutes after `iat`),
+         *     `token_invalid` (not a well-formed token: a claim missing, or `sub` no uid).
          */
         TokenUnauthorized: {
             headers: {
@@ -1283,7 +1483,7 @@ export interface components {
                     /** @enum {integer} */
                     status?: 401;
                     /** @enum {unknown} */
-                    code?: "unauthorized" | "token_expired" | "token_not_yet_valid" | "token_bad_signature" | "token_unknown_kid" | "token_wrong_audience" | "token_client_revoked" | "token_lifetime_too_long" | "token_invalid";
+                    code?: "unauthorized" | "token_expired" | "token_not_yet_valid" | "token_bad_signature" | "token_unknown_kid" | "token_wrong_audience" | "token_client_revoked" | "token_client_lacks_scope" | "token_lifetime_too_long" | "token_invalid";
                 };
             };
         };
@@ -1424,7 +1624,9 @@ export interface components {
         /**
          * @description `database_unavailable`: the database cannot serve the request now; `timeout`: the request took longer than
          *     `REQUEST_TIMEOUT_MS` (a decision may still complete: ask again to get its outcome). Retry after
-         *     `Retry-After` seconds.
+         *     `Retry-After` seconds. Besides, on any route, a connection beyond `MAX_CONNECTIONS` is answered 503
+         *     `too_many_connections` (a Problem with `Retry-After`, without a request id) before its request is read,
+         *     and closed.
          */
         Unavailable: {
             headers: {
@@ -1446,16 +1648,21 @@ export interface components {
         /** @description The run's id, chosen by the agent loop. A text that is no UUID names no run and is answered 404. */
         RunId: string;
         /**
-         * @description The format of the resumed model input; `openai-chat` when absent. Any other query parameter is refused with
-         *     422 `invalid_query`.
+         * @description The format of the resumed model input; the run's own format (the one it was registered in) when absent. A
+         *     run in a provider's format is translated only where nothing would be dropped, else 422
+         *     `format_not_representable`. Any other query parameter is refused with 422 `invalid_query`.
          */
         Format: components["schemas"]["ModelInputFormat"];
-        /** @description The client's request id; echoed back, logged and carried in problems. A new UUID when absent. */
+        /**
+         * @description The client's request id; echoed back, logged and carried in problems. Kept only in a short, safe form: 1 to
+         *     64 characters of `A-Z a-z 0-9 . _ : -`, sent once. Any other (or none) is replaced by a new UUID, not
+         *     refused.
+         */
         RequestId: string;
     };
     requestBodies: never;
     headers: {
-        /** @description The request id (the client's own `x-request-id`, or a new UUID). */
+        /** @description The request id (the client's own `x-request-id` when of the kept form, or a new UUID). */
         RequestId: string;
         /** @description Seconds to wait before asking again. */
         RetryAfter: number;
@@ -1470,7 +1677,11 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The client's request id; echoed back, logged and carried in problems. A new UUID when absent. */
+                /**
+                 * @description The client's request id; echoed back, logged and carried in problems. Kept only in a short, safe form: 1 to
+                 *     64 characters of `A-Z a-z 0-9 . _ : -`, sent once. Any other (or none) is replaced by a new UUID, not
+                 *     refused.
+                 */
                 "x-request-id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -1539,7 +1750,11 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The client's request id; echoed back, logged and carried in problems. A new UUID when absent. */
+                /**
+                 * @description The client's request id; echoed back, logged and carried in problems. Kept only in a short, safe form: 1 to
+                 *     64 characters of `A-Z a-z 0-9 . _ : -`, sent once. Any other (or none) is replaced by a new UUID, not
+                 *     refused.
+                 */
                 "x-request-id"?: components["parameters"]["RequestId"];
             };
             path?: never;
@@ -1630,7 +1845,9 @@ export interface operations {
             /**
              * @description `invalid_body`: the body does not fit `RegisterRun`; `invalid_owner`: `owner_uid` is negative;
              *     `invalid_tool`: a declared tool's name does not match `^[A-Za-z0-9_-]{1,64}$` or is declared twice;
-             *     `invalid_transcript`: the messages break a rule of `ChatMessage` (the detail names the message);
+             *     `invalid_body` also: an unknown `format`, a member of another format, or a format's list missing;
+             *     `invalid_transcript`: the messages break a rule of `ChatMessage`, or a native list has no pending call,
+             *     a call without an id or an invalid name (the detail names the entry, e.g. `messages[3].content[4]`);
              *     `unknown_owner`: `owner_uid` names no backend user of the tenant (`PUT /v1/users/{uid}` first);
              *     `too_many_calls`: the turn has more than `MAX_CALLS_PER_TURN` calls; `arguments_too_large`: a pending
              *     call's `arguments` text has more than `MAX_ARGUMENTS_BYTES` bytes (the detail names its position);
@@ -1659,7 +1876,11 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The client's request id; echoed back, logged and carried in problems. A new UUID when absent. */
+                /**
+                 * @description The client's request id; echoed back, logged and carried in problems. Kept only in a short, safe form: 1 to
+                 *     64 characters of `A-Z a-z 0-9 . _ : -`, sent once. Any other (or none) is replaced by a new UUID, not
+                 *     refused.
+                 */
                 "x-request-id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -1691,13 +1912,18 @@ export interface operations {
         parameters: {
             query?: {
                 /**
-                 * @description The format of the resumed model input; `openai-chat` when absent. Any other query parameter is refused with
-                 *     422 `invalid_query`.
+                 * @description The format of the resumed model input; the run's own format (the one it was registered in) when absent. A
+                 *     run in a provider's format is translated only where nothing would be dropped, else 422
+                 *     `format_not_representable`. Any other query parameter is refused with 422 `invalid_query`.
                  */
                 format?: components["parameters"]["Format"];
             };
             header?: {
-                /** @description The client's request id; echoed back, logged and carried in problems. A new UUID when absent. */
+                /**
+                 * @description The client's request id; echoed back, logged and carried in problems. Kept only in a short, safe form: 1 to
+                 *     64 characters of `A-Z a-z 0-9 . _ : -`, sent once. Any other (or none) is replaced by a new UUID, not
+                 *     refused.
+                 */
                 "x-request-id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -1729,9 +1955,11 @@ export interface operations {
              *     `unknown_decider`: the uid names no backend user; `decider_disabled`: the decider is disabled;
              *     `decider_not_permitted`: the decider is neither the owner, an admin, nor allowed to approve others' runs;
              *     `second_approver_required`: the owner approved a run that requires a second approver;
-             *     `tool_not_approvable`: the approval releases a `write` call of a tool outside the decider's
-             *     `approvable_tools` (the owner included); `anonymous_write_approval`: an approval without a decider uid
-             *     releases a `write` call (denials are never refused for either);
+             *     `tool_not_approvable`: the approval releases a `write` call, or edits the arguments of a call of either
+             *     effect, of a tool outside the decider's `approvable_tools` (the owner included);
+             *     `anonymous_write_approval`: an approval without a decider uid releases a `write` call;
+             *     `anonymous_edit`: an approval without a decider uid edits a call's arguments (denials are never refused
+             *     for any of these);
              *     `decider_mismatch`: with a decision token, `decider_uid` is neither left out nor the token's `sub`.
              */
             403: {
@@ -1744,7 +1972,7 @@ export interface operations {
                         /** @enum {integer} */
                         status?: 403;
                         /** @enum {unknown} */
-                        code?: "missing_scope" | "unknown_decider" | "decider_disabled" | "decider_not_permitted" | "second_approver_required" | "tool_not_approvable" | "anonymous_write_approval" | "decider_mismatch";
+                        code?: "missing_scope" | "unknown_decider" | "decider_disabled" | "decider_not_permitted" | "second_approver_required" | "tool_not_approvable" | "anonymous_write_approval" | "anonymous_edit" | "decider_mismatch";
                     };
                 };
             };
@@ -1774,7 +2002,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             /**
-             * @description `invalid_query`: an unknown `format` or another query parameter; `invalid_body`: the body does not fit
+             * @description `invalid_query`: an unknown `format` or another query parameter; `format_not_representable`: the run
+             *     was registered in another format and `format` would drop part of its transcript (the detail names the
+             *     first element without a counterpart; DESIGN.md §14); `invalid_body`: the body does not fit
              *     `DecisionBody` (a missing `decider_uid` included); `invalid_uid`: `decider_uid` is below 1;
              *     `reason_requires_denial`: a `reason` with an approval; `decider_uid_required`: with an API key, the body
              *     leaves `decider_uid` out (send a uid, or `null` for a decision by nobody); `approved_and_calls`: both
@@ -1794,7 +2024,7 @@ export interface operations {
                         /** @enum {integer} */
                         status?: 422;
                         /** @enum {unknown} */
-                        code?: "invalid_query" | "invalid_body" | "invalid_uid" | "reason_requires_denial" | "decider_uid_required" | "approved_and_calls" | "verdict_required" | "reason_with_calls" | "repeated_call" | "unknown_call" | "missing_call" | "arguments_require_approval" | "arguments_not_object" | "arguments_too_large";
+                        code?: "invalid_query" | "format_not_representable" | "invalid_body" | "invalid_uid" | "reason_requires_denial" | "decider_uid_required" | "approved_and_calls" | "verdict_required" | "reason_with_calls" | "repeated_call" | "unknown_call" | "missing_call" | "arguments_require_approval" | "arguments_not_object" | "arguments_too_large";
                     };
                 };
             };
@@ -1806,13 +2036,18 @@ export interface operations {
         parameters: {
             query?: {
                 /**
-                 * @description The format of the resumed model input; `openai-chat` when absent. Any other query parameter is refused with
-                 *     422 `invalid_query`.
+                 * @description The format of the resumed model input; the run's own format (the one it was registered in) when absent. A
+                 *     run in a provider's format is translated only where nothing would be dropped, else 422
+                 *     `format_not_representable`. Any other query parameter is refused with 422 `invalid_query`.
                  */
                 format?: components["parameters"]["Format"];
             };
             header?: {
-                /** @description The client's request id; echoed back, logged and carried in problems. A new UUID when absent. */
+                /**
+                 * @description The client's request id; echoed back, logged and carried in problems. Kept only in a short, safe form: 1 to
+                 *     64 characters of `A-Z a-z 0-9 . _ : -`, sent once. Any other (or none) is replaced by a new UUID, not
+                 *     refused.
+                 */
                 "x-request-id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -1834,7 +2069,24 @@ export interface operations {
                 };
             };
             401: components["responses"]["TokenUnauthorized"];
-            403: components["responses"]["KeyMissingScope"];
+            /**
+             * @description `missing_scope`: the key lacks `runs:read`; `transcript_not_shown`: a decision token asked for the model
+             *     input of a run whose privacy level (`metadata` or `none`) shows a token no payload.
+             */
+            403: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {integer} */
+                        status?: 403;
+                        /** @enum {unknown} */
+                        code?: "missing_scope" | "transcript_not_shown";
+                    };
+                };
+            };
             404: components["responses"]["RunNotFound"];
             /**
              * @description `not_resumed`: no turn of the run has been decided yet; `resume_in_progress`: the approved turn's tools
@@ -1854,7 +2106,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description `invalid_query`: an unknown `format` or another query parameter. */
+            /**
+             * @description `invalid_query`: an unknown `format` or another query parameter; `format_not_representable`: the run was
+             *     registered in another format and `format` would drop part of its transcript (the detail names the first
+             *     element without a counterpart; DESIGN.md §14).
+             */
             422: {
                 headers: {
                     "x-request-id": components["headers"]["RequestId"];
@@ -1865,7 +2121,7 @@ export interface operations {
                         /** @enum {integer} */
                         status?: 422;
                         /** @enum {unknown} */
-                        code?: "invalid_query";
+                        code?: "invalid_query" | "format_not_representable";
                     };
                 };
             };
@@ -1877,7 +2133,11 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The client's request id; echoed back, logged and carried in problems. A new UUID when absent. */
+                /**
+                 * @description The client's request id; echoed back, logged and carried in problems. Kept only in a short, safe form: 1 to
+                 *     64 characters of `A-Z a-z 0-9 . _ : -`, sent once. Any other (or none) is replaced by a new UUID, not
+                 *     refused.
+                 */
                 "x-request-id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -1949,8 +2209,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             /**
-             * @description `invalid_body`: the body does not fit `AppendTurn`; `invalid_transcript`: the messages break a rule of
-             *     `ChatMessage` or reuse a tool-call id of the run; `too_many_calls`, `arguments_too_large`: the new turn is
+             * @description `invalid_body`: the body does not fit `AppendTurn` (a member of another format than the run's, or its
+             *     system member, included); `invalid_transcript`: the messages break a rule of `ChatMessage`, a native list
+             *     has no pending call, or a call reuses a call id of the run; `too_many_calls`, `arguments_too_large`: the new turn is
              *     over `MAX_CALLS_PER_TURN` or `MAX_ARGUMENTS_BYTES`, as at registration; `expiry_ambiguous`,
              *     `invalid_expires_at`, `expires_at_in_past`, `invalid_ttl`: the new turn's expiry, as at registration.
              */
@@ -1976,7 +2237,11 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The client's request id; echoed back, logged and carried in problems. A new UUID when absent. */
+                /**
+                 * @description The client's request id; echoed back, logged and carried in problems. Kept only in a short, safe form: 1 to
+                 *     64 characters of `A-Z a-z 0-9 . _ : -`, sent once. Any other (or none) is replaced by a new UUID, not
+                 *     refused.
+                 */
                 "x-request-id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -2008,7 +2273,11 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The client's request id; echoed back, logged and carried in problems. A new UUID when absent. */
+                /**
+                 * @description The client's request id; echoed back, logged and carried in problems. Kept only in a short, safe form: 1 to
+                 *     64 characters of `A-Z a-z 0-9 . _ : -`, sent once. Any other (or none) is replaced by a new UUID, not
+                 *     refused.
+                 */
                 "x-request-id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -2058,7 +2327,11 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The client's request id; echoed back, logged and carried in problems. A new UUID when absent. */
+                /**
+                 * @description The client's request id; echoed back, logged and carried in problems. Kept only in a short, safe form: 1 to
+                 *     64 characters of `A-Z a-z 0-9 . _ : -`, sent once. Any other (or none) is replaced by a new UUID, not
+                 *     refused.
+                 */
                 "x-request-id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -2122,7 +2395,11 @@ export interface operations {
                 cursor?: string;
             };
             header?: {
-                /** @description The client's request id; echoed back, logged and carried in problems. A new UUID when absent. */
+                /**
+                 * @description The client's request id; echoed back, logged and carried in problems. Kept only in a short, safe form: 1 to
+                 *     64 characters of `A-Z a-z 0-9 . _ : -`, sent once. Any other (or none) is replaced by a new UUID, not
+                 *     refused.
+                 */
                 "x-request-id"?: components["parameters"]["RequestId"];
             };
             path?: never;
@@ -2199,7 +2476,11 @@ export interface operations {
                 limit?: number;
             };
             header?: {
-                /** @description The client's request id; echoed back, logged and carried in problems. A new UUID when absent. */
+                /**
+                 * @description The client's request id; echoed back, logged and carried in problems. Kept only in a short, safe form: 1 to
+                 *     64 characters of `A-Z a-z 0-9 . _ : -`, sent once. Any other (or none) is replaced by a new UUID, not
+                 *     refused.
+                 */
                 "x-request-id"?: components["parameters"]["RequestId"];
             };
             path?: never;
@@ -2237,6 +2518,25 @@ export interface operations {
                     };
                 };
             };
+            /**
+             * @description `too_many_waiting_readers`: the client (FEED_MAX_WAITERS_PER_CLIENT) or the instance (FEED_MAX_WAITERS)
+             *     has as many readers waiting as it may; ask again after `Retry-After` seconds, or with `wait=0`.
+             */
+            429: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {integer} */
+                        status?: 429;
+                        /** @enum {unknown} */
+                        code?: "too_many_waiting_readers";
+                    };
+                };
+            };
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -2245,7 +2545,11 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The client's request id; echoed back, logged and carried in problems. A new UUID when absent. */
+                /**
+                 * @description The client's request id; echoed back, logged and carried in problems. Kept only in a short, safe form: 1 to
+                 *     64 characters of `A-Z a-z 0-9 . _ : -`, sent once. Any other (or none) is replaced by a new UUID, not
+                 *     refused.
+                 */
                 "x-request-id"?: components["parameters"]["RequestId"];
             };
             path?: never;
@@ -2273,7 +2577,11 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The client's request id; echoed back, logged and carried in problems. A new UUID when absent. */
+                /**
+                 * @description The client's request id; echoed back, logged and carried in problems. Kept only in a short, safe form: 1 to
+                 *     64 characters of `A-Z a-z 0-9 . _ : -`, sent once. Any other (or none) is replaced by a new UUID, not
+                 *     refused.
+                 */
                 "x-request-id"?: components["parameters"]["RequestId"];
             };
             path?: never;
@@ -2308,12 +2616,31 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["MissingScope"];
             408: components["responses"]["BodyTimeout"];
+            /**
+             * @description `too_many_subscriptions`: the tenant already has WEBHOOK_MAX_SUBSCRIPTIONS_PER_TENANT subscriptions;
+             *     remove one first.
+             */
+            409: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {integer} */
+                        status?: 409;
+                        /** @enum {unknown} */
+                        code?: "too_many_subscriptions";
+                    };
+                };
+            };
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             /**
              * @description `invalid_body`: the body does not fit `CreateWebhook`; `invalid_subscription`: the URL is not an
              *     absolute http(s) URL with a host (or carries credentials), or an event type is unknown, or the list is
-             *     empty.
+             *     empty; `webhook_url_refused`: the URL's host is an internal address, resolves to one, or does not
+             *     resolve (the answer does not say which, nor any address).
              */
             422: {
                 headers: {
@@ -2325,7 +2652,91 @@ export interface operations {
                         /** @enum {integer} */
                         status?: 422;
                         /** @enum {unknown} */
-                        code?: "invalid_body" | "invalid_subscription";
+                        code?: "invalid_body" | "invalid_subscription" | "webhook_url_refused";
+                    };
+                };
+            };
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    rotateWebhookSecret: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The client's request id; echoed back, logged and carried in problems. Kept only in a short, safe form: 1 to
+                 *     64 characters of `A-Z a-z 0-9 . _ : -`, sent once. Any other (or none) is replaced by a new UUID, not
+                 *     refused.
+                 */
+                "x-request-id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The subscription's id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "overlap_secs": 3600
+                 *     }
+                 */
+                "application/json": components["schemas"]["RotateWebhookSecret"];
+            };
+        };
+        responses: {
+            /** @description The subscription, with its new signing secret, shown this once. */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookCreated"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["MissingScope"];
+            /**
+             * @description `not_found`: the caller's tenant has no subscription with this id (another tenant's is answered the
+             *     same), or the id is no UUID.
+             */
+            404: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {integer} */
+                        status?: 404;
+                        /** @enum {unknown} */
+                        code?: "not_found";
+                    };
+                };
+            };
+            408: components["responses"]["BodyTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            /**
+             * @description `invalid_body`: the body does not fit `RotateWebhookSecret`; `invalid_overlap`: `overlap_secs` is above
+             *     WEBHOOK_SECRET_OVERLAP_SECS.
+             */
+            422: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {integer} */
+                        status?: 422;
+                        /** @enum {unknown} */
+                        code?: "invalid_body" | "invalid_overlap";
                     };
                 };
             };
@@ -2337,7 +2748,11 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The client's request id; echoed back, logged and carried in problems. A new UUID when absent. */
+                /**
+                 * @description The client's request id; echoed back, logged and carried in problems. Kept only in a short, safe form: 1 to
+                 *     64 characters of `A-Z a-z 0-9 . _ : -`, sent once. Any other (or none) is replaced by a new UUID, not
+                 *     refused.
+                 */
                 "x-request-id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -2384,7 +2799,11 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The client's request id; echoed back, logged and carried in problems. A new UUID when absent. */
+                /**
+                 * @description The client's request id; echoed back, logged and carried in problems. Kept only in a short, safe form: 1 to
+                 *     64 characters of `A-Z a-z 0-9 . _ : -`, sent once. Any other (or none) is replaced by a new UUID, not
+                 *     refused.
+                 */
                 "x-request-id"?: components["parameters"]["RequestId"];
             };
             path?: never;
@@ -2411,7 +2830,11 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The client's request id; echoed back, logged and carried in problems. A new UUID when absent. */
+                /**
+                 * @description The client's request id; echoed back, logged and carried in problems. Kept only in a short, safe form: 1 to
+                 *     64 characters of `A-Z a-z 0-9 . _ : -`, sent once. Any other (or none) is replaced by a new UUID, not
+                 *     refused.
+                 */
                 "x-request-id"?: components["parameters"]["RequestId"];
             };
             path?: never;
@@ -2458,7 +2881,11 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The client's request id; echoed back, logged and carried in problems. A new UUID when absent. */
+                /**
+                 * @description The client's request id; echoed back, logged and carried in problems. Kept only in a short, safe form: 1 to
+                 *     64 characters of `A-Z a-z 0-9 . _ : -`, sent once. Any other (or none) is replaced by a new UUID, not
+                 *     refused.
+                 */
                 "x-request-id"?: components["parameters"]["RequestId"];
             };
             path?: never;
@@ -2486,7 +2913,11 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The client's request id; echoed back, logged and carried in problems. A new UUID when absent. */
+                /**
+                 * @description The client's request id; echoed back, logged and carried in problems. Kept only in a short, safe form: 1 to
+                 *     64 characters of `A-Z a-z 0-9 . _ : -`, sent once. Any other (or none) is replaced by a new UUID, not
+                 *     refused.
+                 */
                 "x-request-id"?: components["parameters"]["RequestId"];
                 "If-None-Match"?: string;
             };
@@ -2523,7 +2954,11 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The client's request id; echoed back, logged and carried in problems. A new UUID when absent. */
+                /**
+                 * @description The client's request id; echoed back, logged and carried in problems. Kept only in a short, safe form: 1 to
+                 *     64 characters of `A-Z a-z 0-9 . _ : -`, sent once. Any other (or none) is replaced by a new UUID, not
+                 *     refused.
+                 */
                 "x-request-id"?: components["parameters"]["RequestId"];
             };
             path?: never;
@@ -2557,7 +2992,11 @@ export interface operations {
                 "webhook-id": string;
                 /** @description Unix seconds when this attempt was signed. */
                 "webhook-timestamp": string;
-                /** @description `v1,` and the base64 HMAC-SHA256, keyed by the secret, of `{webhook-id}.{webhook-timestamp}.{body}`. */
+                /**
+                 * @description `v1,` and the base64 HMAC-SHA256, keyed by the secret, of `{webhook-id}.{webhook-timestamp}.{body}`.
+                 *     While a rotated secret overlaps its successor, two such signatures, space-separated: the new secret's,
+                 *     then the old one's (Standard Webhooks libraries accept the request if either verifies).
+                 */
                 "webhook-signature": string;
             };
             path?: never;
