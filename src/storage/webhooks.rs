@@ -340,31 +340,14 @@ pub async fn claim(
     .await?;
     rows.into_iter()
         .map(|row| {
-            let at = Row::subscription(row.id);
-            // `open` logs a secret that does not open (with the subscription's id and the key id); the delivery
-            // then fails for want of a secret, and the other subscriptions go on.
-            let secret = sealed::open(
-                sealer,
-                Column::WebhookSecret,
-                at,
-                row.secret,
-                row.secret_sealed.as_deref(),
-            )
-            .ok()
-            .flatten();
-            let previous = match row.previous_secret_until {
-                Some(until) => sealed::open(
-                    sealer,
-                    Column::WebhookPreviousSecret,
-                    at,
-                    row.previous_secret,
-                    row.previous_secret_sealed.as_deref(),
-                )
-                .ok()
-                .flatten()
-                .map(|secret| (secret, until)),
-                None => None,
-            };
+            let SigningSecrets { secret, previous } = SecretsRow {
+                secret: row.secret,
+                secret_sealed: row.secret_sealed,
+                previous_secret: row.previous_secret,
+                previous_secret_sealed: row.previous_secret_sealed,
+                previous_secret_until: row.previous_secret_until,
+            }
+            .open(sealer, row.id);
             Ok(Claimed {
                 cursor: Position {
                     xid: row.cursor_xid.parse().map_err(|_| {
@@ -382,6 +365,72 @@ pub async fn claim(
             })
         })
         .collect()
+}
+
+/// The secrets a subscription signs with, as they stand now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SigningSecrets {
+    /// `None` when it does not open (a key missing from ENCRYPTION_KEYS).
+    pub secret: Option<String>,
+    /// The secret before the last rotation and until when it signs too.
+    pub previous: Option<(String, DateTime<Utc>)>,
+}
+
+#[derive(sqlx::FromRow)]
+struct SecretsRow {
+    secret: Option<String>,
+    secret_sealed: Option<Vec<u8>>,
+    previous_secret: Option<String>,
+    previous_secret_sealed: Option<Vec<u8>>,
+    previous_secret_until: Option<DateTime<Utc>>,
+}
+
+impl SecretsRow {
+    fn open(self, sealer: &Sealer, id: Uuid) -> SigningSecrets {
+        let at = Row::subscription(id);
+        // `open` logs a secret that does not open (with the subscription's id and the key id); the delivery then
+        // fails for want of a secret, and the other subscriptions go on.
+        let secret = sealed::open(
+            sealer,
+            Column::WebhookSecret,
+            at,
+            self.secret,
+            self.secret_sealed.as_deref(),
+        )
+        .ok()
+        .flatten();
+        let previous = match self.previous_secret_until {
+            Some(until) => sealed::open(
+                sealer,
+                Column::WebhookPreviousSecret,
+                at,
+                self.previous_secret,
+                self.previous_secret_sealed.as_deref(),
+            )
+            .ok()
+            .flatten()
+            .map(|secret| (secret, until)),
+            None => None,
+        };
+        SigningSecrets { secret, previous }
+    }
+}
+
+/// The subscription's signing secrets as committed now, read again by its holder before it sends, so that a
+/// rotation made on any instance signs the holder's next requests (DESIGN.md §17). `None`: the subscription is gone.
+pub async fn signing_secrets(
+    db: impl PgExecutor<'_>,
+    sealer: &Sealer,
+    id: Uuid,
+) -> Result<Option<SigningSecrets>, StorageError> {
+    let row = sql::query_as::<SecretsRow>(
+        "select secret, secret_sealed, previous_secret, previous_secret_sealed, previous_secret_until
+           from webhook_subscriptions where id = $1",
+    )
+    .bind(id)
+    .fetch_optional(db)
+    .await?;
+    Ok(row.map(|row| row.open(sealer, id)))
 }
 
 /// The next readable events (below `floor` at least) of the subscription's types past `after`, in order.

@@ -200,6 +200,44 @@ async fn a_rotated_secret_signs_beside_the_old_one_until_its_overlap_ends() {
     }
 }
 
+/// A subscription an instance holds (its events keep coming) is signed with the secrets as they stand when a request
+/// is sent: a rotation committed while it is held signs the very next requests, not only after the holder lets go.
+#[tokio::test]
+async fn a_rotation_while_the_subscription_is_held_signs_the_next_requests_with_the_new_secret() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool.clone()).await;
+    let receiver = Receiver::start(|_| Reply::Status(204)).await;
+    let (id, old) = subscribe(&app, &receiver.url, None).await;
+    let _dispatcher = dispatch_on(app.state.pool.clone(), settings());
+    deny_runs(&app, 1).await;
+    let before = receiver.wait_for(2, Duration::from_secs(10)).await;
+    assert_eq!(before.len(), 2);
+    assert!(before.iter().all(|request| verifies(&old, request)));
+
+    // At once, while the delivery still holds the subscription (it lets go after a quiet second).
+    let rotated = app
+        .post(
+            &format!("/v1/webhooks/{id}/rotate-secret"),
+            json!({"overlap_secs": 600}),
+        )
+        .await;
+    assert_eq!(rotated.status, StatusCode::OK, "{:?}", rotated.body);
+    let new = rotated.body["secret"].as_str().unwrap().to_owned();
+    deny_runs(&app, 1).await;
+    let after = receiver.wait_for(4, Duration::from_secs(10)).await;
+    assert_eq!(after.len(), 4);
+    for request in &after[2..] {
+        assert!(
+            verifies(&new, request),
+            "a request sent after the rotation is signed with the new secret"
+        );
+        assert!(
+            verifies(&old, request),
+            "and with the old one during the overlap"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_rotation_is_refused_past_the_longest_overlap_and_for_another_tenant_s_subscription() {
     let (_database, pool) = TestDatabase::create().await;

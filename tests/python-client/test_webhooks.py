@@ -54,11 +54,8 @@ def test_a_delivery_the_service_signed_verifies_and_an_altered_one_is_refused(se
     with pytest.raises(WebhookVerificationError):
         verifier.verify(body, stale)
 
-    # A rotation: the new secret is shown once, and while the old one overlaps, both sign each delivery. The service
-    # (current main) signs with the secrets its delivery task read when it took the subscription, kept for 1 s after
-    # the last event (IDLE_HOLD); a rotation inside that second is signed with the old secret alone until then,
-    # reported as a service issue. The test waits it out.
-    time.sleep(1.5)
+    # A rotation: the new secret is shown once, and while the old one overlaps, both sign each delivery, the very
+    # next one included (the service reads the secrets again before it sends).
     rotated = api.rotate_webhook_secret(subscription["id"], overlap_secs=600)
     assert rotated["id"] == subscription["id"] and rotated["secret"].startswith("whsec_")
     assert rotated["secret"] != subscription["secret"] and rotated["previous_secret_expires_at"] is not None

@@ -307,9 +307,18 @@ impl Delivery {
                 window.push(events);
             }
             if failure.is_none() {
+                let mut secrets_read = false;
                 while let Some(event) = window.next_to_send() {
                     if !hold.check().await? || !hold.ensure().await? {
                         return self.lost();
+                    }
+                    // A rotation may have been committed on any instance since the claim: each batch is signed
+                    // with the secrets as they stand when it is sent, not as they were when it was claimed.
+                    if !secrets_read {
+                        if !self.read_secrets().await? {
+                            return self.lost();
+                        }
+                        secrets_read = true;
                     }
                     sending.spawn(self.send(event)?);
                 }
@@ -337,6 +346,18 @@ impl Delivery {
                 _ = self.shutdown.changed() => {}
             }
         }
+    }
+
+    /// Reads the subscription's signing secrets again; `false` when the subscription is gone.
+    async fn read_secrets(&mut self) -> Result<bool, crate::storage::StorageError> {
+        let current =
+            webhooks::signing_secrets(&self.pool, self.pool.sealer(), self.subscription.id).await?;
+        let Some(current) = current else {
+            return Ok(false);
+        };
+        self.subscription.secret = current.secret;
+        self.subscription.previous = current.previous;
+        Ok(true)
     }
 
     /// Signs one event and returns its request, to run as a task of its own.
