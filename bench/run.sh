@@ -26,6 +26,7 @@
 #   BENCH_NATIVE_BYTES    size of the native phase's registrations  [35000]
 #   BENCH_NATIVE_CLIENTS  clients of the native phase        [1,8,32]
 #   BENCH_NATIVE_ROUNDS   alternations of the native phase   [3]
+#   BENCH_NATIVE_DECISIONS  decisions per native phase       [1500]
 #   BENCH_BINARY          the service binary measured          [target/release/approval-resume]
 #   BENCH_SCALING_CLIENTS clients of the scaling phases      [8]
 #   BENCH_SWEEP_POOLS     pool sizes of pool-sweep           [4,8,16,32,64]

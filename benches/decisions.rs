@@ -63,6 +63,7 @@ struct Settings {
     native_bytes: usize,
     native_clients: Vec<usize>,
     native_rounds: usize,
+    native_decisions: usize,
 }
 
 impl Settings {
@@ -99,6 +100,9 @@ impl Settings {
             native_bytes: var("BENCH_NATIVE_BYTES", "35000").parse().unwrap_or(35_000),
             native_clients: list("BENCH_NATIVE_CLIENTS", "1,8,32"),
             native_rounds: var("BENCH_NATIVE_ROUNDS", "3").parse().unwrap_or(3),
+            native_decisions: var("BENCH_NATIVE_DECISIONS", "1500")
+                .parse()
+                .unwrap_or(1500),
         }
     }
 
@@ -509,7 +513,7 @@ async fn benchmark(settings: &Settings) -> Result<(), Error> {
         );
     }
     if settings.wants("native") {
-        native_phase(&bench, settings, warmup, measure).await?;
+        native_phase(&bench, settings).await?;
     }
     println!("Whole run: {:.0} s.", started.elapsed().as_secs_f64());
     bench.service.stop();
@@ -519,13 +523,11 @@ async fn benchmark(settings: &Settings) -> Result<(), Error> {
 /// Deny decisions on an Anthropic run with extended thinking beside an OpenAI chat run of the same size (issue 31:
 /// the native path must cost no more than the chat path). The two alternate phase by phase, in the order chat,
 /// Anthropic in even rounds and Anthropic, chat in odd ones, so that whatever else loads the machine meanwhile
-/// (a drift, a neighbour's build) falls on both alike; each row pools its format's rounds.
-async fn native_phase(
-    bench: &Bench,
-    settings: &Settings,
-    warmup: Stop,
-    measure: Stop,
-) -> Result<(), Error> {
+/// (a drift, a neighbour's build) falls on both alike; each row pools its format's rounds. A phase decides a fixed
+/// number of runs (BENCH_NATIVE_DECISIONS) rather than running for a time: at 35 KB a run, seeding for 8 s at the
+/// warm-up's rate would write a quarter of a gigabyte per phase.
+async fn native_phase(bench: &Bench, settings: &Settings) -> Result<(), Error> {
+    let measure = Stop::Count(settings.native_decisions);
     let anthropic = native::anthropic(settings.native_bytes, "r");
     let chat = native::chat(anthropic.len(), "r");
     let runs = [("openai-chat", chat), ("anthropic", anthropic)];
@@ -546,6 +548,7 @@ async fn native_phase(
             for which in order {
                 let (format, members) = &runs[which];
                 let label = format!("{format} run of {} bytes", members.len());
+                let warmup = Stop::Count((clients * 10).max(100));
                 let phase = bench
                     .phase_of(Kind::Deny, members, &label, clients, warmup, measure)
                     .await?;

@@ -81,6 +81,14 @@ function messageContent(content: Schemas["ResponsesMessageContent"]): string {
         .join(" ");
 }
 
+const WRITTEN_ITEMS: unknown[] = ["message", "function_call", "function_call_output"];
+
+function isResponsesItem(
+    item: Schemas["OpenAiResponsesInput"]["input"][number],
+): item is Schemas["ResponsesItem"] {
+    return WRITTEN_ITEMS.includes(item.type);
+}
+
 /** A model input in any of the four formats, by format. */
 export function describe(input: ModelInput): string[] {
     switch (input.format) {
@@ -91,7 +99,9 @@ export function describe(input: ModelInput): string[] {
                 typeof message.content === "string" ? [message.content] : message.content.map(anthropicBlock),
             );
         case "openai-responses":
-            return input.input.map(responsesItem);
+            // A run registered as `openai-responses` keeps its items as sent (a reasoning item, a short-form
+            // message without `type`): those are `NativeEntry`s, told from the items the service writes by `type`.
+            return input.input.map((item) => (isResponsesItem(item) ? responsesItem(item) : JSON.stringify(item)));
         case "gemini":
             return input.contents.map((content) => JSON.stringify(content));
         default:

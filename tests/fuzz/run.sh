@@ -168,7 +168,8 @@ echo "schemathesis finished in $((SECONDS - started)) s with exit code $status"
 
 step "Schemathesis on the native run $native_run_id: the run view and the model input"
 started=$SECONDS
-FUZZ_RUN_ID="$native_run_id" "$venv/bin/schemathesis" --config-file tests/fuzz/schemathesis.toml run openapi.yaml \
+FUZZ_NATIVE_RUN_ID="$native_run_id" "$venv/bin/schemathesis" --config-file tests/fuzz/schemathesis-native.toml \
+    run openapi.yaml \
     --url "$base" \
     --header "Authorization: Bearer $key" \
     --include-operation-id getRun \
