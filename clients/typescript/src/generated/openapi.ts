@@ -873,7 +873,10 @@ export interface components {
              *     `approval_ttl_secs`; neither: the service's `APPROVAL_TTL_SECS`, if set, else never.
              */
             expires_at?: string;
-            /** @description Seconds from now (the database's clock) until the turn expires. */
+            /**
+             * Format: int64
+             * @description Seconds from now (the database's clock) until the turn expires.
+             */
             approval_ttl_secs?: number;
         } & (unknown & unknown & unknown & unknown);
         /**
@@ -891,7 +894,10 @@ export interface components {
              *     `approval_ttl_secs`; neither: the service's `APPROVAL_TTL_SECS`, if set, else never.
              */
             expires_at?: string;
-            /** @description Seconds from now (the database's clock) until the turn expires. */
+            /**
+             * Format: int64
+             * @description Seconds from now (the database's clock) until the turn expires.
+             */
             approval_ttl_secs?: number;
         };
         /**
