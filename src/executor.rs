@@ -12,9 +12,9 @@ use serde::Deserialize;
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::config::Secret;
 use crate::domain::redact::TRUNCATION_MARK;
 use crate::domain::results::{self, ToolResult};
+use crate::domain::secret::Secret;
 use crate::domain::tokens::Effect;
 use crate::domain::transcript::is_valid_tool_name;
 

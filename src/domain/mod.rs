@@ -11,6 +11,7 @@ pub mod privacy;
 pub mod redact;
 pub mod results;
 pub mod scopes;
+pub mod secret;
 pub mod token_view;
 pub mod tokens;
 pub mod transcript;
