@@ -1,5 +1,5 @@
 //! Bounds on the work one request may cause: how many calls a turn may hold, how large one call's arguments may
-//! be, and how many argument bytes one inbox page may load. Each is a setting (config.rs) with these defaults.
+//! be, and how many argument bytes one inbox page may load. Each is a setting (config/serve.rs) with these defaults.
 
 use super::transcript::PendingCall;
 
