@@ -129,6 +129,9 @@ pub struct DecisionColumns {
 }
 
 impl DecisionColumns {
+    /// How many parameters [`DecisionColumns::bind`] binds, in a row from where a statement puts them.
+    pub(super) const COUNT: u8 = 8;
+
     pub fn of(decision: &NewDecision<'_>) -> Self {
         DecisionColumns {
             approved: decision.approved,

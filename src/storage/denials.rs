@@ -28,7 +28,7 @@ use crate::domain::verdicts::RecordedVerdict;
 /// runs that moved on get anything. The tables are searched by `= any` of the ids, and the runs without a condition
 /// on their status: given `status = 'waiting_for_approval'`, the planner combined the primary key with the partial
 /// index of waiting runs and read all of them, a few milliseconds per statement once a burst of new runs had outrun
-/// the statistics (BENCHMARKS.md). The tool events' times are `CALL_TIMES_NEVER_STARTED`'s (`deciding`): a waiting
+/// the statistics (BENCHMARKS.md). The tool events' times are `CallTimes::NeverStarted`'s (`deciding::closing`): a waiting
 /// turn's calls were never sent, and their results are stored now.
 static SQL: LazyLock<String> = LazyLock::new(|| {
     format!(

@@ -20,6 +20,7 @@ pub mod runs;
 pub mod sealed;
 pub mod sql;
 pub mod token_keys;
+pub mod turn_calls;
 pub mod users;
 pub mod webhooks;
 
