@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Peak memory of the service deciding (BENCHMARKS.md, "Memory"): VmHWM from /proc/<pid>/status, reset through
+# Peak memory of the service deciding (docs/benchmarks/profile-memory-round-trips.md, "Memory"): VmHWM from /proc/<pid>/status, reset through
 # /proc/<pid>/clear_refs at the start of the measured denies, so it is the peak of those denies alone.
 #
 #   bash bench/memory.sh [label]     report in bench/results/profile/memory-<label>.md
