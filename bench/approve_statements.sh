@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The statements (and so the round trips) of one approval with one call and a no-op executor, as Postgres ran them
-# (BENCHMARKS.md, "Round trips of an approval"): a private cluster with log_statement=all, the release binary,
+# (docs/benchmarks/profile-memory-round-trips.md, "Round trips of an approval"): a private cluster with log_statement=all, the release binary,
 # 20 approvals to warm the statement caches, then one approval between two marker statements; every statement the
 # cluster logged between the markers is listed with the backend that ran it.
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Peak memory of the service deciding (BENCHMARKS.md, "Memory"): VmHWM from /proc/<pid>/status, reset through
+# Peak memory of the service deciding (docs/benchmarks/profile-memory-round-trips.md, "Memory"): VmHWM from /proc/<pid>/status, reset through
 # /proc/<pid>/clear_refs at the start of the measured denies, so it is the peak of those denies alone.
 #
 #   bash bench/memory.sh [label]     report in bench/results/profile/memory-<label>.md
@@ -9,7 +9,7 @@
 #   process that registered them and again in a fresh one (--fresh-service: the decisions' memory without what the
 #   registrations left behind), and 64 clients deciding runs of 10 messages (MEMORY_SMALL_DENIES of them).
 # The service inherits this script's environment: the binary sets the allocator's options itself (src/allocator.rs),
-# and MIMALLOC_PURGE_DELAY or MIMALLOC_ARENA_EAGER_COMMIT here override them (README, "Memory").
+# and MIMALLOC_PURGE_DELAY or MIMALLOC_ARENA_EAGER_COMMIT here override them (docs/operations.md, "Memory").
 # Settings: PROFILE_BINARY [target/release/approval-resume], MEMORY_LARGE_DENIES [64], MEMORY_SMALL_DENIES [5000].
 set -euo pipefail
 cd "$(dirname "$0")/.."

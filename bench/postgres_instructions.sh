@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Instructions Postgres spends on a deny, counted by callgrind on a private cluster (BENCHMARKS.md, "Checks as
+# Instructions Postgres spends on a deny, counted by callgrind on a private cluster (docs/benchmarks/decision-path.md, "Checks as
 # domains" and "Postgres's work per deny"). Instruction counts, unlike seconds, repeat from run to run whatever else
 # the machine is doing.
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Where a deny's CPU goes in the service (BENCHMARKS.md, "Profile of a deny"): a repeatable profile of the release
+# Where a deny's CPU goes in the service (docs/benchmarks/profile-memory-round-trips.md, "Profile of a deny"): a repeatable profile of the release
 # binary under load, and its CPU time per deny.
 #
 #   bash bench/profile.sh [label]      report in bench/results/profile/<label>.md (label: `git describe` by default)

@@ -350,9 +350,11 @@ async fn clients_token_key_add_refuses_a_client_that_may_not_decide() {
 }
 
 #[test]
-fn the_readme_documents_every_setting_with_its_flag_and_default_and_every_scope() {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-        .expect("README.md is in the repository");
+fn the_configuration_document_lists_every_setting_with_its_flag_and_default_and_every_scope() {
+    let readme = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/configuration.md"),
+    )
+    .expect("docs/configuration.md is in the repository");
     let row = |name: &str| {
         readme
             .lines()
@@ -387,7 +389,7 @@ fn the_readme_documents_every_setting_with_its_flag_and_default_and_every_scope(
     }
     assert!(
         undocumented.is_empty(),
-        "README.md is out of step with the code: {undocumented:#?}"
+        "docs/configuration.md is out of step with the code: {undocumented:#?}"
     );
 }
 
