@@ -172,7 +172,9 @@ fn anthropic_turn(messages: &[Value]) -> Result<Vec<PendingCall>, NativeError> {
         let id = call_id(block.get("id"), &format!("{place}: a tool_use block"), "id")?;
         let name = tool_name(block.get("name"), &place)?;
         let arguments = match block.get("input") {
-            Some(input @ Value::Object(_)) => canonical(input),
+            Some(input @ Value::Object(_)) => {
+                canonical_arguments(input, &format!("{place}.input"))?
+            }
             _ => return refuse(format!("{place}: \"input\" must be a JSON object")),
         };
         calls.push(PendingCall {
@@ -309,7 +311,7 @@ fn gemini_turn(contents: &[Value], earlier_calls: usize) -> Result<Vec<PendingCa
         };
         let arguments = match call.get("args") {
             None | Some(Value::Null) => "{}".to_owned(),
-            Some(args @ Value::Object(_)) => canonical(args),
+            Some(args @ Value::Object(_)) => canonical_arguments(args, &format!("{place}.args"))?,
             Some(_) => {
                 return refuse(format!(
                     "{place}: functionCall \"args\" must be a JSON object"
@@ -336,6 +338,44 @@ fn gemini_turn(contents: &[Value], earlier_calls: usize) -> Result<Vec<PendingCa
 pub fn function_call(part: &Value) -> Option<&Value> {
     part.get("functionCall")
         .or_else(|| part.get("function_call"))
+}
+
+/// The largest integer every JSON reader holds exactly: RFC 8785 writes numbers as IEEE 754 doubles do.
+const EXACT_INTEGER_LIMIT: u64 = 1 << 53;
+
+/// The canonical arguments of a call, refused where canonical form would change what the model asked for: an
+/// integer past 2^53 (an order id, say) would be rounded in the digest, the approver's view and the executor's call,
+/// while the transcript the model reads back keeps its own digits.
+fn canonical_arguments(arguments: &Value, place: &str) -> Result<String, NativeError> {
+    if let Some(path) = inexact_integer(arguments, String::new()) {
+        return refuse(format!(
+            "{place}{path}: an integer beyond 2^53 cannot be kept exactly in canonical JSON (RFC 8785); send it as              a string"
+        ));
+    }
+    Ok(canonical(arguments))
+}
+
+/// Where in `value` an integer lies that a double cannot hold exactly, as a JSON path suffix.
+fn inexact_integer(value: &Value, at: String) -> Option<String> {
+    match value {
+        Value::Number(number) => {
+            let magnitude = number
+                .as_u64()
+                .or_else(|| number.as_i64().map(i64::unsigned_abs));
+            match magnitude {
+                Some(magnitude) if magnitude > EXACT_INTEGER_LIMIT => Some(at),
+                _ => None,
+            }
+        }
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(index, item)| inexact_integer(item, format!("{at}[{index}]"))),
+        Value::Object(members) => members
+            .iter()
+            .find_map(|(name, member)| inexact_integer(member, format!("{at}.{name}"))),
+        _ => None,
+    }
 }
 
 /// The RFC 8785 (JCS) text of an object: sorted keys, no spaces, numbers as ECMAScript writes them.
@@ -436,6 +476,44 @@ mod tests {
 
     fn none() -> HashSet<String> {
         HashSet::new()
+    }
+
+    #[test]
+    fn an_integer_a_double_cannot_hold_is_refused_in_arguments_naming_where_it_is() {
+        let messages = vec![
+            json!({"role": "user", "content": "cancel order 9007199254740993"}),
+            json!({"role": "assistant", "content": [
+                {"type": "tool_use", "id": "toolu_1", "name": "cancel_order",
+                 "input": {"orders": [{"id": 9007199254740993_u64}]}}
+            ]}),
+        ];
+        let error = validate(Anthropic, &messages, &none(), 0).unwrap_err();
+        assert!(
+            error
+                .0
+                .contains("messages[1].content[0].input.orders[0].id")
+                && error.0.contains("2^53"),
+            "{}",
+            error.0
+        );
+        let contents = vec![
+            json!({"role": "user", "parts": [{"text": "go"}]}),
+            json!({"role": "model", "parts": [{"functionCall": {"name": "x", "args": {"n": -9007199254740993_i64}}}]}),
+        ];
+        let error = validate(Gemini, &contents, &none(), 0).unwrap_err();
+        assert!(error.0.contains(".args.n"), "{}", error.0);
+    }
+
+    #[test]
+    fn an_integer_up_to_two_to_the_fifty_third_is_kept_in_canonical_arguments() {
+        let messages = vec![
+            json!({"role": "user", "content": "go"}),
+            json!({"role": "assistant", "content": [
+                {"type": "tool_use", "id": "toolu_1", "name": "x", "input": {"n": 9007199254740992_u64, "m": -3}}
+            ]}),
+        ];
+        let calls = validate(Anthropic, &messages, &none(), 0).unwrap();
+        assert_eq!(calls[0].arguments, r#"{"m":-3,"n":9007199254740992}"#);
     }
 
     #[test]

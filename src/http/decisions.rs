@@ -439,7 +439,8 @@ pub async fn model_input(
         &turn.earlier_results,
     )?;
     match token_level {
-        None => Ok(JsonPieces(model_input)),
+        // At `full` a token sees the model input whole: the stored text as it is, never re-serialized (§14).
+        None | Some(PrivacyLevel::Full) => Ok(JsonPieces(model_input)),
         Some(level) => as_a_token_sees_it(level, model_input).await,
     }
 }

@@ -401,6 +401,13 @@ async fn a_tokens_reads_and_decisions_show_arguments_and_the_transcript_only_as_
             "full" => {
                 assert_eq!(input.status, StatusCode::OK, "{:?}", input.body);
                 assert!(input.body.to_string().contains(SECRET));
+                // Whole means the stored text as it is, byte for byte as the key reads it (§14), not a re-serialized
+                // tree.
+                let by_key = app.get(&input_path).await;
+                assert_eq!(
+                    input.bytes, by_key.bytes,
+                    "a token at full reads the same bytes"
+                );
             }
             "redacted" => {
                 assert_eq!(input.status, StatusCode::OK, "{:?}", input.body);
@@ -420,6 +427,47 @@ async fn a_tokens_reads_and_decisions_show_arguments_and_the_transcript_only_as_
 }
 
 /// Posts a decision on run `id` with a decision token (or any bearer credential).
+/// At privacy level `full` a token reads the model input whole: the text the loop registered, member order and
+/// number forms included, exactly as the client's key reads it (§14), never a tree parsed and written again.
+#[tokio::test]
+async fn a_token_at_full_reads_the_model_input_as_the_bytes_the_loop_registered() {
+    let (_database, pool) = TestDatabase::create().await;
+    let (app, signer) = setup(pool).await;
+    app.user(7, false, false, false).await;
+    let token = signer.token(7);
+    let id = Uuid::new_v4();
+    let user = r#"{"role":"user","content":"Set the price to 1.50.","name":"ann"}"#;
+    let body = format!(
+        r#"{{"id":"{id}","owner_uid":7,"privacy_level":"full","tools":[{{"name":"read_page","effect":"read"}}],"messages":[{user},{{"role":"assistant","content":null,"tool_calls":[{{"type":"function","id":"call_1","function":{{"name":"read_page","arguments":"{{}}"}}}}]}}]}}"#
+    );
+    let registered = app
+        .send_bytes(Method::POST, "/v1/runs", Some("application/json"), body)
+        .await;
+    assert_eq!(
+        registered.status,
+        StatusCode::CREATED,
+        "{:?}",
+        registered.body
+    );
+    let digest = registered.body["turn"]["digest"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let decided = post_decision(&app, id, &token, deny(&digest)).await;
+    assert_eq!(decided.status, StatusCode::OK, "{:?}", decided.body);
+    assert!(String::from_utf8_lossy(&decided.bytes).contains(user));
+
+    let path = format!("/v1/runs/{id}/model-input");
+    let by_token = app.call(Method::GET, &path, Some(&token), None).await;
+    assert_eq!(by_token.status, StatusCode::OK, "{:?}", by_token.body);
+    assert!(
+        String::from_utf8_lossy(&by_token.bytes).contains(user),
+        "the registered message, byte for byte: {}",
+        String::from_utf8_lossy(&by_token.bytes)
+    );
+    assert_eq!(by_token.bytes, app.get(&path).await.bytes);
+}
+
 async fn post_decision(app: &TestApp, id: Uuid, token: &str, body: Value) -> support::Answer {
     app.call(
         Method::POST,
