@@ -5,8 +5,8 @@
 //
 //   APPROVAL_RESUME_URL=http://127.0.0.1:8080 APPROVAL_RESUME_KEY=ar_… ACTING_UID=9 php examples/php/ai_tasks.php
 //
-// The key needs the scopes approvals:read and decisions:write (docs/integration.md, "The AI Tasks module"). RUN_ID picks the
-// run to deny; without it, the newest listed. DRY_RUN=1 only lists.
+// The key needs the scopes approvals:read and decisions:write (docs/integration.md, "The AI Tasks module"). RUN_ID
+// picks the run to deny; without it, the newest listed. DRY_RUN=1 only lists.
 
 declare(strict_types=1);
 
