@@ -109,10 +109,12 @@ export function describe(input: ModelInput): string[] {
     }
 }
 
-/** The decision answer carries the model input, typed as the union above. */
+/** The decision answer carries the model input, typed as the union above; a decision token below privacy level
+ * `redacted` is answered without it (docs/design.md §17), so the type makes the caller say what it does then. */
 export function decided(answer: DecisionAnswer): string[] {
     const outcomes = answer.results.map((result) => `${result.call_id}: ${result.outcome}`);
-    return [answer.status, ...outcomes, ...describe(answer.model_input)];
+    const input = answer.model_input === undefined ? [] : describe(answer.model_input);
+    return [answer.status, ...outcomes, ...input];
 }
 
 // A value the spec does not allow must not type-check.
