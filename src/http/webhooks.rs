@@ -25,8 +25,10 @@ pub struct CreateSubscription {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RotateSecret {
-    /// Seconds the old secret keeps signing beside the new one; absent: WEBHOOK_SECRET_OVERLAP_SECS, its most.
-    overlap_secs: Option<u64>,
+    /// Seconds the old secret keeps signing beside the new one; absent or null: WEBHOOK_SECRET_OVERLAP_SECS, its most.
+    /// An integer as JSON Schema reads one: `60.0` is 60 (`http::integer`).
+    #[serde(default, deserialize_with = "super::integer::json_or_null")]
+    overlap_secs: Option<i64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -102,9 +104,9 @@ pub async fn rotate_secret(
     let not_found = || ApiError::not_found("webhook subscription");
     let id = Uuid::parse_str(&id).map_err(|_| not_found())?;
     let most = state.webhooks.secret_overlap;
-    let overlap = match body.overlap_secs {
+    let overlap = match body.overlap_secs.map(u64::try_from) {
         None => most,
-        Some(secs) if secs <= most.as_secs() => std::time::Duration::from_secs(secs),
+        Some(Ok(secs)) if secs <= most.as_secs() => std::time::Duration::from_secs(secs),
         Some(_) => {
             return Err(ApiError::unprocessable(
                 "invalid_overlap",

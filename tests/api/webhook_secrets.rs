@@ -255,6 +255,30 @@ async fn a_rotation_is_refused_past_the_longest_overlap_and_for_another_tenant_s
         StatusCode::UNPROCESSABLE_ENTITY,
         "invalid_overlap",
     );
+    let negative = app
+        .post(
+            &format!("/v1/webhooks/{id}/rotate-secret"),
+            json!({"overlap_secs": -1}),
+        )
+        .await;
+    support::assert_problem(
+        &negative,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_overlap",
+    );
+    // An integer as JSON Schema reads one (the fuzz sent `1000000000.0`): taken, as for every integer member.
+    let whole_number = app
+        .post(
+            &format!("/v1/webhooks/{id}/rotate-secret"),
+            json!({"overlap_secs": 60.0}),
+        )
+        .await;
+    assert_eq!(
+        whole_number.status,
+        StatusCode::OK,
+        "{:?}",
+        whole_number.body
+    );
     let stranger = support::add_client(&pool, "stranger", "elsewhere", &["webhooks:write"]).await;
     for (path, key) in [
         (format!("/v1/webhooks/{id}/rotate-secret"), &stranger),
