@@ -370,10 +370,9 @@ async fn rows_written_in_clear_before_keys_were_set_keep_working() {
     }
 }
 
-/// `approval-resume keys …` against the database, as an operator runs it.
-async fn keys_command(database: &TestDatabase, keys: &str, args: &[&str]) -> String {
+/// `approval-resume ARGS…` against the database with `ENCRYPTION_KEYS`, as an operator runs it; its standard output.
+pub async fn command(database: &TestDatabase, keys: &str, args: &[&str]) -> String {
     let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_approval-resume"))
-        .arg("keys")
         .args(args)
         .env("DATABASE_URL", &database.url)
         .env("ENCRYPTION_KEYS", keys)
@@ -388,6 +387,14 @@ async fn keys_command(database: &TestDatabase, keys: &str, args: &[&str]) -> Str
         String::from_utf8_lossy(&output.stderr)
     );
     stdout
+}
+
+/// `approval-resume keys …` against the database, as an operator runs it.
+async fn keys_command(database: &TestDatabase, keys: &str, args: &[&str]) -> String {
+    let args: Vec<&str> = std::iter::once("keys")
+        .chain(args.iter().copied())
+        .collect();
+    command(database, keys, &args).await
 }
 
 #[tokio::test]

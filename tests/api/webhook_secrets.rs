@@ -10,7 +10,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use crate::database::TestDatabase;
-use crate::encryption::{OLD_KEYS, with_keys};
+use crate::encryption::{OLD_KEYS, command, with_keys};
 use crate::support;
 use crate::webhooks::{
     Received, Receiver, Reply, deny_runs, dispatch, dispatch_on, listed, settings, subscribe,
@@ -45,25 +45,6 @@ async fn stored(
     .fetch_one(pool)
     .await
     .unwrap()
-}
-
-/// `approval-resume ARGS…` against the test database, as an operator runs it; its standard output.
-async fn command(database: &TestDatabase, keys: &str, args: &[&str]) -> String {
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_approval-resume"))
-        .args(args)
-        .env("DATABASE_URL", &database.url)
-        .env("ENCRYPTION_KEYS", keys)
-        .env("LOG_LEVEL", "warn")
-        .output()
-        .await
-        .expect("the binary runs");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    stdout
 }
 
 #[tokio::test]
