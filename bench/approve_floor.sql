@@ -3,7 +3,7 @@
 -- bench/deny_floor.sql, whose read (src/storage/run_snapshot.rs, the same for both paths) comes before them in the
 -- whole approval that `bash bench/postgres_instructions.sh approve` counts. Two round trips, no transaction block,
 -- copied from:
---   src/storage/deciding.rs      take_turn: the run to `resuming` under this instance's lease, the approval event and
+--   src/storage/decision_statements/      take_turn: the run to `resuming` under this instance's lease, the approval event and
 --                                the call marked started, only while the run still waits on the turn read (the
 --                                statement of an approval that denies and edits nothing, as every whole-turn one)
 --                                close_held_turn: the call's result, its tool event, the run resumed and the

@@ -4,7 +4,7 @@
 --   src/storage/run_snapshot.rs  the run read without its lock, the API key's client, the decider, the turn's
 --                                decision and expiry, and the calls through the turn (one array of records), in one
 --                                statement
---   src/storage/deciding.rs      record_denial: the run moved on only while it still waits on the turn read, then the
+--   src/storage/decision_statements/      record_denial: the run moved on only while it still waits on the turn read, then the
 --                                results, tool events, the decision and the run.resumed event in the outbox, in one
 --                                statement (no notify since issue 12)
 -- Each transaction decides a fresh waiting run: the harness seeds runs with ids md5('floor' || n) and each

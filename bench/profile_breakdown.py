@@ -27,7 +27,7 @@ PARTS = [
      r"alloc::raw_vec::finish_grow|alloc::raw_vec::RawVec.*grow|<mimalloc)"),
     ("memory copy/compare (libc memcpy, memmove, memset, memcmp)", r"^(__mem|mem(cpy|move|set|cmp)|__strlen|strlen|__str|bcmp)"),
     ("auth (key hash, client lookup)", r"(sha2::|approval_resume::keys::|approval_resume::http::extract::client_by_key|"
-     r"approval_resume::storage::clients::|approval_resume::http::tokens::)"),
+     r"approval_resume::storage::clients::|approval_resume::http::decision_tokens::)"),
     ("logging/tracing", r"^(<?tracing|<?sharded_slab|<tracing|tracing_core|tracing_subscriber|<&tracing|"
      r"<tracing_subscriber|<tracing_core|approval_resume::telemetry)"),
     ("metrics", r"^(<?approval_resume::metrics|approval_resume::app::count_request)"),
@@ -59,7 +59,7 @@ ENTRY = [
     ("auth: the key check (hash, lookup through the pool, scope)", r"^approval_resume::http::extract::(credential|key_or_token|client_by_key)::\{\{closure\}\}$"),
     ("auth: SHA-256 of the key", r"^sha2::sha256::compress256$"),
     ("serde_json parsing, all (jsonb transcript, request body)", r"^serde_json::de::from_trait$"),
-    ("lock_run: the locked read (rows, jsonb transcript → tree)", r"^approval_resume::storage::deciding::lock_run::\{\{closure\}\}$"),
+    ("lock_run: the locked read (rows, jsonb transcript → tree)", r"^approval_resume::storage::decision_statements::lock_run::\{\{closure\}\}$"),
     ("sqlx: decode jsonb into Json<Vec<Value>>", r"^sqlx_postgres::types::json::<impl sqlx_core::decode::Decode<sqlx_postgres::database::Postgres> for sqlx_core::types::json::Json<T>>::decode$"),
     ("render: DecisionAnswer::of (model input)", r"^approval_resume::http::decisions::DecisionAnswer::of$"),
     ("answer: serialize to JSON bytes (axum Json)", r"^<axum::json::Json<T> as axum_core::response::into_response::IntoResponse>::into_response$"),

@@ -8,7 +8,7 @@ use approval_resume::domain::privacy;
 use approval_resume::domain::results::{self, ToolResult};
 use approval_resume::domain::transcript::{self, PendingCall};
 use approval_resume::domain::transcript_text::TranscriptText;
-use approval_resume::tokens::{DecidedBy, DenialReason, Effect, PrivacyLevel};
+use approval_resume::vocabulary::{DecidedBy, DenialReason, Effect, PrivacyLevel};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::Value;
 

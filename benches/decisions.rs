@@ -14,8 +14,8 @@
 //! Settings are environment variables (bench/run.sh lists them); `pool-sweep` as an argument runs only the deny
 //! phases at several DATABASE_POOL_SIZE values instead.
 
-#[path = "decisions/events.rs"]
-mod events;
+#[path = "decisions/event_latency.rs"]
+mod event_latency;
 #[path = "decisions/executor.rs"]
 mod executor;
 #[path = "decisions/floor.rs"]
@@ -389,7 +389,7 @@ async fn benchmark(settings: &Settings) -> Result<(), Error> {
                  each arrival at a consumer is measured from both: from the transaction's start (an upper bound \
                  of commit to consumer) and from the answer (a lower bound; 0 when the consumer had it first), \
                  all on this machine's clock.\n\n{}",
-                events::report(phase.outcome.ok as usize, &feed, &webhook, &answered)
+                event_latency::report(phase.outcome.ok as usize, &feed, &webhook, &answered)
             );
         }
         eprintln!(
@@ -661,7 +661,7 @@ async fn open_loop(
     rate: f64,
     duration: Duration,
     consumer_key: Option<&str>,
-) -> Result<(Phase, Option<events::Consumers>), Error> {
+) -> Result<(Phase, Option<event_latency::Consumers>), Error> {
     let clients = 64;
     bench.settle().await?;
     let connections = load::clients(clients);
@@ -678,7 +678,7 @@ async fn open_loop(
     let count = (rate * duration.as_secs_f64()) as usize + 1;
     let targets = Arc::new(bench.api.register_runs(count, Shape::TYPICAL, 16).await?);
     let consumers = match consumer_key {
-        Some(key) => Some(events::Consumers::start(&bench.service.base_url, key).await?),
+        Some(key) => Some(event_latency::Consumers::start(&bench.service.base_url, key).await?),
         None => None,
     };
     bench.service.reset_peak_rss();

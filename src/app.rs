@@ -19,8 +19,8 @@ use tower_http::trace::TraceLayer;
 
 use crate::http::error::{ApiError, REQUEST_ID};
 use crate::http::{
-    approvals, body, cors, decisions, detach, events, events_feed, ops, request_id, runs, turns,
-    ui, users, webhooks,
+    approvals, body, cors, decisions, detach, events_feed, ops, request_id, run_events, runs,
+    turns, ui, users, webhooks,
 };
 use crate::listen::{self, ConnectionLimits};
 use crate::metrics;
@@ -48,7 +48,7 @@ fn routes(cors: CorsLayer) -> Router<AppState> {
         .route("/v1/users/{uid}", put(users::put_user))
         .route("/v1/runs", post(runs::register_run))
         .route("/v1/runs/{id}/turns", post(turns::append_turn))
-        .route("/v1/runs/{id}/events", get(events::list_events))
+        .route("/v1/runs/{id}/events", get(run_events::list_events))
         .route("/v1/runs/{id}/cancel", post(runs::cancel_run))
         .route("/v1/runs/{id}/complete", post(runs::complete_run))
         .route("/v1/approvals", get(approvals::inbox))

@@ -8,7 +8,7 @@ pub mod webhooks;
 use crate::config::{ClientsCommand, Command, DatabaseConfig, TokenKeyCommand};
 use crate::domain::scopes::Scope;
 use crate::keys;
-use crate::storage::{self, Database, StorageError, clients, events, retention, token_keys};
+use crate::storage::{self, Database, StorageError, clients, outbox, retention, token_keys};
 
 /// What a subcommand can fail with; printed to the person at the terminal.
 #[derive(Debug, thiserror::Error)]
@@ -44,7 +44,7 @@ pub async fn run(command: Command) -> Result<(), CommandError> {
             let pool = open_database(&common.database).await?;
             purge(&pool, older_than_days).await?;
             let max_age = std::time::Duration::from_secs(event_retention_hours * 3600);
-            let deleted = events::purge_older_than(&pool, max_age).await?;
+            let deleted = outbox::purge_older_than(&pool, max_age).await?;
             println!("purged {deleted} events older than {event_retention_hours} hours");
             Ok(())
         }
@@ -357,7 +357,7 @@ async fn purge_once(pool: &Database, days: Option<u32>, event_max_age: std::time
             Err(error) => tracing::warn!(error = %error, "purge failed; will retry"),
         }
     }
-    match events::purge_older_than(pool, event_max_age).await {
+    match outbox::purge_older_than(pool, event_max_age).await {
         Ok(0) => {}
         Ok(deleted) => tracing::info!(events_deleted = deleted, "purged old events"),
         Err(error) => tracing::warn!(error = %error, "event purge failed; will retry"),

@@ -15,8 +15,8 @@ use uuid::Uuid;
 use crate::domain::redact::TRUNCATION_MARK;
 use crate::domain::results::{self, ToolResult};
 use crate::domain::secret::Secret;
-use crate::domain::tokens::Effect;
 use crate::domain::transcript::is_valid_tool_name;
+use crate::domain::vocabulary::Effect;
 
 /// The header that names the run's tenant (also the body's `tenant`): executors serve every tenant, and an
 /// `owner_uid` means nothing without the tenant whose user it is.

@@ -10,10 +10,10 @@ pub mod app;
 pub mod commands;
 /// The command line and every setting.
 pub mod config;
+/// Delivering events after commit: the feed's wake-ups and cursor, webhooks.
+pub mod delivery;
 /// The pure core: texts, digest, rules, privacy, formats.
 pub mod domain;
-/// Delivering events after commit: the feed's wake-ups and cursor, webhooks.
-pub mod events;
 /// The tool-executor client of the approve path.
 pub mod executor;
 /// Handlers, extractors and the problem+json error.
@@ -36,4 +36,4 @@ pub mod storage;
 pub mod telemetry;
 
 /// The public tokens (DESIGN.md §3), at the crate root for consumers that match on them.
-pub use domain::tokens;
+pub use domain::vocabulary;

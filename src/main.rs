@@ -8,7 +8,7 @@ use clap::Parser;
 use uuid::Uuid;
 
 use approval_resume::config::{Cli, Command, Config};
-use approval_resume::events::{EventsHub, webhooks};
+use approval_resume::delivery::{EventsHub, webhooks};
 use approval_resume::executor::Executors;
 use approval_resume::resume::{self, Resumer};
 use approval_resume::state::{AppState, Limits};

@@ -10,7 +10,7 @@ use std::fmt::Write;
 use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
-use crate::events::FeedCounts;
+use crate::delivery::FeedCounts;
 
 /// Upper bounds in seconds of the latency histograms: from a fast commit to a slow executor.
 const BUCKETS: [f64; 14] = [

@@ -9,9 +9,9 @@ use std::time::Duration;
 use crate::storage::Database;
 
 use crate::admitted_keys::AdmittedKeys;
+use crate::delivery::EventsHub;
+use crate::delivery::webhooks::subscription::Policy as WebhookPolicy;
 use crate::domain::limits::WorkLimits;
-use crate::events::EventsHub;
-use crate::events::webhooks::subscription::Policy as WebhookPolicy;
 use crate::resume::Resumer;
 
 /// What every handler may use.

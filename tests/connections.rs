@@ -8,14 +8,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use approval_resume::app;
+use approval_resume::delivery::EventsHub;
 use approval_resume::domain::limits::WorkLimits;
-use approval_resume::events::EventsHub;
 use approval_resume::executor::Executors;
 use approval_resume::listen::ConnectionLimits;
 use approval_resume::resume::{DenialWriter, Resumer};
 use approval_resume::state::{AppState, Limits};
 use approval_resume::storage::Database;
-use approval_resume::tokens::PrivacyLevel;
+use approval_resume::vocabulary::PrivacyLevel;
 use sqlx::postgres::PgPoolOptions;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -50,7 +50,7 @@ async fn serve(limits: ConnectionLimits) -> std::net::SocketAddr {
             body_read_timeout: Duration::from_secs(15),
             work: WorkLimits::default(),
         },
-        webhooks: approval_resume::events::webhooks::subscription::Policy {
+        webhooks: approval_resume::delivery::webhooks::subscription::Policy {
             max_per_tenant: 25,
             allow_private: false,
             secret_overlap: Duration::from_secs(86_400),

@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use approval_resume::domain::results::denial_text;
-use approval_resume::tokens::{DecidedBy, Effect};
+use approval_resume::vocabulary::{DecidedBy, Effect};
 use hdrhistogram::Histogram;
 use sqlx::PgPool;
 use uuid::Uuid;

@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use super::CommandError;
 use crate::config::{WebhookAddPolicy, WebhooksCommand};
-use crate::events::webhooks::{sign, ssrf, subscription};
+use crate::delivery::webhooks::{sign, ssrf, subscription};
 use crate::storage::webhooks::{self, Inserted, NewSubscription};
 
 pub async fn run(pool: &Database, command: WebhooksCommand) -> Result<(), CommandError> {

@@ -4,10 +4,10 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::events::FeedCaps;
-use crate::events::webhooks::Settings as WebhookSettings;
-use crate::events::webhooks::deliver::Limits as DeliveryLimits;
-use crate::events::webhooks::subscription::Policy as WebhookPolicy;
+use crate::delivery::FeedCaps;
+use crate::delivery::webhooks::Settings as WebhookSettings;
+use crate::delivery::webhooks::deliver::Limits as DeliveryLimits;
+use crate::delivery::webhooks::subscription::Policy as WebhookPolicy;
 
 /// How events reach consumers (DESIGN.md §10): the feed and webhooks.
 #[derive(Debug, Clone, Args)]

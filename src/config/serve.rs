@@ -8,7 +8,7 @@ use clap::Args;
 
 use super::{DatabaseConfig, EncryptionConfig, EventsConfig, LogConfig};
 use crate::domain::limits::{self, WorkLimits};
-use crate::domain::tokens::PrivacyLevel;
+use crate::domain::vocabulary::PrivacyLevel;
 use crate::listen::ConnectionLimits;
 
 /// Every setting of the service (`serve`).

@@ -1,6 +1,6 @@
 //! Who may decide a turn (DESIGN.md §4), as a pure rule over facts the caller has already loaded.
 
-use super::tokens::DecidedBy;
+use super::vocabulary::DecidedBy;
 
 /// The facts about a backend user that the rule needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

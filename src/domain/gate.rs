@@ -9,7 +9,7 @@
 //! edit at all.
 
 use super::authorize::Refusal;
-use super::tokens::Effect;
+use super::vocabulary::Effect;
 
 /// A call a decision approves: its tool, its effect as the executors resolve it, and whether the decision edits its
 /// arguments.

@@ -1,7 +1,7 @@
 //! The pure core: texts, digests, rules and formats. No I/O, no clock, nothing of HTTP or SQL.
 
 pub mod authorize;
-pub mod events;
+pub mod event_payloads;
 pub mod gate;
 pub mod limits;
 pub mod model_input;
@@ -13,8 +13,8 @@ pub mod results;
 pub mod scopes;
 pub mod secret;
 pub mod token_view;
-pub mod tokens;
 pub mod transcript;
 pub mod transcript_text;
 pub mod translate;
 pub mod verdicts;
+pub mod vocabulary;

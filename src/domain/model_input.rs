@@ -490,7 +490,7 @@ fn str_at<'a>(value: &'a Value, pointer: &str) -> &'a str {
 mod tests {
     use super::*;
     use crate::domain::results::{denied, executed};
-    use crate::domain::tokens::{DecidedBy::RunOwner, Effect};
+    use crate::domain::vocabulary::{DecidedBy::RunOwner, Effect};
     use ModelInputFormat::{Anthropic, OpenAiChat, OpenAiResponses};
     use proptest::prelude::*;
 
@@ -679,7 +679,7 @@ mod tests {
         let earlier = [ToolResult {
             call_id: "call_a".into(),
             tool: "read_page".into(),
-            outcome: crate::domain::tokens::Outcome::Denied,
+            outcome: crate::domain::vocabulary::Outcome::Denied,
             is_error: true,
             content: "Title: Home".into(),
             edited: false,

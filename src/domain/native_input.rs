@@ -150,7 +150,7 @@ pub fn render_text(transcript: &TranscriptText, results: &[ToolResult]) -> Vec<B
 mod tests {
     use super::*;
     use crate::domain::results::{denied, executed};
-    use crate::domain::tokens::{DecidedBy::RunOwner, Effect};
+    use crate::domain::vocabulary::{DecidedBy::RunOwner, Effect};
     use serde_json::value::RawValue;
     use serde_json::{Value, json};
 

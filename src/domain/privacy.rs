@@ -4,7 +4,7 @@
 
 use super::redact::redact;
 use super::results::ToolResult;
-use super::tokens::{DecidedBy, Outcome, PrivacyLevel};
+use super::vocabulary::{DecidedBy, Outcome, PrivacyLevel};
 
 /// The tool event of one call, as it is to be stored: metadata always, payloads only where the level allows.
 #[derive(Debug, Clone, PartialEq, Eq)]

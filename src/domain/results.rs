@@ -7,7 +7,7 @@
 
 use serde::Serialize;
 
-use super::tokens::{
+use super::vocabulary::{
     APPROVAL_DENIED, APPROVAL_EDITED, APPROVAL_EXPIRED, DecidedBy, DenialReason, Effect, Outcome,
 };
 

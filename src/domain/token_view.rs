@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use super::redact::redact;
-use super::tokens::PrivacyLevel;
+use super::vocabulary::PrivacyLevel;
 
 /// Whether the level shows payloads (arguments, the transcript) to a token at all.
 pub fn shows_payloads(level: PrivacyLevel) -> bool {

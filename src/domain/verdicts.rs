@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::tokens::{DenialReason, Effect};
+use super::vocabulary::{DenialReason, Effect};
 
 /// A decision's verdicts as the client posted them.
 #[derive(Debug, Clone, PartialEq, Eq)]

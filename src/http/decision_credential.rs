@@ -18,9 +18,9 @@ use axum::extract::{FromRef, FromRequestParts};
 use axum::http::header::CONTENT_LENGTH;
 use axum::http::request::Parts;
 
+use super::decision_tokens::{self, TokenHolder};
 use super::error::ApiError;
 use super::extract::{Caller, RequiredScope, admit, bearer, client_by_key, scope, verified_token};
-use super::tokens::{self, TokenHolder};
 use crate::admitted_keys::AdmittedKeys;
 use crate::keys;
 use crate::resume::KeyHolder;
@@ -58,7 +58,7 @@ where
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let credential = bearer(parts)?;
-        if tokens::looks_like_jwt(credential) {
+        if decision_tokens::looks_like_jwt(credential) {
             let state = AppState::from_ref(state);
             return Ok(DecisionCredential::Token(
                 verified_token(&state, credential).await?,

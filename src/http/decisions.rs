@@ -17,12 +17,12 @@ use crate::domain::model_input::{self, ModelInputFormat, RenderError};
 use crate::domain::results::ToolResult;
 use crate::domain::scopes::Scope;
 use crate::domain::token_view;
-use crate::domain::tokens::{DenialReason, PrivacyLevel, RunStatus};
 use crate::domain::transcript_text::TranscriptText;
 use crate::domain::verdicts::{CallVerdict, DecisionForm};
+use crate::domain::vocabulary::{DenialReason, PrivacyLevel, RunStatus};
 use crate::resume::{self, Actor, DecisionRequest, Reader, Resumed, Snapshot};
 use crate::state::AppState;
-use crate::storage::{StorageError, decisions};
+use crate::storage::{StorageError, decision_record};
 use axum::http::StatusCode;
 
 /// The whole-turn form `{approved, reason?, …}` or the per-call form `{calls, …}` (DESIGN.md §8); exactly one.
@@ -411,10 +411,10 @@ pub async fn model_input(
         ));
     }
     // The latest turn that ended, by a decision or by expiry.
-    let decided = decisions::latest(&state.pool, run.id)
+    let decided = decision_record::latest(&state.pool, run.id)
         .await?
         .map(|decision| decision.turn_index);
-    let expired = decisions::latest_expired_turn(&state.pool, run.id).await?;
+    let expired = decision_record::latest_expired_turn(&state.pool, run.id).await?;
     let Some(turn_index) = decided.max(expired) else {
         return Err(ApiError::conflict(
             "not_resumed",

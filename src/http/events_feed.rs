@@ -1,5 +1,5 @@
 //! `GET /v1/events?after={cursor}&wait={seconds}`: the tenant's events after a cursor, long-polled (DESIGN.md §10).
-//! Not to be confused with `GET /v1/runs/{id}/events`, the audit record of one run (`super::events`).
+//! Not to be confused with `GET /v1/runs/{id}/events`, the audit record of one run (`super::run_events`).
 //!
 //! A reader that waits holds a slot of its client's and the instance's cap (DESIGN.md §17; over it: 429 with
 //! `Retry-After`), and stops waiting when its client hangs up: unlike every other route, this one is not run to
@@ -17,10 +17,10 @@ use serde::{Deserialize, Serialize};
 use super::error::ApiError;
 use super::extract::{Authorized, Query, scope};
 use super::integer;
-use crate::events::feed_waiters::Refused;
-use crate::events::{Envelope, cursor};
+use crate::delivery::feed_waiters::Refused;
+use crate::delivery::{Envelope, cursor};
 use crate::state::AppState;
-use crate::storage::events::{self, Position};
+use crate::storage::outbox::{self, Position};
 
 /// The feed's route (as `app::routes` names it); `app::within_bounds` leaves it attached to its connection.
 pub const ROUTE: &str = "/v1/events";
@@ -78,7 +78,7 @@ pub async fn feed(
     // A longer wait than the service allows is cut to it: the reader asks again, as it would after any answer.
     let wait = Duration::from_secs(wait as u64).min(state.events.max_wait());
 
-    let read = |floor| events::page(&state.pool, &caller.tenant, after, floor, limit);
+    let read = |floor| outbox::page(&state.pool, &caller.tenant, after, floor, limit);
     let page = if wait.is_zero() {
         read(state.events.readable_below()).await?
     } else {

@@ -13,8 +13,8 @@ use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 use uuid::Uuid;
 
+use super::decision_tokens::{self, TokenHolder};
 use super::error::ApiError;
-use super::tokens::{self, TokenHolder};
 use crate::domain::scopes::Scope;
 use crate::keys;
 use crate::state::AppState;
@@ -58,7 +58,7 @@ async fn key_or_token(
     any_of: &[Scope],
 ) -> Result<Credential, ApiError> {
     let credential = bearer(parts)?;
-    if tokens::looks_like_jwt(credential) {
+    if decision_tokens::looks_like_jwt(credential) {
         return Ok(Credential::Token(verified_token(state, credential).await?));
     }
     client_by_key(state, &keys::hash(credential), any_of)
@@ -69,7 +69,7 @@ async fn key_or_token(
 /// The holder of a decision token, verified now.
 pub(super) async fn verified_token(state: &AppState, token: &str) -> Result<TokenHolder, ApiError> {
     let now = u64::try_from(chrono::Utc::now().timestamp()).unwrap_or_default();
-    let holder = tokens::verify(&state.pool, token, now).await?;
+    let holder = decision_tokens::verify(&state.pool, token, now).await?;
     tracing::Span::current().record("client", holder.client_name.as_str());
     Ok(holder)
 }
@@ -79,7 +79,7 @@ async fn key_only(parts: &Parts, state: &AppState, any_of: &[Scope]) -> Result<C
     let key = bearer(parts)?;
     // A token is refused here whether or not it verifies: it has no business on this route either way, and
     // refusing it unread spares the database.
-    if tokens::looks_like_jwt(key) {
+    if decision_tokens::looks_like_jwt(key) {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
             "token_not_allowed",

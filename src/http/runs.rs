@@ -16,12 +16,12 @@ use super::views::RunView;
 use super::visible;
 use crate::domain::limits::TurnOverLimit;
 use crate::domain::model_input::ModelInputFormat;
-use crate::domain::tokens::{Effect, PrivacyLevel, RunStatus};
 use crate::domain::transcript::{self, PendingCall, is_valid_tool_name};
 use crate::domain::transcript_text::TranscriptText;
+use crate::domain::vocabulary::{Effect, PrivacyLevel, RunStatus};
 use crate::state::AppState;
 use crate::storage::runs::{self, DeclaredTool, Expiry, NewRun, RunRow};
-use crate::storage::{decisions, events, users};
+use crate::storage::{decision_record, outbox, users};
 use chrono::{DateTime, Utc};
 
 #[derive(Debug, Deserialize, Serialize)]
@@ -213,7 +213,7 @@ pub async fn register_run(
         return existing_registration(&state, &caller, body.id, &registration_hash).await;
     };
     runs::insert_calls(&mut tx, state.pool.sealer(), run.id, 0, &with_effects).await?;
-    events::record_status(&mut tx, &run).await?;
+    outbox::record_status(&mut tx, &run).await?;
     tx.commit().await?;
     state.events.committed();
     tracing::info!(run_id = %run.id, calls = with_effects.len(), "run registered");
@@ -313,7 +313,7 @@ pub fn with_effects(
 /// The run as answered everywhere: its current turn's calls and decision.
 pub async fn run_view(state: &AppState, run: &RunRow) -> Result<RunView, ApiError> {
     let calls = runs::calls(&state.pool, state.pool.sealer(), run.id, run.turn_index).await?;
-    let decision = decisions::find(&state.pool, run.id, run.turn_index).await?;
+    let decision = decision_record::find(&state.pool, run.id, run.turn_index).await?;
     Ok(RunView::of(
         run,
         &calls,
@@ -386,7 +386,7 @@ async fn change_status(
         }
         (_, target) => {
             let run = runs::set_status(&mut tx, id, target).await?;
-            events::record_status(&mut tx, &run).await?;
+            outbox::record_status(&mut tx, &run).await?;
             run
         }
     };

@@ -12,11 +12,11 @@ use super::format_members::{Members, RawMember, entries_text, well_formed};
 use super::runs::{ExpiryBody, meaning_hash, run_view, with_effects, within_limits};
 use crate::domain::model_input::{ModelInputFormat, tool_messages_entries};
 use crate::domain::native_input;
-use crate::domain::tokens::{Effect, RunStatus};
 use crate::domain::transcript;
+use crate::domain::vocabulary::{Effect, RunStatus};
 use crate::resume::load_turn;
 use crate::state::AppState;
-use crate::storage::{StorageError, events, runs};
+use crate::storage::{StorageError, outbox, runs};
 
 #[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -155,7 +155,7 @@ pub async fn append_turn(
     )
     .await?;
     runs::insert_calls(&mut tx, state.pool.sealer(), run.id, turn_index, &calls).await?;
-    events::record_status(&mut tx, &run).await?;
+    outbox::record_status(&mut tx, &run).await?;
     tx.commit().await?;
     state.events.committed();
     tracing::info!(run_id = %run.id, turn = turn_index, calls = calls.len(), "run suspended on a new turn");

@@ -6,11 +6,11 @@ use uuid::Uuid;
 
 use crate::domain::model_input::ModelInputFormat;
 use crate::domain::token_view;
-use crate::domain::tokens::{DecidedBy, DenialReason, Effect, PrivacyLevel, RunStatus};
 use crate::domain::verdicts::RecordedVerdict;
+use crate::domain::vocabulary::{DecidedBy, DenialReason, Effect, PrivacyLevel, RunStatus};
 use crate::executor::Executors;
 use crate::storage::StorageError;
-use crate::storage::decisions::DecisionRow;
+use crate::storage::decision_record::DecisionRow;
 use crate::storage::runs::{CallRow, RunRow};
 
 #[derive(Debug, Serialize)]

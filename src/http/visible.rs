@@ -4,9 +4,9 @@
 
 use uuid::Uuid;
 
+use super::decision_tokens::TokenHolder;
 use super::error::ApiError;
 use super::extract::Credential;
-use super::tokens::TokenHolder;
 use crate::domain::authorize::DeciderFacts;
 use crate::state::AppState;
 use crate::storage::runs::{self, RunRow};

@@ -9,8 +9,8 @@ use uuid::Uuid;
 
 use super::error::ApiError;
 use super::extract::{Authorized, Json, scope};
-use crate::events::webhooks::subscription::{self, Invalid};
-use crate::events::webhooks::{sign, ssrf};
+use crate::delivery::webhooks::subscription::{self, Invalid};
+use crate::delivery::webhooks::{sign, ssrf};
 use crate::state::AppState;
 use crate::storage::webhooks::{self, Inserted, NewSubscription, SubscriptionRow};
 

@@ -14,14 +14,14 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use super::{ResumeError, Resumed, Resumer, closing_event, tool_events};
-use crate::domain::events;
+use crate::domain::event_payloads;
 use crate::domain::privacy::ToolEvent;
 use crate::domain::results::{self, ToolResult};
-use crate::domain::tokens::{DecidedBy, RunStatus};
 use crate::domain::transcript_text::TranscriptText;
+use crate::domain::vocabulary::{DecidedBy, RunStatus};
 use crate::executor::ExecutorCall;
-use crate::storage::deciding::{self, ClosingTurn, RunForDecision};
-use crate::storage::decisions::{self, DecisionRow};
+use crate::storage::decision_record::{self, DecisionRow};
+use crate::storage::decision_statements::{self, ClosingTurn, RunForDecision};
 use crate::storage::runs::{self, CallRow, RunRow};
 
 /// An approved turn as the decision that took it left it, with what that decision read of the run.
@@ -31,7 +31,8 @@ pub(super) struct TakenTurn {
     /// The turn's calls as stored once the decision committed: denied ones with their results, edited ones with
     /// their edited arguments.
     pub calls: Vec<CallRow>,
-    /// The earlier turns' calls that have a result (as `run_snapshot` or [`deciding::calls_through`] read them).
+    /// The earlier turns' calls that have a result (as `run_snapshot` or [`decision_statements::calls_through`] read
+    /// them).
     pub earlier_calls: Vec<CallRow>,
     /// The transcript the decision read, carried as it was read into the answer.
     pub transcript: TranscriptText,
@@ -56,7 +57,7 @@ pub async fn finish_turn(
         .iter()
         .any(|call| call.outcome.is_none() && call.edited_arguments.is_some())
     {
-        decisions::find(&resumer.pool, run.id, run.turn_index)
+        decision_record::find(&resumer.pool, run.id, run.turn_index)
             .await?
             .ok_or(ResumeError::NotAwaitingApproval)?
             .decided_by()
@@ -136,7 +137,7 @@ async fn close_taken(
         events: &events,
         resumed_event: &resumed_event,
     };
-    if !deciding::close_held_turn(&resumer.pool, &closing, resumer.instance_id).await? {
+    if !decision_statements::close_held_turn(&resumer.pool, &closing, resumer.instance_id).await? {
         // Our lease ran out and another instance took the turn over (or already finished it).
         return Err(ResumeError::ResumeInProgress);
     }
@@ -148,7 +149,7 @@ async fn close_taken(
 struct ApprovedClose {
     results: Vec<ToolResult>,
     events: Vec<(i32, ToolEvent)>,
-    resumed_event: events::EventData,
+    resumed_event: event_payloads::EventData,
 }
 
 async fn approved_close(
@@ -162,7 +163,7 @@ async fn approved_close(
     let events = tool_events(resumer, run, calls, &results, decided_by).await?;
     let resumed_event = closing_event(
         run,
-        Some(&events::Verdict {
+        Some(&event_payloads::Verdict {
             decided_by,
             decider_uid: decision.decider_uid,
             approved: decision.approved,
@@ -216,7 +217,7 @@ async fn run_calls(
         }
         let kept = keep_last && sends && last_to_run == Some(call.position);
         let stored = kept
-            || decisions::store_result(
+            || decision_record::store_result(
                 &resumer.pool,
                 resumer.pool.sealer(),
                 run.id,
@@ -246,7 +247,7 @@ async fn store_kept(
     kept: &Option<(i32, ToolResult)>,
 ) -> Result<(), ResumeError> {
     if let Some((position, result)) = kept {
-        decisions::store_result(
+        decision_record::store_result(
             &resumer.pool,
             resumer.pool.sealer(),
             run.id,
@@ -267,7 +268,7 @@ async fn close_locked(
 ) -> Result<Resumed, ResumeError> {
     let sealer = resumer.pool.sealer();
     let mut tx = resumer.pool.begin().await?;
-    let locked = deciding::lock_run(&mut tx, sealer, tenant, run_id, None)
+    let locked = decision_statements::lock_run(&mut tx, sealer, tenant, run_id, None)
         .await?
         .ok_or(ResumeError::RunNotFound)?;
     let RunForDecision {
@@ -283,7 +284,7 @@ async fn close_locked(
         return Err(ResumeError::ResumeInProgress);
     }
     let (calls, earlier_calls) =
-        deciding::calls_through(&mut tx, sealer, run.id, run.turn_index).await?;
+        decision_statements::calls_through(&mut tx, sealer, run.id, run.turn_index).await?;
     let ApprovedClose {
         results,
         events,
@@ -296,7 +297,7 @@ async fn close_locked(
         events: &events,
         resumed_event: &resumed_event,
     };
-    deciding::close_turn(&mut tx, &closing).await?;
+    decision_statements::close_turn(&mut tx, &closing).await?;
     tx.commit().await?;
     tracing::info!(run_id = %run.id, turn = run.turn_index, calls = calls.len(), "approved turn resumed");
     Resumed::from_reads(run.id, decision, results, transcript, &earlier_calls)
@@ -318,7 +319,7 @@ async fn run_call(
         return Ok(results::not_permitted(&call.call_id, &call.tool));
     };
     if !started
-        && !decisions::start_call(
+        && !decision_record::start_call(
             &resumer.pool,
             run.id,
             run.turn_index,

@@ -1,8 +1,8 @@
 //! The writer of the denies decided from a snapshot. A deny is written at once on the connection it was read on by the
-//! single statement (`deciding::record_denial`) while few others are being written so ([`BATCH_BEYOND`]); beyond
-//! that, Postgres is busy, and the denies queue and are written together (`storage::denials::record_many`), so that a
-//! deny shares a statement's start-up and a commit with the others. Nothing waits for a batch to fill: a batch is
-//! whatever queued while the writers were writing the previous ones.
+//! single statement (`decision_statements::record_denial`) while few others are being written so ([`BATCH_BEYOND`]);
+//! beyond that, Postgres is busy, and the denies queue and are written together (`storage::denials::record_many`), so
+//! that a deny shares a statement's start-up and a commit with the others. Nothing waits for a batch to fill: a batch
+//! is whatever queued while the writers were writing the previous ones.
 //!
 //! A few writers take turns at the queue, so that one batch is sent while the next is gathered. A batch never waits
 //! for a run's lock: a run another transaction holds is skipped and its deny written on its own, where only it waits.
@@ -29,8 +29,8 @@ use std::panic::AssertUnwindSafe;
 use tokio::sync::{Mutex, mpsc, oneshot};
 
 use crate::metrics;
-use crate::storage::deciding::{self, DenialWrite};
-use crate::storage::decisions::DecisionRow;
+use crate::storage::decision_record::DecisionRow;
+use crate::storage::decision_statements::{self, DenialWrite};
 use crate::storage::{Database, StorageError, denials};
 
 /// How many writers take turns at the queue: enough that a batch is gathered while another is written, few enough
@@ -103,8 +103,9 @@ impl DenialWriter {
         self.in_flight.load(Ordering::Relaxed)
     }
 
-    /// Records the deny as `deciding::record_denial` does (`None`: its run no longer waits on the turn read): at once
-    /// on `connection` (the one it was read on; `None` behind a transaction pooler: on any) while fewer than
+    /// Records the deny as `decision_statements::record_denial` does (`None`: its run no longer waits on the turn
+    /// read): at once on `connection` (the one it was read on; `None` behind a transaction pooler: on any) while fewer
+    /// than
     /// `batch_beyond` denies are being written so, and otherwise in a statement with whatever other denies are
     /// waiting, the connection given back first.
     pub async fn record(
@@ -118,8 +119,8 @@ impl DenialWriter {
                 self.in_flight.fetch_add(1, Ordering::Relaxed);
                 let _written = InFlight(&self.in_flight);
                 let answer = match connection {
-                    Some(mut conn) => deciding::record_denial(&mut *conn, write).await,
-                    None => deciding::record_denial(&self.db, write).await,
+                    Some(mut conn) => decision_statements::record_denial(&mut *conn, write).await,
+                    None => decision_statements::record_denial(&self.db, write).await,
                 };
                 metrics::deny_statement("single", 1);
                 return answer;
@@ -245,7 +246,7 @@ async fn write(db: &Database, batch: Vec<Queued>) {
 
 /// Writes one deny by the single statement and answers it.
 async fn write_one(db: &Database, queued: Queued, kind: &'static str) {
-    let answer = deciding::record_denial(db, queued.write).await;
+    let answer = decision_statements::record_denial(db, queued.write).await;
     metrics::deny_statement(kind, 1);
     // The request may have stopped waiting (its task ended); the deny is recorded all the same.
     let _ = queued.answer.send(answer);

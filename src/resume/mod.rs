@@ -25,20 +25,20 @@ pub use sweeper::spawn_sweeper;
 use record::{PlainDecision, Through, plain_decision};
 
 use crate::domain::authorize::{self, DecisionAsk, Refusal};
-use crate::domain::events;
+use crate::domain::event_payloads;
 use crate::domain::gate;
 use crate::domain::model_input::ModelInputFormat;
 use crate::domain::privacy;
 use crate::domain::results::ToolResult;
-use crate::domain::tokens::{DecidedBy, PrivacyLevel, RunStatus};
 use crate::domain::transcript_text::TranscriptText;
 use crate::domain::verdicts::{DecisionForm, TurnCall, VerdictError, Verdicts};
+use crate::domain::vocabulary::{DecidedBy, PrivacyLevel, RunStatus};
 use crate::executor::Executors;
 use crate::metrics;
 use crate::sealing::Sealer;
 use crate::storage::StorageError;
-use crate::storage::deciding::{self, RunForDecision};
-use crate::storage::decisions::DecisionRow;
+use crate::storage::decision_record::DecisionRow;
+use crate::storage::decision_statements::{self, RunForDecision};
 use crate::storage::run_snapshot;
 pub use crate::storage::run_snapshot::{KeyHolder, Reader, Snapshot};
 use crate::storage::runs::{self, CallRow, RunRow};
@@ -194,7 +194,7 @@ async fn decide_under_lock(
     let approves = request.form.approves_any();
     let mut tx = resumer.pool.begin().await?;
     // Both answer the transcript from this same read: a deny at once, an approval after its tools ran.
-    let locked = deciding::lock_run(
+    let locked = decision_statements::lock_run(
         &mut tx,
         resumer.pool.sealer(),
         &actor.tenant,
@@ -208,8 +208,13 @@ async fn decide_under_lock(
     // The verdicts are resolved against the calls of the turn the digest names; for another turn, the answer is
     // a conflict whatever the verdicts say.
     let (calls, earlier_calls, verdicts) = if current_turn {
-        let (calls, earlier_calls) =
-            deciding::calls_through(&mut tx, resumer.pool.sealer(), run.id, run.turn_index).await?;
+        let (calls, earlier_calls) = decision_statements::calls_through(
+            &mut tx,
+            resumer.pool.sealer(),
+            run.id,
+            run.turn_index,
+        )
+        .await?;
         let verdicts = Verdicts::resolve(&request.form, &turn_calls(resumer, &calls))?;
         (calls, earlier_calls, Some(verdicts))
     } else {
@@ -499,9 +504,12 @@ fn stored_result(call: &CallRow) -> Result<ToolResult, StorageError> {
 
 /// The data of the event that closes `run`'s turn: `run.resumed` with the decision's verdict, or `run.expired`
 /// with none (nobody decided).
-fn closing_event(run: &RunRow, verdict: Option<&events::Verdict>) -> events::EventData {
-    events::data(
-        &events::RunFacts {
+fn closing_event(
+    run: &RunRow,
+    verdict: Option<&event_payloads::Verdict>,
+) -> event_payloads::EventData {
+    event_payloads::data(
+        &event_payloads::RunFacts {
             run_id: run.id,
             tenant: &run.tenant,
             status: RunStatus::Resumed,

@@ -9,13 +9,15 @@ use super::{
     Actor, DecisionRequest, ResumeError, Resumed, Resumer, approve, authorize_decider,
     closing_event, gate_approval, tool_events, turn_calls,
 };
-use crate::domain::events;
+use crate::domain::event_payloads;
 use crate::domain::results::{self, ToolResult};
-use crate::domain::tokens::{DecidedBy, RunStatus};
 use crate::domain::verdicts::{DecisionForm, Verdicts};
+use crate::domain::vocabulary::{DecidedBy, RunStatus};
 use crate::metrics;
-use crate::storage::deciding::{self, ClosingTurn, DenialWrite, RunForDecision, TakingTurn};
-use crate::storage::decisions::NewDecision;
+use crate::storage::decision_record::NewDecision;
+use crate::storage::decision_statements::{
+    self, ClosingTurn, DenialWrite, RunForDecision, TakingTurn,
+};
 use crate::storage::run_snapshot::RunSnapshot;
 use crate::storage::runs::CallRow;
 
@@ -153,10 +155,12 @@ impl PlainDecision {
             };
             let taken = match through {
                 Through::Snapshot(Some(mut conn)) => {
-                    deciding::take_turn(&mut *conn, &taking).await?
+                    decision_statements::take_turn(&mut *conn, &taking).await?
                 }
-                Through::Snapshot(None) => deciding::take_turn(&resumer.pool, &taking).await?,
-                Through::Locked(tx) => deciding::take_turn(tx, &taking).await?,
+                Through::Snapshot(None) => {
+                    decision_statements::take_turn(&resumer.pool, &taking).await?
+                }
+                Through::Locked(tx) => decision_statements::take_turn(tx, &taking).await?,
             };
             let Some((decision, first_started)) = taken else {
                 return Ok(None);
@@ -189,7 +193,7 @@ impl PlainDecision {
         let events = tool_events(resumer, run, &calls, &results, decided_by).await?;
         let resumed_event = closing_event(
             run,
-            Some(&events::Verdict {
+            Some(&event_payloads::Verdict {
                 decided_by,
                 decider_uid: request.decider_uid,
                 approved: Some(false),
@@ -206,7 +210,7 @@ impl PlainDecision {
         let write = DenialWrite::new(&new_decision, &closing);
         let recorded = match through {
             Through::Snapshot(connection) => resumer.denials.record(connection, write).await?,
-            Through::Locked(tx) => deciding::record_denial(tx, write).await?,
+            Through::Locked(tx) => decision_statements::record_denial(tx, write).await?,
         };
         let Some(decision) = recorded else {
             return Ok(None);
@@ -280,7 +284,7 @@ fn denial_results(verdicts: &Verdicts, decided_by: DecidedBy) -> Vec<(i32, ToolR
 }
 
 /// The approval event's own `reason`: the whole-turn form's; per-call reasons are in its `calls`.
-fn whole_turn_reason(form: &DecisionForm) -> Option<crate::domain::tokens::DenialReason> {
+fn whole_turn_reason(form: &DecisionForm) -> Option<crate::domain::vocabulary::DenialReason> {
     match form {
         DecisionForm::WholeTurn { reason, .. } => *reason,
         DecisionForm::PerCall(_) => None,

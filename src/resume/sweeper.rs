@@ -16,7 +16,7 @@ use super::{ResumeError, Resumer};
 use crate::domain::results::{self, ToolResult};
 use crate::metrics;
 use crate::sealing::Sealer;
-use crate::storage::deciding::{self, ClosingTurn};
+use crate::storage::decision_statements::{self, ClosingTurn};
 use crate::storage::runs::{self, CallRow, RunRow};
 
 /// Runs expired per transaction: bounds the time a sweep holds row locks and the size of one transaction.
@@ -49,7 +49,7 @@ pub async fn expire_turn(
         events: &[],
         resumed_event: &expired_event,
     };
-    deciding::record_expiry(conn, &closing).await?;
+    decision_statements::record_expiry(conn, &closing).await?;
     Ok(())
 }
 

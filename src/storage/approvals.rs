@@ -7,7 +7,7 @@ use uuid::Uuid;
 use super::runs::{StoredFormat, StoredLevel};
 use super::sealed::{self, Column, Row};
 use super::{StorageError, sql};
-use crate::domain::tokens::Effect;
+use crate::domain::vocabulary::Effect;
 use crate::sealing::Sealer;
 
 /// One waiting run of the inbox.

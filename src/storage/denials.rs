@@ -1,5 +1,5 @@
-//! Several denies recorded by one statement, each exactly as `deciding::record_denial` records one: its run moved on
-//! only while it still waits on the turn that was read, and then its results, tool events, approval event and
+//! Several denies recorded by one statement, each exactly as `decision_statements::record_denial` records one: its run
+//! moved on only while it still waits on the turn that was read, and then its results, tool events, approval event and
 //! `run.resumed` event written; a run that no longer waits gets nothing. The denies share the statement's start-up
 //! and one commit, which is most of what Postgres spends on a deny (BENCHMARKS.md, "Denies written together"); they
 //! are gathered by `resume::denial_writer`.
@@ -15,10 +15,10 @@ use sqlx::types::Json;
 use sqlx::{FromRow, PgExecutor, Row};
 use uuid::Uuid;
 
-use super::deciding::DenialWrite;
-use super::decisions::{DECISION_COLUMNS, DecisionRow};
+use super::decision_record::{DECISION_COLUMNS, DecisionRow};
+use super::decision_statements::DenialWrite;
 use super::{StorageError, sql};
-use crate::domain::events::EventData;
+use crate::domain::event_payloads::EventData;
 use crate::domain::verdicts::RecordedVerdict;
 
 /// The statement over the columns of every deny, one array element per run (`$1` to `$11`), per stored result
@@ -28,8 +28,8 @@ use crate::domain::verdicts::RecordedVerdict;
 /// runs that moved on get anything. The tables are searched by `= any` of the ids, and the runs without a condition
 /// on their status: given `status = 'waiting_for_approval'`, the planner combined the primary key with the partial
 /// index of waiting runs and read all of them, a few milliseconds per statement once a burst of new runs had outrun
-/// the statistics (BENCHMARKS.md). The tool events' times are `CallTimes::NeverStarted`'s (`deciding::closing`): a waiting
-/// turn's calls were never sent, and their results are stored now.
+/// the statistics (BENCHMARKS.md). The tool events' times are `CallTimes::NeverStarted`'s
+/// (`decision_statements::closing`): a waiting turn's calls were never sent, and their results are stored now.
 static SQL: LazyLock<String> = LazyLock::new(|| {
     format!(
         "with locked as (

@@ -2,11 +2,11 @@
 //! the current turn, in one statement and so one snapshot.
 //!
 //! The usual decision (a waiting turn nobody has decided) is made from this read and recorded by a write that moves
-//! the run on only while it is still waiting on the turn that was read (`deciding::record_denial`,
-//! `deciding::take_turn`): a concurrent decision, an expiry or a new turn changes the run's status or turn, so such a
-//! write records nothing and the decision is made again under the run's lock. The usual decision therefore holds no
-//! lock and no transaction between its read and its write, and costs two statements (BENCHMARKS.md): the API key's
-//! lookup is part of the read.
+//! the run on only while it is still waiting on the turn that was read (`decision_statements::record_denial`,
+//! `decision_statements::take_turn`): a concurrent decision, an expiry or a new turn changes the run's status or turn,
+//! so such a write records nothing and the decision is made again under the run's lock. The usual decision therefore
+//! holds no lock and no transaction between its read and its write, and costs two statements (BENCHMARKS.md): the API
+//! key's lookup is part of the read.
 
 use sqlx::error::BoxDynError;
 use sqlx::pool::PoolConnection;
@@ -15,7 +15,7 @@ use sqlx::postgres::{PgHasArrayType, PgTypeInfo, PgValueRef};
 use sqlx::{Decode, PgConnection, Postgres, Row, Type};
 use uuid::Uuid;
 
-use super::deciding::{self, RunForDecision};
+use super::decision_statements::{self, RunForDecision};
 use super::runs::{self, CallRow, StoredCall};
 use super::{Database, StorageError, sql};
 use crate::sealing::Sealer;
@@ -107,11 +107,11 @@ pub async fn read(
 }
 
 /// The statement, after the `reader` expression that names the tenant (and the key's client, and whether the run may
-/// be read for it): the run and its decision facts as in `deciding::lock_run`, without `for update`, and the calls
-/// as one array of records ([`CallRecord`]: one row whatever the number of calls, so the transcript is sent once).
-/// One aggregate of records costs Postgres less than one per column: its executor starts one aggregate and
-/// describes one column instead of fifteen, about a fifth of the read (`bench/postgres_instructions.sh`). The
-/// domain columns are cast to their base types, which a record's decoder knows.
+/// be read for it): the run and its decision facts as in `decision_statements::lock_run`, without `for update`, and the
+/// calls as one array of records ([`CallRecord`]: one row whatever the number of calls, so the transcript is sent
+/// once). One aggregate of records costs Postgres less than one per column: its executor starts one aggregate and
+/// describes one column instead of fifteen, about a fifth of the read (`bench/postgres_instructions.sh`). The domain
+/// columns are cast to their base types, which a record's decoder knows.
 macro_rules! snapshot_sql {
     ($reader:literal) => {
         concat!(
@@ -200,7 +200,7 @@ async fn read_on(
     // those are the larger part the transcript is copied instead, so nothing is held twice while the answer is
     // written (or, for an approval, while its tools run).
     let calls_bytes: usize = calls.iter().map(StoredCall::stored_bytes).sum();
-    let mut facts = deciding::run_for_decision(sealer, row)?;
+    let mut facts = decision_statements::run_for_decision(sealer, row)?;
     if calls_bytes > facts.transcript.text_len() {
         facts.transcript = facts.transcript.copied();
     }
@@ -208,7 +208,7 @@ async fn read_on(
     // An aggregate keeps no order of its own: the turn's order is restored here.
     calls.sort_by_key(|call| (call.turn_index, call.position));
     let (calls, earlier_calls) =
-        deciding::split_at_turn(sealer, run_id, facts.run.turn_index, calls)?;
+        decision_statements::split_at_turn(sealer, run_id, facts.run.turn_index, calls)?;
     let run = RunSnapshot {
         facts,
         calls,

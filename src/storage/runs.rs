@@ -10,8 +10,8 @@ use uuid::Uuid;
 use super::sealed::{self, Column, Row};
 use super::{StorageError, row_text, sql};
 use crate::domain::model_input::ModelInputFormat;
-use crate::domain::tokens::{Effect, PrivacyLevel, RunStatus};
 use crate::domain::transcript_text::TranscriptText;
+use crate::domain::vocabulary::{Effect, PrivacyLevel, RunStatus};
 use crate::sealing::Sealer;
 
 // The calls have their own module; runs re-exports them so its callers keep their paths.

@@ -7,8 +7,8 @@ use uuid::Uuid;
 
 use super::sealed::{self, Column, Row};
 use super::{StorageError, sql};
-use crate::domain::tokens::{Effect, Outcome};
 use crate::domain::transcript::PendingCall;
+use crate::domain::vocabulary::{Effect, Outcome};
 use crate::sealing::Sealer;
 
 /// One pending call of a turn, with its result once known.

@@ -1,7 +1,7 @@
 //! Webhook subscriptions: managing them, and the claims, cursors and retry state of their delivery.
 //!
 //! A subscription follows its tenant's events with a cursor, by the same `(xid, id)` rule as the feed
-//! (`super::events`), so each event of its types reaches it, in order. One instance at a time holds a subscription
+//! (`super::outbox`), so each event of its types reaches it, in order. One instance at a time holds a subscription
 //! (a lease, claimed with `for update skip locked`): one attempt at a time, and when the holder dies, its lease runs
 //! out and another instance sends the same event again.
 
@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use sqlx::PgExecutor;
 use uuid::Uuid;
 
-use super::events::{EVENT_COLUMNS, EventRow, Position, StoredEvent, readable_past};
+use super::outbox::{EVENT_COLUMNS, EventRow, Position, StoredEvent, readable_past};
 use super::sealed::{self, Column, Row};
 use super::{Database, StorageError, sql};
 use crate::sealing::Sealer;
@@ -284,7 +284,7 @@ struct ClaimedRow {
 }
 
 /// Takes up to `limit` subscriptions that are due and have readable events past their cursor, and nobody holds.
-/// Events count as readable below `floor` at least (`super::events::page` says why).
+/// Events count as readable below `floor` at least (`super::outbox::page` says why).
 ///
 /// Slots are shared between tenants (DESIGN.md §17): candidates are taken in turns, a tenant's n-th waiting
 /// subscription counting as its n-th plus as many as the tenant holds already (on any instance), so a tenant with
@@ -455,7 +455,7 @@ pub async fn pending_events(
     .bind(limit)
     .fetch_all(db)
     .await?;
-    super::events::rows_to_events(rows)
+    super::outbox::rows_to_events(rows)
 }
 
 /// Moves the cursor past `count` (at least 1) delivered events, the last at `position`, while `owner` still holds

@@ -14,7 +14,7 @@ use crate::support::{
     self, Answer, Options, Recorded, TestApp, assert_nothing_recorded, assert_problem, owned_run,
     recorded, run_body,
 };
-use approval_resume::tokens::PrivacyLevel;
+use approval_resume::vocabulary::PrivacyLevel;
 
 const OWNER_WRITE: &str = "Error: approval_denied (decided_by: run_owner). The approval for tool \"update_page_metadata\" was declined by the user who started this run, the person you are talking to. Nothing was executed. Tell them that they declined the approval themselves, not the system or an operator, and ask whether the change should be proposed again.";
 const OWNER_READ: &str = "Error: approval_denied (decided_by: run_owner). The approval for tool \"read_page\" was declined by the user who started this run, the person you are talking to. Nothing was executed. Tell them that they declined the approval themselves, not the system or an operator, and ask whether the change should be proposed again.";

@@ -11,7 +11,7 @@ use approval_resume::resume::{DenialWriter, Resumer};
 use approval_resume::sealing::Sealer;
 use approval_resume::state::AppState;
 use approval_resume::storage::Database;
-use approval_resume::tokens::{Effect, PrivacyLevel};
+use approval_resume::vocabulary::{Effect, PrivacyLevel};
 use axum::http::StatusCode;
 use axum::routing::post;
 use serde_json::{Value, json};

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use approval_resume::executor::{Executors, ToolExecutor};
 use approval_resume::resume;
-use approval_resume::tokens::Effect;
+use approval_resume::vocabulary::Effect;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, State};

@@ -258,7 +258,7 @@ async fn the_inbox_marks_the_calls_the_acting_user_may_not_approve() {
 /// An app whose tool `TOOL` is a read, run by a fake executor that answers `ok`.
 async fn app_with_a_read_tool(pool: sqlx::PgPool) -> (TestApp, crate::executors::FakeExecutor) {
     use approval_resume::executor::Executors;
-    use approval_resume::tokens::Effect;
+    use approval_resume::vocabulary::Effect;
     let fake = crate::executors::FakeExecutor::start().await;
     let mut executor = fake.executor("ok");
     executor.effect = Effect::Read;

@@ -750,7 +750,7 @@ fn every_problem_code_in_the_source_is_listed_in_the_spec_and_back() {
         r#"new\(\s*StatusCode::[A-Z_]+\s*,\s*"([a-z_]+)""#,
         r#"unprocessable\(\s*"([a-z_]+)""#,
         r#"conflict\(\s*"([a-z_]+)""#,
-        // The refusals of a decision token (src/http/tokens.rs).
+        // The refusals of a decision token (src/http/decision_tokens.rs).
         r#"refused\(\s*"([a-z_]+)""#,
         r#"Refusal::[A-Za-z]+\s*=>\s*"([a-z_]+)""#,
         // The verdicts a decision's `calls` may not give (src/domain/verdicts.rs).
@@ -1790,11 +1790,11 @@ async fn following_events_answers_as_documented() {
     op.expect("/v1/events?page=2", None, "422 invalid_query")
         .await;
     // A client at its cap of waiting readers (one here, held by the test) is refused a second.
-    let hub = approval_resume::events::EventsHub::start_with_caps(
+    let hub = approval_resume::delivery::EventsHub::start_with_caps(
         approval_resume::storage::Database::direct(app.pool.clone()),
         Duration::from_millis(25),
         Duration::from_secs(5),
-        approval_resume::events::FeedCaps {
+        approval_resume::delivery::FeedCaps {
             per_client: 1,
             per_instance: 1,
         },

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use approval_resume::domain::model_input::ModelInputFormat;
 use approval_resume::domain::scopes::Scope;
 use approval_resume::http::ops::OPENAPI_YAML;
-use approval_resume::tokens::{
+use approval_resume::vocabulary::{
     self, DecidedBy, DenialReason, Effect, Outcome, PrivacyLevel, RunStatus,
 };
 use serde::Serialize;
@@ -59,14 +59,14 @@ fn assert_read_back<T: DeserializeOwned + PartialEq + std::fmt::Debug>(snapshot:
 
 #[test]
 fn the_token_constants_are_the_strings_the_model_reads() {
-    assert_eq!(tokens::APPROVAL_DENIED, "approval_denied");
-    assert_eq!(tokens::RUN_OWNER, "run_owner");
-    assert_eq!(tokens::OTHER_USER, "other_user");
-    assert_eq!(tokens::UNKNOWN, "unknown");
-    assert_eq!(tokens::VARIANT, "variant");
-    assert_eq!(tokens::SKIP, "skip");
-    assert_eq!(tokens::APPROVAL_EDITED, "approval_edited");
-    assert_eq!(tokens::APPROVAL_EXPIRED, "approval_expired");
+    assert_eq!(vocabulary::APPROVAL_DENIED, "approval_denied");
+    assert_eq!(vocabulary::RUN_OWNER, "run_owner");
+    assert_eq!(vocabulary::OTHER_USER, "other_user");
+    assert_eq!(vocabulary::UNKNOWN, "unknown");
+    assert_eq!(vocabulary::VARIANT, "variant");
+    assert_eq!(vocabulary::SKIP, "skip");
+    assert_eq!(vocabulary::APPROVAL_EDITED, "approval_edited");
+    assert_eq!(vocabulary::APPROVAL_EXPIRED, "approval_expired");
 }
 
 #[test]
@@ -79,9 +79,9 @@ fn decided_by_is_sent_as_its_tokens_and_listed_so_in_the_spec() {
     for (by, _) in &snapshot {
         // Exhaustive: a new variant fails to compile until the snapshot has it.
         let constant = match by {
-            DecidedBy::RunOwner => tokens::RUN_OWNER,
-            DecidedBy::OtherUser => tokens::OTHER_USER,
-            DecidedBy::Unknown => tokens::UNKNOWN,
+            DecidedBy::RunOwner => vocabulary::RUN_OWNER,
+            DecidedBy::OtherUser => vocabulary::OTHER_USER,
+            DecidedBy::Unknown => vocabulary::UNKNOWN,
         };
         assert_eq!(by.as_str(), constant);
         assert_eq!(DecidedBy::parse(constant), Some(*by));
@@ -98,8 +98,8 @@ fn denial_reasons_are_sent_as_their_tokens_and_listed_so_in_the_spec() {
     ];
     for (reason, _) in &snapshot {
         let constant = match reason {
-            DenialReason::Variant => tokens::VARIANT,
-            DenialReason::Skip => tokens::SKIP,
+            DenialReason::Variant => vocabulary::VARIANT,
+            DenialReason::Skip => vocabulary::SKIP,
         };
         assert_eq!(reason.as_str(), constant);
         assert_eq!(DenialReason::parse(constant), Some(*reason));

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use approval_resume::storage::Database;
-use approval_resume::storage::events;
+use approval_resume::storage::outbox;
 use approval_resume::storage::retention::{self, PurgeReport};
 
 use crate::database::TestDatabase;
@@ -95,7 +95,7 @@ async fn old_events_are_purged_and_a_run_takes_its_events_with_it() {
         .await
         .unwrap();
 
-    let deleted = events::purge_older_than(
+    let deleted = outbox::purge_older_than(
         &Database::direct(pool.clone()),
         Duration::from_secs(7 * 24 * 3600),
     )

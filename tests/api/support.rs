@@ -4,15 +4,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use approval_resume::app::router;
+use approval_resume::delivery::EventsHub;
+use approval_resume::delivery::webhooks::subscription::Policy as WebhookPolicy;
 use approval_resume::domain::limits::WorkLimits;
-use approval_resume::events::EventsHub;
-use approval_resume::events::webhooks::subscription::Policy as WebhookPolicy;
 use approval_resume::executor::Executors;
 use approval_resume::keys;
 use approval_resume::resume::{DenialWriter, Resumer};
 use approval_resume::state::{AppState, Limits};
 use approval_resume::storage::{Database, clients};
-use approval_resume::tokens::PrivacyLevel;
+use approval_resume::vocabulary::PrivacyLevel;
 use axum::Router;
 use axum::body::Body;
 use axum::http::{HeaderMap, Method, Request, StatusCode};

@@ -3,7 +3,7 @@
 //! model is told; replays, conflicts, refusals and the four-eyes rule hold for the per-call form as for the whole.
 
 use approval_resume::domain::results;
-use approval_resume::tokens::DecidedBy;
+use approval_resume::vocabulary::DecidedBy;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -76,9 +76,9 @@ async fn a_mixed_decision_runs_the_approved_calls_in_order_and_never_sends_the_d
     // The fake's tools are configured as writes, so the reason is rendered.
     let denied = results::denial_text(
         "third",
-        approval_resume::tokens::Effect::Write,
+        approval_resume::vocabulary::Effect::Write,
         DecidedBy::RunOwner,
-        Some(approval_resume::tokens::DenialReason::Variant),
+        Some(approval_resume::vocabulary::DenialReason::Variant),
     );
     assert_eq!(
         body["results"],

@@ -4,8 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use approval_resume::events::webhooks::Settings;
-use approval_resume::events::webhooks::subscription::Policy;
+use approval_resume::delivery::webhooks::Settings;
+use approval_resume::delivery::webhooks::subscription::Policy;
 use approval_resume::state::AppState;
 use approval_resume::storage::webhooks::BACKLOG_SCAN;
 use axum::http::{Method, StatusCode};
@@ -188,7 +188,7 @@ async fn a_tenant_with_many_slow_subscriptions_cannot_starve_another_tenant_s_de
             concurrency: 1,
             requests_per_subscription: 2,
             lease: Duration::from_secs(6),
-            limits: approval_resume::events::webhooks::deliver::Limits {
+            limits: approval_resume::delivery::webhooks::deliver::Limits {
                 timeout: Duration::from_secs(2),
                 ..settings().limits
             },

@@ -11,8 +11,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Seek, SeekFrom};
 use std::time::{Duration, Instant};
 
-use approval_resume::events::EventsHub;
-use approval_resume::events::webhooks::{self, Settings};
+use approval_resume::delivery::EventsHub;
+use approval_resume::delivery::webhooks::{self, Settings};
 use approval_resume::storage::Database;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use uuid::Uuid;

@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use approval_resume::events::EventsHub;
-use approval_resume::events::webhooks::{self, Settings, deliver};
+use approval_resume::delivery::EventsHub;
+use approval_resume::delivery::webhooks::{self, Settings, deliver};
 use approval_resume::storage::Database;
 use axum::body::Bytes;
 use axum::extract::State;

@@ -16,7 +16,7 @@ use PHPUnit\Framework\TestCase;
 /** Standard Webhooks verification: the specification's example, and requests the real service signed and sent. */
 final class WebhookTest extends TestCase
 {
-    // The example of the specification (spec/standard-webhooks.md), as src/events/webhooks/sign.rs checks it too.
+    // The example of the specification (spec/standard-webhooks.md), as src/delivery/webhooks/sign.rs checks it too.
     private const SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
     private const ID = 'msg_p5jXN8AQM9LWM0D4loKWxJek';
     private const TIMESTAMP = 1614265330;

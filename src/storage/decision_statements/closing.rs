@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 use sqlx::{FromRow, PgConnection, PgExecutor};
 use uuid::Uuid;
 
-use super::super::decisions::{DECISION_COLUMNS, DecisionColumns, DecisionRow, NewDecision};
+use super::super::decision_record::{DECISION_COLUMNS, DecisionColumns, DecisionRow, NewDecision};
 use super::super::runs::RunRow;
 use super::super::{Query, StorageError, sql};
 use super::closing_params::{
@@ -18,7 +18,7 @@ use super::closing_params::{
     RESULT_POSITIONS, RESUMED_EVENT, RUN_ID, TURN_INDEX,
 };
 use super::still_waiting;
-use crate::domain::events::EventData;
+use crate::domain::event_payloads::EventData;
 use crate::domain::privacy::ToolEvent;
 use crate::domain::results::ToolResult;
 use crate::sealing::Sealer;
@@ -32,7 +32,7 @@ pub struct ClosingTurn<'a> {
     pub results: &'a [(i32, &'a ToolResult)],
     /// `(position, event)`, already filtered by the privacy level.
     pub events: &'a [(i32, ToolEvent)],
-    /// The data of the `run.resumed` event (`domain::events::data`): ids and metadata only.
+    /// The data of the `run.resumed` event (`domain::event_payloads::data`): ids and metadata only.
     pub resumed_event: &'a EventData,
 }
 
@@ -74,7 +74,7 @@ impl CallTimes {
 /// `moves` narrows which run moves on (see [`CLOSE_HELD_TURN`] and [`CLOSE_WAITING_TURN`]); the tool events and
 /// the outbox row are written only for a run that did, and the results too unless `stores` leaves them unbound to
 /// it. Nothing here is sent anywhere before commit: a `pg_notify` would take a database-wide lock at every commit
-/// (BENCHMARKS.md), so consumers read the outbox after it (src/storage/events.rs).
+/// (BENCHMARKS.md), so consumers read the outbox after it (src/storage/outbox.rs).
 ///
 /// The run's row is updated first, so its lock is taken before any row of its calls, in the order every writer
 /// takes them: the other expressions wait for `resumed`, but for [`CLOSE_HELD_TURN`]'s `stored`, which runs after it

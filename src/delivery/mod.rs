@@ -1,6 +1,6 @@
 //! Delivering events after commit (DESIGN.md §10): the wake-up of waiting readers, the feed's cursor, and webhooks.
 //!
-//! Events are written by the transaction of their change (`storage::events`); nothing here runs inside one. A
+//! Events are written by the transaction of their change (`storage::outbox`); nothing here runs inside one. A
 //! decision's commit waits for nobody: readers and deliverers learn of new events by one small poll per instance,
 //! nudged by a local commit, never by a notification sent inside the transaction.
 
@@ -16,7 +16,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::storage::events::StoredEvent;
+use crate::storage::outbox::StoredEvent;
 
 /// An event as consumers receive it, in the feed and as a webhook's body (the Standard Webhooks payload shape:
 /// `type`, `timestamp`, `data`, plus the event's `id`, which is also the `webhook-id`).

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
-use crate::storage::events::Position;
+use crate::storage::outbox::Position;
 use crate::storage::webhooks;
 use crate::storage::{Database, StorageError};
 

@@ -39,7 +39,7 @@ use uuid::Uuid;
 
 use super::{Envelope, EventsHub};
 use crate::metrics;
-use crate::storage::events::{Position, StoredEvent};
+use crate::storage::outbox::{Position, StoredEvent};
 use crate::storage::webhooks::{self, Claimed};
 use hold::Hold;
 use window::Window;
@@ -159,7 +159,7 @@ struct Start<'a> {
     hub: &'a EventsHub,
     shutdown: &'a watch::Receiver<bool>,
     instance: Uuid,
-    /// The hub's readable bound when this round began (`storage::events::page` says why reads take one).
+    /// The hub's readable bound when this round began (`storage::outbox::page` says why reads take one).
     floor: u64,
 }
 

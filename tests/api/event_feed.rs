@@ -4,9 +4,9 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use approval_resume::domain::events::{self as event_data, EventType, RunFacts};
-use approval_resume::domain::tokens::RunStatus;
-use approval_resume::storage::{events, runs};
+use approval_resume::domain::event_payloads::{self as event_data, EventType, RunFacts};
+use approval_resume::domain::vocabulary::RunStatus;
+use approval_resume::storage::{outbox, runs};
 use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};
 use sqlx::{Connection, PgPool};
@@ -183,11 +183,11 @@ async fn a_change_that_does_not_commit_leaves_no_event() {
     let run = runs::set_status(
         &mut tx,
         run_id,
-        approval_resume::tokens::RunStatus::Cancelled,
+        approval_resume::vocabulary::RunStatus::Cancelled,
     )
     .await
     .unwrap();
-    events::record_status(&mut tx, &run).await.unwrap();
+    outbox::record_status(&mut tx, &run).await.unwrap();
     tx.rollback().await.unwrap();
     assert_eq!(event_count(&pool).await, before);
 
@@ -317,7 +317,7 @@ async fn late_commit(pool: PgPool, run_id: Uuid, hold: Duration) {
         .await
         .unwrap()
         .unwrap();
-    events::insert(
+    outbox::insert(
         &mut tx,
         "default",
         run_id,
@@ -569,10 +569,10 @@ async fn a_reader_woken_by_the_hub_reads_the_event_even_when_its_own_read_places
 
     // The reader's own bound is below the event (the setup makes the divergence; without it this test proves
     // nothing), while a fresh read, like the hub's, places the other database's transaction and finds the event.
-    let own = events::page(
+    let own = outbox::page(
         &mut **reader.lock().await,
         "default",
-        events::Position::START,
+        outbox::Position::START,
         0,
         10,
     )
@@ -582,10 +582,10 @@ async fn a_reader_woken_by_the_hub_reads_the_event_even_when_its_own_read_places
         own.is_empty(),
         "the reader's own read must place less: {own:?}"
     );
-    let fresh = events::readable(&pool, 0).await.unwrap();
+    let fresh = outbox::readable(&pool, 0).await.unwrap();
     assert_ne!(
         fresh.newest,
-        events::Position::START,
+        outbox::Position::START,
         "the hub's read finds the event"
     );
 
@@ -598,7 +598,7 @@ async fn a_reader_woken_by_the_hub_reads_the_event_even_when_its_own_read_places
             let reader = std::sync::Arc::clone(&reader);
             async move {
                 let mut reader = reader.lock().await;
-                events::page(&mut **reader, "default", events::Position::START, floor, 10).await
+                outbox::page(&mut **reader, "default", outbox::Position::START, floor, 10).await
             }
         })
         .await
@@ -616,7 +616,7 @@ async fn a_reader_woken_by_the_hub_reads_the_event_even_when_its_own_read_places
 async fn a_wait_longer_than_the_service_allows_is_cut_to_its_maximum() {
     let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool.clone()).await;
-    let hub = approval_resume::events::EventsHub::start(
+    let hub = approval_resume::delivery::EventsHub::start(
         approval_resume::storage::Database::direct(pool),
         Duration::from_millis(25),
         Duration::from_secs(1),

@@ -1,7 +1,7 @@
 //! The wake-up of everything on this instance that waits for new events: long-polling feed readers and the webhook
 //! dispatcher.
 //!
-//! One task per instance polls the readable bound (`storage::events::newly_readable`), every poll interval while
+//! One task per instance polls the readable bound (`storage::outbox::newly_readable`), every poll interval while
 //! anyone waits, and soon after a request of this instance commits an event (at most one poll every `LEAST_GAP`,
 //! however many commits). Each poll also names the tenants whose events became readable since the previous one, so
 //! a feed reader wakes, and reads again, only for its own tenant's events (DESIGN.md §17): N waiting requests cost
@@ -11,7 +11,7 @@
 //! nothing relies on it.
 //!
 //! The hub also hands each waiter the readable bound it found, and the waiter reads no lower than that: its own
-//! read, a moment later on another connection, can find a lower bound than the hub's (see `storage::events`), and a
+//! read, a moment later on another connection, can find a lower bound than the hub's (see `storage::outbox`), and a
 //! reader that then read nothing would wait for the next event of its tenant, which may not come for the rest of its
 //! long poll. The hub keeps the highest bound it found, so what it publishes never moves back.
 //!
@@ -19,7 +19,7 @@
 //! error), it wakes every waiter once: a reader that registered before that poll read with a bound the hub did not
 //! know, so only a read of its own can tell it whether it missed something.
 //!
-//! Feed readers are counted per client and per instance (`FeedCaps`, `crate::events::feed_waiters`).
+//! Feed readers are counted per client and per instance (`FeedCaps`, `crate::delivery::feed_waiters`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
@@ -29,7 +29,7 @@ use crate::storage::Database;
 use tokio::sync::{Notify, watch};
 
 use super::feed_waiters::{FeedCaps, FeedCounts, FeedWaiters, Refused, Registration};
-use crate::storage::events;
+use crate::storage::outbox;
 
 /// A handle on this instance's hub; cheap to clone. The polling task ends when the last handle is dropped.
 #[derive(Clone)]
@@ -79,7 +79,7 @@ impl EventsHub {
         self.inner.max_wait
     }
 
-    /// The highest readable bound found, for a read that does not wait (the `floor` of `storage::events::page`).
+    /// The highest readable bound found, for a read that does not wait (the `floor` of `storage::outbox::page`).
     pub fn readable_below(&self) -> u64 {
         *self.inner.readable.borrow()
     }
@@ -155,7 +155,7 @@ pub struct Waiter {
 
 impl Waiter {
     /// Marks the newest readable events as seen, and returns the bound to read below at least (the `floor` of
-    /// `storage::events::page`). Call it before reading, so that an event readable after the read began makes
+    /// `storage::outbox::page`). Call it before reading, so that an event readable after the read began makes
     /// [`Waiter::changed`] return at once, and read with the floor it returns, so that the read sees every event
     /// the hub found readable.
     pub fn mark_seen(&mut self) -> u64 {
@@ -229,7 +229,7 @@ async fn poll(inner: Weak<Inner>, nudge: Arc<Notify>, pool: Database, interval: 
         let floor = *inner.readable.borrow();
         // Without a previous bound nothing is scanned (no xid is at or above the greatest): everyone wakes instead.
         let since = told_below.unwrap_or(u64::MAX);
-        match events::newly_readable(&pool, floor, since).await {
+        match outbox::newly_readable(&pool, floor, since).await {
             Ok(found) => {
                 let everyone = told_below.is_none();
                 told_below = Some(found.below);

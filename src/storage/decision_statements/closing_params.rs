@@ -11,7 +11,7 @@ use uuid::Uuid;
 use super::super::Query;
 use super::super::sealed::{self, Column, Row as SealedRow};
 use super::closing::ClosingTurn;
-use crate::domain::events::EventData;
+use crate::domain::event_payloads::EventData;
 
 /// A statement's parameter by its position, written `$n` where the statement uses it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

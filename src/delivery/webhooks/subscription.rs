@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::domain::events::EventType;
+use crate::domain::event_payloads::EventType;
 
 /// What a tenant may subscribe and how secrets rotate (DESIGN.md §17), the same for the API and the subcommand.
 #[derive(Debug, Clone, Copy)]

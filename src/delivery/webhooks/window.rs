@@ -14,7 +14,7 @@ use std::collections::{HashSet, VecDeque};
 
 use uuid::Uuid;
 
-use crate::storage::events::{Position, StoredEvent};
+use crate::storage::outbox::{Position, StoredEvent};
 
 /// Where one event read is.
 #[derive(Debug)]

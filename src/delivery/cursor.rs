@@ -1,10 +1,10 @@
-//! The feed's cursor: a text naming a position in a tenant's events (`storage::events::Position`).
+//! The feed's cursor: a text naming a position in a tenant's events (`storage::outbox::Position`).
 //!
 //! Clients treat it as opaque and pass back what they were given; its form, `{xid}_{id}` in decimal, is stated in
 //! openapi.yaml so that every text of that form is a cursor (one past the end simply reads nothing yet). It is not a
 //! secret: a tenant only ever reads its own events, whatever cursor it sends.
 
-use crate::storage::events::Position;
+use crate::storage::outbox::Position;
 
 /// The cursor text of a position.
 pub fn encode(position: Position) -> String {

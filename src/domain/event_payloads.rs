@@ -10,7 +10,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use super::model_input::ModelInputFormat;
-use super::tokens::{DecidedBy, Outcome, RunStatus};
+use super::vocabulary::{DecidedBy, Outcome, RunStatus};
 
 /// The kinds of event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]

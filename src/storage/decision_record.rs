@@ -8,8 +8,8 @@ use uuid::Uuid;
 use super::sealed::{self, Column, Row};
 use super::{Query, StorageError, sql};
 use crate::domain::results::ToolResult;
-use crate::domain::tokens::{DecidedBy, DenialReason};
 use crate::domain::verdicts::RecordedVerdict;
+use crate::domain::vocabulary::{DecidedBy, DenialReason};
 use crate::sealing::Sealer;
 
 /// The approval event of one run turn.

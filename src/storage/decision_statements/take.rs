@@ -7,7 +7,9 @@ use std::time::Duration;
 use sqlx::{FromRow, PgExecutor, Row};
 use uuid::Uuid;
 
-use super::super::decisions::{self, DECISION_COLUMNS, DecisionColumns, DecisionRow, NewDecision};
+use super::super::decision_record::{
+    self, DECISION_COLUMNS, DecisionColumns, DecisionRow, NewDecision,
+};
 use super::super::sealed::{self, Column, Row as SealedRow};
 use super::super::{StorageError, sql};
 use super::closing_params::{Param, Positional};
@@ -60,7 +62,7 @@ pub async fn take_turn(
         .bind(RUN, decision.run_id)
         .bind(TURN, decision.turn_index)
         .bind_many(DECISION, DecisionColumns::COUNT, |query| {
-            decisions::bind_decision(query, decision)
+            decision_record::bind_decision(query, decision)
         });
     if let Some(calls) = &params.denied_and_edited {
         query = bind_denied_and_edited(query, calls, taking);
@@ -85,7 +87,7 @@ pub async fn take_turn(
 // The taking statement's first parameters, the same in both forms.
 const RUN: Param = Param(1);
 const TURN: Param = Param(2);
-/// The decision's columns ([`decisions::bind_decision`]), `DecisionColumns::COUNT` of them.
+/// The decision's columns ([`decision_record::bind_decision`]), `DecisionColumns::COUNT` of them.
 const DECISION: Param = Param(3);
 
 /// Where the rest of the taking statement's parameters sit: after the decision, the denied and edited calls' eight if

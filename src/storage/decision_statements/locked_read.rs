@@ -6,12 +6,12 @@ use sqlx::postgres::PgRow;
 use sqlx::{FromRow, PgConnection, Row};
 use uuid::Uuid;
 
-use super::super::decisions::{self, DecisionRow};
+use super::super::decision_record::{self, DecisionRow};
 use super::super::runs::{self, CALL_COLUMNS, CallRow, RunRow, StoredCall};
 use super::super::{StorageError, sql};
 use crate::domain::authorize::DeciderFacts;
-use crate::domain::tokens::RunStatus;
 use crate::domain::transcript_text::TranscriptText;
+use crate::domain::vocabulary::RunStatus;
 use crate::sealing::Sealer;
 
 /// A run as a decision reads it, with what the decision rules need about it: under its lock ([`lock_run`]) or as
@@ -80,9 +80,9 @@ pub async fn lock_run(
         && !locked.expired
         && locked.run.status() != RunStatus::WaitingForApproval
     {
-        locked.decision = decisions::find(&mut *conn, run_id, locked.run.turn_index).await?;
+        locked.decision = decision_record::find(&mut *conn, run_id, locked.run.turn_index).await?;
         if locked.decision.is_none() {
-            locked.expired = decisions::latest_expired_turn(&mut *conn, run_id).await?
+            locked.expired = decision_record::latest_expired_turn(&mut *conn, run_id).await?
                 == Some(locked.run.turn_index);
         }
     }

@@ -22,7 +22,7 @@
 //! `pg_stat_activity`, which is not part of the snapshot, so a transaction of another database that ends between
 //! the snapshot and that read cannot be placed and counts as running (safe, but lower). Two reads a moment apart
 //! may then disagree, the later one seeing less. A bound once found stays true, though: every transaction below it
-//! had ended, and every later xid is above it. So the hub (`crate::events::hub`) keeps the highest bound it found,
+//! had ended, and every later xid is above it. So the hub (`crate::delivery::hub`) keeps the highest bound it found,
 //! and a reader woken by the hub reads below the greater of that bound and its own (`floor` in [`page`]): it sees at
 //! least what woke it. Without the floor, a reader woken because an event became readable could read nothing, then
 //! wait for the next change of the newest readable event, which may not come for the whole long poll.
@@ -41,7 +41,7 @@ use uuid::Uuid;
 
 use super::runs::RunRow;
 use super::{StorageError, sql};
-use crate::domain::events::{self, EventData, EventType};
+use crate::domain::event_payloads::{self, EventData, EventType};
 
 /// A place in a tenant's events: after the event of transaction `xid` with id `id`. `Position::START` is before all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -130,8 +130,8 @@ pub async fn record_status(conn: &mut PgConnection, run: &RunRow) -> Result<(), 
     let Some(kind) = EventType::of_status(run.status()) else {
         return Ok(());
     };
-    let data = events::data(
-        &events::RunFacts {
+    let data = event_payloads::data(
+        &event_payloads::RunFacts {
             run_id: run.id,
             tenant: &run.tenant,
             status: run.status(),

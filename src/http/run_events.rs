@@ -10,7 +10,7 @@ use super::error::ApiError;
 use super::extract::{Authorized, RunId, scope};
 use crate::domain::verdicts::RecordedVerdict;
 use crate::state::AppState;
-use crate::storage::decisions::{self, StoredExpiry, StoredToolEvent};
+use crate::storage::decision_record::{self, StoredExpiry, StoredToolEvent};
 use crate::storage::runs;
 
 #[derive(Debug, Serialize)]
@@ -49,7 +49,7 @@ pub async fn list_events(
     let run = runs::find(&state.pool, &caller.tenant, run_id)
         .await?
         .ok_or_else(|| ApiError::not_found("run"))?;
-    let approval_events = decisions::all_of_run(&state.pool, run.id)
+    let approval_events = decision_record::all_of_run(&state.pool, run.id)
         .await?
         .into_iter()
         .map(|row| ApprovalEventView {
@@ -71,8 +71,8 @@ pub async fn list_events(
         })
         .collect();
     let tool_events =
-        decisions::tool_events_of_run(&state.pool, state.pool.sealer(), run.id).await?;
-    let expiries = decisions::expiries_of_run(&state.pool, run.id).await?;
+        decision_record::tool_events_of_run(&state.pool, state.pool.sealer(), run.id).await?;
+    let expiries = decision_record::expiries_of_run(&state.pool, run.id).await?;
     Ok(axum::Json(EventsView {
         run_id: run.id,
         approval_events,
