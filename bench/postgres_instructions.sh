@@ -182,7 +182,7 @@ if [ "${schemas[0]}" = approve ]; then
     close=$(per_transaction "$database" "$work/close.sql" 2801)
     approval=$(per_transaction "$database" "$work/approval.sql" 3501)
     # The naive floors, on their own tables (their runs are apart from the service's): what the ratio is for SQL
-    # that does no more than DESIGN.md §5's order requires.
+    # that does no more than docs/design.md §5's order requires.
     naive_deny=$(per_transaction "$database" bench/deny_floor_naive.sql 4201)
     naive_approval=$(per_transaction "$database" bench/approve_floor_naive.sql 4901)
     printf '| transaction (committed) | Postgres instructions | per deny |\n|---|---:|---:|\n'

@@ -8,8 +8,8 @@
 //! 4. (`mixed`) on three-call turns, per-call verdicts (approve, approve with an edit, deny) beside whole-turn
 //!    approvals of the same turns;
 //! 5. deny decisions on transcripts of 10 to 10,000 messages and turns of 1 to 16 calls;
-//! 6. (`native`) deny decisions on an Anthropic run with extended thinking (DESIGN.md §14) beside an OpenAI chat run
-//!    of the same conversation and size, alternated phase by phase.
+//! 6. (`native`) deny decisions on an Anthropic run with extended thinking (docs/design.md §14) beside an OpenAI
+//!    chat run of the same conversation and size, alternated phase by phase.
 //!
 //! Settings are environment variables (bench/run.sh lists them); `pool-sweep` as an argument runs only the deny
 //! phases at several DATABASE_POOL_SIZE values instead.
@@ -426,7 +426,7 @@ async fn benchmark(settings: &Settings) -> Result<(), Error> {
             "## Approve decisions (one call, local no-op executor)\n\n{}",
             report::plain("clients", &approve)
         );
-        // The two paths' ratio when nothing but Postgres does the writes DESIGN.md §5 requires (the decision
+        // The two paths' ratio when nothing but Postgres does the writes docs/design.md §5 requires (the decision
         // committed before the call runs, its outcome after): both naive floors back to back at each concurrency,
         // each on a fresh copy of the tables as the approvals left them, so that neither meets a fuller database.
         if let Some(floor) = floor.as_mut() {

@@ -1,4 +1,4 @@
-//! What encryption at rest (DESIGN.md §11) adds to a decision: the values a deny and an approve open and seal,
+//! What encryption at rest (docs/design.md §11) adds to a decision: the values a deny and an approve open and seal,
 //! with ENCRYPTION_KEYS and without (where the same steps only choose the clear column). Run with
 //! `cargo bench --bench sealing`; BENCHMARKS.md puts the figures beside the service's CPU per decision.
 

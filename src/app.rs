@@ -27,7 +27,7 @@ use crate::metrics;
 use crate::state::{AppState, Limits};
 use crate::telemetry;
 
-/// Every route of DESIGN.md §8 and §9, with the layers each request passes through.
+/// Every route of docs/design.md §8, with the layers each request passes through.
 pub fn router(state: AppState) -> Router {
     layered(routes(cors::layer(state.pool.clone())), state)
 }
@@ -135,7 +135,7 @@ async fn counted_with_request_id(request: Request, next: Next) -> Response {
 /// body is the client's fault (408), not a slow service's (503), so that answer wins; the answer must come within
 /// REQUEST_TIMEOUT_MS, which is longer (Config::validate); and the handler runs in a task of its own (`detach`), so
 /// a timeout or a client that goes away stops the wait, never the handler. The feed's long poll is the exception:
-/// it opens no transaction, and a reader that hangs up must stop waiting and give its slot back (DESIGN.md §17,
+/// it opens no transaction, and a reader that hangs up must stop waiting and give its slot back (docs/design.md §17,
 /// `events_feed`), so it is served attached to its connection.
 async fn within_bounds(limits: Limits, request: Request, next: Next) -> Response {
     let attached = request

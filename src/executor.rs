@@ -1,4 +1,4 @@
-//! Tool executors: the HTTP endpoints that run approved calls under the run owner's identity (DESIGN.md §9).
+//! Tool executors: the HTTP endpoints that run approved calls under the run owner's identity (docs/design.md §9).
 //!
 //! The configuration is a TOML file named by `TOOLS_CONFIG`. An executor call never fails the decision: a timeout,
 //! a refused connection, a non-2xx status (a redirect included: none is followed) or a malformed answer becomes the
@@ -205,7 +205,7 @@ impl Executors {
         self.tools.get(tool).map(|executor| executor.effect)
     }
 
-    /// A tool's effect in a run (DESIGN.md §2): `write` if the run declares it `write` or this configuration does,
+    /// A tool's effect in a run (docs/design.md §2): `write` if the run declares it `write` or this configuration does,
     /// so a run can never turn a configured write into a read. Applied again wherever a stored call's effect is
     /// used, since the configuration may have made a tool `write` after the run was registered.
     pub fn effect(&self, tool: &str, declared: Option<Effect>) -> Effect {

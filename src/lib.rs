@@ -35,5 +35,5 @@ pub mod storage;
 /// Logging and the request span.
 pub mod telemetry;
 
-/// The public tokens (DESIGN.md §3), at the crate root for consumers that match on them.
+/// The public tokens (docs/design.md §3), at the crate root for consumers that match on them.
 pub use domain::vocabulary;

@@ -88,7 +88,7 @@ async fn serve(config: Config) -> Result<(), String> {
         );
     } else {
         tracing::warn!(
-            "ENCRYPTION_KEYS is not set: transcripts, arguments and results are stored in clear (DESIGN.md §11)"
+            "ENCRYPTION_KEYS is not set: transcripts, arguments and results are stored in clear (docs/design.md §11)"
         );
     }
     let pool = commands::open_database(&config.database)

@@ -258,7 +258,7 @@ pub fn render_webhook_gauges(rows: &[(String, i64, i64)]) -> String {
     text
 }
 
-/// The feed's long-polling readers on this instance (DESIGN.md §17): waiting now, wake-ups that made one read
+/// The feed's long-polling readers on this instance (docs/design.md §17): waiting now, wake-ups that made one read
 /// again, and readers refused at a cap, by whose.
 pub fn render_feed_gauges(counts: FeedCounts) -> String {
     let mut text = String::new();
@@ -285,7 +285,7 @@ pub fn render_feed_gauges(counts: FeedCounts) -> String {
     text
 }
 
-/// Whether payloads are encrypted at rest (DESIGN.md §11): 1 with ENCRYPTION_KEYS, 0 without.
+/// Whether payloads are encrypted at rest (docs/design.md §11): 1 with ENCRYPTION_KEYS, 0 without.
 pub fn render_encryption_gauge(enabled: bool) -> String {
     format!(
         "# HELP encryption_enabled Whether transcripts, arguments and results are encrypted at rest.\n\

@@ -1,4 +1,4 @@
-//! Encryption at rest (DESIGN.md §11, ADR-114): the key ring of `ENCRYPTION_KEYS` and the sealing of one value.
+//! Encryption at rest (docs/design.md §11, ADR-114): the key ring of `ENCRYPTION_KEYS` and the sealing of one value.
 //!
 //! A sealed value is self-describing, so that rows under several keys coexist while `keys rotate` runs and a row
 //! under a key that is no longer configured is recognised as such (never read as garbage):

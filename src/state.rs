@@ -22,7 +22,7 @@ pub struct AppState {
     pub limits: Limits,
     /// Wakes feed readers when events become readable.
     pub events: EventsHub,
-    /// What tenants may subscribe, and how their webhook secrets rotate (DESIGN.md §17).
+    /// What tenants may subscribe, and how their webhook secrets rotate (docs/design.md §17).
     pub webhooks: WebhookPolicy,
     /// Keys found live lately: a decision's body is read before its key is checked only with one of these.
     pub admitted_keys: AdmittedKeys,

@@ -1,5 +1,6 @@
-//! The claim behind the README's "Past one primary" (DESIGN.md §12): every statement on the decision path addresses
-//! one run, so the run-scoped tables can be distributed by run id (Citus) and each decision stays on one node.
+//! The claim behind the README's "Past one primary" (docs/design.md §12): every statement on the decision path
+//! addresses one run, so the run-scoped tables can be distributed by run id (Citus) and each decision stays on one
+//! node.
 //!
 //! Checked over what Postgres actually ran: the real binary, on a private cluster with `pg_stat_statements`, makes
 //! denials, approvals (through a loopback executor), replays, a stale and a conflicting decision; then every

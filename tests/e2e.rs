@@ -463,7 +463,7 @@ async fn webhooks_add_prints_the_secret_once_and_list_never_shows_it() {
             "run.resumed",
             "--tenant",
             "acme",
-            // A URL's host is resolved when it is added (DESIGN.md §17) and this machine has no DNS: a loopback
+            // A URL's host is resolved when it is added (docs/design.md §10) and this machine has no DNS: a loopback
             // receiver, let through as tests do. Nothing is delivered: no service runs.
             "--webhook-allow-private-addresses",
             "true",

@@ -1,4 +1,4 @@
-//! Expiry racing decisions across processes (DESIGN.md §5): three service instances share one database, each with
+//! Expiry racing decisions across processes (docs/design.md §5): three service instances share one database, each with
 //! its sweeper running often, and many decisions are fired at turns as they expire. Whoever wins, each turn ends
 //! exactly once: by the decision (one approval event, its results, `run.resumed`) or by the expiry (the expired
 //! result on every call, `run.expired`, no approval event), never both, and an expiry is never recorded as a denial.

@@ -1,4 +1,4 @@
-//! A Postgres failover under a load of decisions (DESIGN.md §12), with pg_auto_failover on loopback: the service's
+//! A Postgres failover under a load of decisions (docs/design.md §12), with pg_auto_failover on loopback: the service's
 //! `DATABASE_URL` names both nodes with `target_session_attrs=read-write`; the primary (keeper and Postgres) is
 //! killed while workers decide and register runs.
 //!

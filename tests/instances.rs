@@ -1,4 +1,4 @@
-//! The README's compose topology without containers (DESIGN.md §12): two service processes sharing one Postgres
+//! The README's compose topology without containers (docs/design.md §12): two service processes sharing one Postgres
 //! through one PgBouncer in transaction pooling mode, requests spread over both. Each waiting run gets two
 //! conflicting decisions at once, a denial through one instance and an approval through the other: exactly one wins
 //! per turn, the other is told 409 (`already_decided`, or `resume_in_progress` while a winning approval's tools still

@@ -1,4 +1,4 @@
-//! The service behind PgBouncer in transaction pooling mode (DESIGN.md §12), with a PgBouncer of the test's own in
+//! The service behind PgBouncer in transaction pooling mode (docs/design.md §12), with a PgBouncer of the test's own in
 //! front of the shared server: every route and subcommand of the real binary works through it under concurrent
 //! load (client connections outnumber PgBouncer's server connections, so they share them), and an error of the
 //! pooler is answered 503 with Retry-After. A plain sqlx pool through the same PgBouncer fails as the issue
@@ -166,8 +166,9 @@ async fn every_route_and_subcommand_works_through_pgbouncer_in_transaction_mode_
     let (status, body) = request(reqwest::Method::POST, path, Some(next_turn)).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["status"], "waiting_for_approval");
-    // A run in a provider's own format (DESIGN.md §14), its fixture's bytes sent as they are: denied, continued with a
-    // second turn, and its model input read while that turn waits, the registered messages byte for byte throughout.
+    // A run in a provider's own format (docs/design.md §14), its fixture's bytes sent as they are: denied, continued
+    // with a second turn, and its model input read while that turn waits, the registered messages byte for byte
+    // throughout.
     let fixture = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/fixtures/native/anthropic.json"

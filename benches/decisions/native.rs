@@ -1,4 +1,4 @@
-//! Registrations of the `native` phase (DESIGN.md §14): an Anthropic run with extended thinking and an OpenAI chat
+//! Registrations of the `native` phase (docs/design.md §14): an Anthropic run with extended thinking and an OpenAI chat
 //! run of the same conversation and the same size, so that a deny of each can be compared.
 //!
 //! Both hold rounds of a question, an assistant turn that reasons and calls the read tool, its result and an

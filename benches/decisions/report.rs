@@ -209,7 +209,7 @@ pub fn plain(label: &str, phases: &[Phase]) -> String {
 
 /// Approvals against denies at each concurrency (issue 17: at least 0.8), beside the same ratio of the naive floors
 /// (bench/approve_floor_naive.sql ÷ bench/deny_floor_naive.sql, from `naive_floors`, run back to back): the ratio of
-/// the two paths when nothing but Postgres does the writes DESIGN.md §5 requires, with the Postgres CPU each floor
+/// the two paths when nothing but Postgres does the writes docs/design.md §5 requires, with the Postgres CPU each floor
 /// spent per decision.
 pub fn approve_vs_deny(approve: &[Phase], deny: &[Phase], naive_floors: &[FloorPhase]) -> String {
     let mut out = String::from(

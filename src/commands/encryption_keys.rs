@@ -1,4 +1,4 @@
-//! `approval-resume keys status|rotate` (DESIGN.md §11): what is stored under which key, and moving every value
+//! `approval-resume keys status|rotate` (docs/design.md §11): what is stored under which key, and moving every value
 //! under the first key of ENCRYPTION_KEYS while the service serves. Key ids are printed, keys never.
 
 use std::time::Duration;

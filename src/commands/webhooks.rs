@@ -1,5 +1,5 @@
 //! `approval-resume webhooks add|list|remove|rotate-secret`: webhook subscriptions from the command line, as the
-//! API manages them, under the same checks (DESIGN.md §17). A signing secret is printed once, by `add` or
+//! API manages them, under the same checks (docs/design.md §17). A signing secret is printed once, by `add` or
 //! `rotate-secret`, alone on standard output.
 
 use std::time::Duration;

@@ -1,4 +1,5 @@
-//! Encryption at rest (DESIGN.md §11): the key ring's setting and the `keys` subcommands that count and re-encrypt.
+//! Encryption at rest (docs/design.md §11): the key ring's setting and the `keys` subcommands that count and
+//! re-encrypt.
 
 use clap::{Args, Subcommand};
 
@@ -6,7 +7,7 @@ use super::{ConfigError, DatabaseCommand};
 use crate::domain::secret::Secret;
 use crate::sealing::Sealer;
 
-/// `keys …` (DESIGN.md §11). Both read ENCRYPTION_KEYS as `serve` does.
+/// `keys …` (docs/design.md §11). Both read ENCRYPTION_KEYS as `serve` does.
 #[derive(Debug, Subcommand)]
 pub enum KeysCommand {
     /// Print, per encrypted column, how many values are stored in clear and under each key id.
@@ -46,7 +47,7 @@ impl KeysCommand {
     }
 }
 
-/// The keys of encryption at rest (DESIGN.md §11).
+/// The keys of encryption at rest (docs/design.md §11).
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Encryption at rest")]
 pub struct EncryptionConfig {

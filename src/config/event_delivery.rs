@@ -1,4 +1,4 @@
-//! The settings of event delivery (DESIGN.md §10): the feed's long polls and the webhooks' workers and policy.
+//! The settings of event delivery (docs/design.md §10): the feed's long polls and the webhooks' workers and policy.
 
 use std::time::Duration;
 
@@ -9,7 +9,7 @@ use crate::delivery::webhooks::Settings as WebhookSettings;
 use crate::delivery::webhooks::deliver::Limits as DeliveryLimits;
 use crate::delivery::webhooks::subscription::Policy as WebhookPolicy;
 
-/// How events reach consumers (DESIGN.md §10): the feed and webhooks.
+/// How events reach consumers (docs/design.md §10): the feed and webhooks.
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Events and webhooks")]
 pub struct EventsConfig {
@@ -32,7 +32,7 @@ pub struct EventsConfig {
     pub feed_max_wait_secs: u64,
 
     /// Most feed readers of one client (one API key) waiting at once on this instance (`wait=` above 0); more
-    /// are answered 429 `too_many_waiting_readers` with `Retry-After` (DESIGN.md §17). At most FEED_MAX_WAITERS.
+    /// are answered 429 `too_many_waiting_readers` with `Retry-After` (docs/design.md §17). At most FEED_MAX_WAITERS.
     #[arg(long, env = "FEED_MAX_WAITERS_PER_CLIENT", value_name = "FEED_MAX_WAITERS_PER_CLIENT",
           default_value_t = FeedCaps::DEFAULT_PER_CLIENT as u64,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
@@ -109,7 +109,7 @@ pub struct EventsConfig {
 }
 
 impl EventsConfig {
-    /// What the API lets a tenant subscribe (DESIGN.md §17).
+    /// What the API lets a tenant subscribe (docs/design.md §17).
     pub fn webhook_policy(&self) -> WebhookPolicy {
         WebhookPolicy {
             max_per_tenant: i64::try_from(self.webhook_max_subscriptions_per_tenant)

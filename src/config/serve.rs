@@ -90,7 +90,7 @@ pub struct Config {
     /// Once four denies are being written, write the next ones together in one statement
     /// (`src/resume/denial_writer.rs`): more denies per second at saturation, a longer tail below it (BENCHMARKS.md).
     /// `false` (the default) writes each deny by a statement of its own, addressed to its run alone, as tables
-    /// distributed by run id need (DESIGN.md §12).
+    /// distributed by run id need (docs/design.md §12).
     #[arg(long, env = "DENY_BATCHES", value_name = "DENY_BATCHES", default_value_t = false,
           action = clap::ArgAction::Set, value_parser = clap::builder::BoolishValueParser::new())]
     pub deny_batches: bool,

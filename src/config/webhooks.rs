@@ -54,7 +54,7 @@ pub enum WebhooksCommand {
     },
 }
 
-/// What `webhooks add` checks as the API does (DESIGN.md §17): the same variables as `serve`.
+/// What `webhooks add` checks as the API does (docs/design.md §17): the same variables as `serve`.
 #[derive(Debug, Clone, Args)]
 pub struct WebhookAddPolicy {
     /// Most webhook subscriptions one tenant may have.

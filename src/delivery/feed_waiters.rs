@@ -1,4 +1,4 @@
-//! The feed's waiting readers on this instance (DESIGN.md §17): counted per client and per instance against their
+//! The feed's waiting readers on this instance (docs/design.md §17): counted per client and per instance against their
 //! caps, so that one client's long polls cannot take what others need, and woken by tenant, so that one tenant's
 //! events never make another tenant's readers read again.
 //!

@@ -4,7 +4,7 @@
 //! One task per instance polls the readable bound (`storage::outbox::newly_readable`), every poll interval while
 //! anyone waits, and soon after a request of this instance commits an event (at most one poll every `LEAST_GAP`,
 //! however many commits). Each poll also names the tenants whose events became readable since the previous one, so
-//! a feed reader wakes, and reads again, only for its own tenant's events (DESIGN.md §17): N waiting requests cost
+//! a feed reader wakes, and reads again, only for its own tenant's events (docs/design.md §17): N waiting requests cost
 //! one small query per interval, not N, and one tenant's events never make another tenant's readers query Postgres.
 //! The webhook dispatcher, which delivers every tenant's events, wakes for any tenant's. An event committed by
 //! another instance is seen within one interval. The nudge after a local commit is a hint that shortens the wait;
@@ -97,7 +97,7 @@ impl EventsHub {
     }
 
     /// Registers a feed reader of `client` in `tenant`, unless the client or the instance has as many waiting as
-    /// its cap allows (DESIGN.md §17). The slot is given back when the [`FeedWaiter`] is dropped: when the long
+    /// its cap allows (docs/design.md §17). The slot is given back when the [`FeedWaiter`] is dropped: when the long
     /// poll ends, or when the request is dropped because its client hung up.
     pub fn feed_waiter(&self, tenant: &str, client: &str) -> Result<FeedWaiter, Refused> {
         let registration = self.inner.feed.register(tenant, client)?;

@@ -1,4 +1,5 @@
-//! Delivering events after commit (DESIGN.md §10): the wake-up of waiting readers, the feed's cursor, and webhooks.
+//! Delivering events after commit (docs/design.md §10): the wake-up of waiting readers, the feed's cursor, and
+//! webhooks.
 //!
 //! Events are written by the transaction of their change (`storage::outbox`); nothing here runs inside one. A
 //! decision's commit waits for nobody: readers and deliverers learn of new events by one small poll per instance,

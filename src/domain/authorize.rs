@@ -1,4 +1,4 @@
-//! Who may decide a turn (DESIGN.md §4), as a pure rule over facts the caller has already loaded.
+//! Who may decide a turn (docs/design.md §4), as a pure rule over facts the caller has already loaded.
 
 use super::vocabulary::DecidedBy;
 

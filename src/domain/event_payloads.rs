@@ -1,4 +1,4 @@
-//! Events (DESIGN.md §10): what a consumer waits for, as the outbox stores it and the feed and webhooks send it.
+//! Events (docs/design.md §10): what a consumer waits for, as the outbox stores it and the feed and webhooks send it.
 //!
 //! An event's data holds ids and metadata only: the run, the tenant, the turn's index and digest, who decided, the
 //! verdict and how many calls ended in each outcome. It is built from those values alone, so no transcript,
@@ -73,7 +73,7 @@ pub struct RunFacts<'a> {
     pub run_id: Uuid,
     pub tenant: &'a str,
     pub status: RunStatus,
-    /// The format the run was registered in and answers in (DESIGN.md §14).
+    /// The format the run was registered in and answers in (docs/design.md §14).
     pub format: ModelInputFormat,
     pub turn_index: i32,
     pub turn_digest: &'a str,

@@ -1,10 +1,10 @@
-//! The approver tool gate (DESIGN.md §4, ADR-133): an approver may only release a write they could run.
+//! The approver tool gate (docs/design.md §4, ADR-133): an approver may only release a write they could run.
 //!
 //! A pure rule over the calls a decision approves, applied after `authorize` said the decider may decide the run
 //! at all. A denial approves no call, so it is never gated: callers pass what an approval releases, and a denial
 //! passes nothing.
 //!
-//! Edited arguments are a release too (DESIGN.md §17): the call runs as the owner with the decider's arguments, so
+//! Edited arguments are a release too (docs/design.md §17): the call runs as the owner with the decider's arguments, so
 //! an edited call needs the right to approve a write whatever the tool's effect, and nobody (no decider uid) may
 //! edit at all.
 

@@ -1,4 +1,4 @@
-//! The resumed model input (DESIGN.md §7): the transcript plus one result per pending call, in four formats.
+//! The resumed model input (docs/design.md §7): the transcript plus one result per pending call, in four formats.
 //!
 //! A run answers in the format it was registered in, its stored text passed through unchanged (`openai-chat` here,
 //! the provider formats in `native_input`). An OpenAI chat run in `anthropic`, `openai-responses` or `gemini` is a
@@ -155,7 +155,7 @@ const CHAT_HEAD: &[u8] = br#"{"format":"openai-chat","messages":["#;
 pub enum RenderError {
     #[error(transparent)]
     Corrupt(#[from] NotATranscript),
-    /// The transcript holds something the asked format has no counterpart for (DESIGN.md §14).
+    /// The transcript holds something the asked format has no counterpart for (docs/design.md §14).
     #[error("{0}")]
     NotRepresentable(String),
 }

@@ -1,4 +1,4 @@
-//! The resumed model input of a run in its own format (DESIGN.md §14): the registered members and list as the loop
+//! The resumed model input of a run in its own format (docs/design.md §14): the registered members and list as the loop
 //! sent them, then the results in that format's shape, as pieces of JSON text.
 //!
 //! Nothing the loop sent is parsed here: the stored texts are spliced in as they are, like the OpenAI chat

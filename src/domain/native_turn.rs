@@ -1,5 +1,5 @@
-//! The waiting turn of a transcript in a provider's own format (DESIGN.md §14): which entries are the pending calls,
-//! their ids and their arguments, and the checks a registered list must pass.
+//! The waiting turn of a transcript in a provider's own format (docs/design.md §14): which entries are the pending
+//! calls, their ids and their arguments, and the checks a registered list must pass.
 //!
 //! Only what the service relies on is read: roles, the calls of the last turn, and ids. Everything else (thinking
 //! blocks, reasoning items, thought signatures, members and types this service has never heard of) is left as the

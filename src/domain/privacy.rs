@@ -1,4 +1,4 @@
-//! The privacy filter for stored tool events (DESIGN.md §6, ADR-064).
+//! The privacy filter for stored tool events (docs/design.md §6, ADR-064).
 //!
 //! Approval events are always stored whole; this module decides what of a tool result survives into its tool event.
 

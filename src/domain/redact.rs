@@ -1,4 +1,4 @@
-//! Redaction of tool arguments and results stored at the `redacted` privacy level (DESIGN.md §6, ADR-064).
+//! Redaction of tool arguments and results stored at the `redacted` privacy level (docs/design.md §6, ADR-064).
 //!
 //! Secrets with a known shape (provider API keys, tokens, JWTs, private keys, credentials in URLs) are masked,
 //! e-mail addresses become `***`, and long texts are cut. This is a heuristic, not a guarantee: a secret without a

@@ -23,7 +23,7 @@ pub struct ToolResult {
     pub edited: bool,
 }
 
-/// The result of a denied call (DESIGN.md §3).
+/// The result of a denied call (docs/design.md §3).
 ///
 /// The reason is rendered only for `write` tools: telling the model to propose "a different version" of a read makes
 /// no sense, so read calls keep the plain text.
@@ -106,7 +106,7 @@ fn advice(decided_by: DecidedBy, reason: Option<DenialReason>) -> &'static str {
     }
 }
 
-/// The note that leads the result of a call approved with edited arguments (DESIGN.md §3): `arguments` is the
+/// The note that leads the result of a call approved with edited arguments (docs/design.md §3): `arguments` is the
 /// text exactly as the decider sent it.
 pub fn edit_note(decided_by: DecidedBy, arguments: &str) -> String {
     format!(
@@ -125,7 +125,7 @@ pub fn with_edit_note(result: ToolResult, decided_by: DecidedBy, arguments: &str
     }
 }
 
-/// The text of a call of a turn nobody decided before it expired (DESIGN.md §3): not a denial, no `decided_by`.
+/// The text of a call of a turn nobody decided before it expired (docs/design.md §3): not a denial, no `decided_by`.
 pub fn expired_text(tool: &str) -> String {
     format!(
         "Error: {APPROVAL_EXPIRED}. No one decided on the approval for tool \"{tool}\" before it expired. Nothing was executed. Tell the user that the approval request expired without a decision, not that anyone declined it, and ask whether the change should be proposed again."
@@ -200,7 +200,7 @@ mod tests {
 
     const TOOL: &str = "update_page_metadata";
 
-    /// The nine texts of DESIGN.md §3, written out in full so that any drift in wording fails here.
+    /// The nine texts of docs/design.md §3, written out in full so that any drift in wording fails here.
     #[test]
     fn every_denial_text_reads_exactly_as_the_design_says() {
         let table: [(DecidedBy, Option<DenialReason>, &str); 9] = [
@@ -259,7 +259,7 @@ mod tests {
         }
     }
 
-    /// The edit note of DESIGN.md §3 for the three tokens, written out in full.
+    /// The edit note of docs/design.md §3 for the three tokens, written out in full.
     #[test]
     fn every_edit_note_reads_exactly_as_the_design_says() {
         let arguments = r#"{"title": "Q3 plan", "tags": ["a"]}"#;

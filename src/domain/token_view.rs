@@ -1,4 +1,4 @@
-//! What a decision token's reads show of a run's payloads (DESIGN.md §17): the run as the inbox shows it, filtered
+//! What a decision token's reads show of a run's payloads (docs/design.md §13): the run as the inbox shows it, filtered
 //! by the run's privacy level (§6). An API key's client sees its tenant's runs whole; a token is held by a browser,
 //! so it sees payloads only where the level lets them out of the service at all: verbatim at `full`, redacted at
 //! `redacted`, and none at `metadata` or `none`.

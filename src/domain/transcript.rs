@@ -96,7 +96,7 @@ pub fn call_ids(messages: &[Value]) -> HashSet<String> {
         .collect()
 }
 
-/// Lowercase hex SHA-256 of the canonical JSON of `[{"arguments", "id", "name"}, …]` (DESIGN.md §2).
+/// Lowercase hex SHA-256 of the canonical JSON of `[{"arguments", "id", "name"}, …]` (docs/design.md §2).
 ///
 /// The canonical text is written field by field in sorted order rather than through a map, so it does not depend
 /// on how serde_json happens to order keys. Strings are escaped as serde_json does (UTF-8 kept, control

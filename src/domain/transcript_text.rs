@@ -7,7 +7,7 @@
 //! very buffer the row was read into, and cloning it shares that buffer. Only what needs the messages themselves
 //! (the `anthropic` and `openai-responses` formats, a new turn's checks) parses them, with [`TranscriptText::values`].
 //!
-//! The text is the list the loop registered, as it sent it (DESIGN.md §14: member order, number forms, unknown
+//! The text is the list the loop registered, as it sent it (docs/design.md §14: member order, number forms, unknown
 //! members kept), then what the service appended. A run in a provider's own format also keeps that format's system
 //! member as its own text ([`TranscriptText::system`]). Text written by Postgres's `jsonb` before migration 0008 is
 //! brought once to the form earlier answers had, `serde_json::to_string` of the messages, when it is read
@@ -171,9 +171,9 @@ impl TranscriptText {
         text
     }
 
-    /// Cuts the list back to what it was when it was `length` bytes long (DESIGN.md §14: a native transcript is never
-    /// parsed to find a turn). `length` is recorded when the next turn is appended: the append put a comma where the
-    /// list's closing bracket was, so the bracket goes back there.
+    /// Cuts the list back to what it was when it was `length` bytes long (docs/design.md §14: a native transcript is
+    /// never parsed to find a turn). `length` is recorded when the next turn is appended: the append put a comma where
+    /// the list's closing bracket was, so the bracket goes back there.
     pub fn cut_at(&mut self, length: usize) -> Result<(), NotATranscript> {
         if length >= self.text.len() {
             return Ok(());

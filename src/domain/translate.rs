@@ -1,4 +1,4 @@
-//! A run registered in a provider's own format, asked for in another (`?format=`, DESIGN.md §14): a translation,
+//! A run registered in a provider's own format, asked for in another (`?format=`, docs/design.md §14): a translation,
 //! given only where nothing of the transcript would be dropped.
 //!
 //! The transcript is read into the steps every format is written from (`model_input`), accepting only what has a

@@ -1,4 +1,4 @@
-//! What a decision says of each pending call (DESIGN.md §2 "verdict", §5): the whole-turn form and the per-call
+//! What a decision says of each pending call (docs/design.md §2 "verdict", §5): the whole-turn form and the per-call
 //! form, checked and resolved against the turn's calls into one verdict per call, in the turn's order.
 //!
 //! The whole-turn form `{approved, reason?}` is one verdict for every call, so everything after resolution (the
@@ -213,7 +213,7 @@ impl Verdicts {
     }
 
     /// The calls this decision approves, with tool and effect, in the turn's order: what the approver gates of
-    /// DESIGN.md §4 look at, before anything is recorded.
+    /// docs/design.md §4 look at, before anything is recorded.
     pub fn approved(&self) -> impl Iterator<Item = &Verdict> {
         self.0.iter().filter(|verdict| verdict.approved)
     }

@@ -1,6 +1,6 @@
 //! The public tokens of the service: every fixed string a model, a client or an auditor may match on.
 //!
-//! These are the crate's stable surface (DESIGN.md §3); `openapi.yaml` repeats them as enums and a snapshot test
+//! These are the crate's stable surface (docs/design.md §3); `openapi.yaml` repeats them as enums and a snapshot test
 //! (`tests/api/public_surface.rs`) fails when one of them changes.
 
 use serde::{Deserialize, Serialize};
@@ -32,7 +32,7 @@ pub enum DecidedBy {
 }
 
 impl DecidedBy {
-    /// Resolves the token from the decider and the run's owner (DESIGN.md §2).
+    /// Resolves the token from the decider and the run's owner (docs/design.md §2).
     /// A service run (owner 0) has no human owner, so nobody decides it as its owner.
     pub fn resolve(decider_uid: Option<i64>, owner_uid: i64) -> Self {
         match decider_uid {
@@ -84,7 +84,7 @@ impl DenialReason {
     }
 }
 
-/// How one pending call ended (DESIGN.md §2).
+/// How one pending call ended (docs/design.md §2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
@@ -146,7 +146,7 @@ impl Effect {
     }
 }
 
-/// The life of a run (DESIGN.md §5).
+/// The life of a run (docs/design.md §5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
@@ -186,7 +186,7 @@ impl RunStatus {
     }
 }
 
-/// Privacy levels of stored tool events, strictest first (DESIGN.md §6, ADR-064). No `Default`: a run without a
+/// Privacy levels of stored tool events, strictest first (docs/design.md §6, ADR-064). No `Default`: a run without a
 /// level of its own gets the service's configured level, never a level built into the code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

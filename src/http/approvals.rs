@@ -52,7 +52,7 @@ struct InboxItem {
     run_id: Uuid,
     owner_uid: i64,
     privacy_level: PrivacyLevel,
-    /// The format the run was registered in and answers in (DESIGN.md §14).
+    /// The format the run was registered in and answers in (docs/design.md §14).
     format: ModelInputFormat,
     require_second_approver: bool,
     /// When the turn expires if nobody decides it; `null`: never. Expired turns are not listed.
@@ -80,7 +80,7 @@ struct InboxCall {
     /// already; `GET /v1/runs/{id}` shows them.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     arguments_omitted: bool,
-    /// Whether the acting user may approve this call (DESIGN.md §4): false for a write call of a tool outside
+    /// Whether the acting user may approve this call (docs/design.md §4): false for a write call of a tool outside
     /// their `approvable_tools`. An approval of the turn is refused while any call is false; a denial never is.
     approvable: bool,
 }

@@ -1,4 +1,4 @@
-//! CORS for the routes a decision token may use (DESIGN.md §13): a page may call them from an origin that a live
+//! CORS for the routes a decision token may use (docs/design.md §13): a page may call them from an origin that a live
 //! API client allows (`clients add --allow-origin`, `clients set-origins`), with `Authorization` and
 //! `Content-Type`, and never with credentials (no cookies are used). Every other route answers no preflight.
 //!

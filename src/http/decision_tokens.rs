@@ -1,4 +1,4 @@
-//! Decision tokens (DESIGN.md §13): a short-lived JWT, signed with Ed25519 by the host application's backend for
+//! Decision tokens (docs/design.md §13): a short-lived JWT, signed with Ed25519 by the host application's backend for
 //! one of its users, that lets a browser read and decide that user's runs and nothing else.
 //!
 //! `jsonwebtoken` checks the signature and the registered claims; this module picks the key by the token's
@@ -108,7 +108,7 @@ pub async fn verify(pool: &Database, token: &str, now: u64) -> Result<TokenHolde
             "the key of that kid is retired",
         ));
     }
-    // Checked here as well as when the key was added: the client's scopes may have changed since (DESIGN.md §17).
+    // Checked here as well as when the key was added: the client's scopes may have changed since (docs/design.md §13).
     if !key.client_may_decide {
         return Err(refused(
             "token_client_lacks_scope",

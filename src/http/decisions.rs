@@ -25,7 +25,7 @@ use crate::state::AppState;
 use crate::storage::{StorageError, decision_record};
 use axum::http::StatusCode;
 
-/// The whole-turn form `{approved, reason?, …}` or the per-call form `{calls, …}` (DESIGN.md §8); exactly one.
+/// The whole-turn form `{approved, reason?, …}` or the per-call form `{calls, …}` (docs/design.md §8); exactly one.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DecisionBody {
@@ -113,7 +113,7 @@ impl DecisionBody {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FormatQuery {
-    /// Absent: the run's own format (DESIGN.md §14).
+    /// Absent: the run's own format (docs/design.md §14).
     #[serde(default)]
     format: Option<ModelInputFormat>,
 }
@@ -126,7 +126,7 @@ struct DecisionHead {
     run_id: Uuid,
     /// The status the decision brought the run to.
     status: RunStatus,
-    /// The format the run was registered in (DESIGN.md §14); `model_input` is in the one asked for.
+    /// The format the run was registered in (docs/design.md §14); `model_input` is in the one asked for.
     format: ModelInputFormat,
     decision: DecisionView,
     results: Vec<ToolResult>,
@@ -270,7 +270,7 @@ pub async fn decide(
             keyed(&state, caller, run_id, body, form, None).await?
         }
         DecisionCredential::Token(holder) => {
-            // The decider is the person the token was minted for; the body may only agree (DESIGN.md §13).
+            // The decider is the person the token was minted for; the body may only agree (docs/design.md §13).
             if body
                 .decider_uid
                 .is_some_and(|named| named != Some(holder.uid))
@@ -306,7 +306,7 @@ pub async fn decide(
             (actor, request, snapshot)
         }
     };
-    // A token is answered the model input as its reads show it (DESIGN.md §17), by the level of the run it read.
+    // A token is answered the model input as its reads show it (docs/design.md §13), by the level of the run it read.
     let token_level = match &credential {
         DecisionCredential::Token(_) => snapshot.run.as_ref().map(|run| {
             let floor = state.resumer.privacy_floor;
@@ -398,7 +398,7 @@ pub async fn model_input(
     Query(query): Query<FormatQuery>,
 ) -> Result<impl IntoResponse, ApiError> {
     let run = visible::run(&state, &credential, run_id).await?;
-    // A decision token sees the transcript only where the run's privacy level shows payloads (DESIGN.md §17).
+    // A decision token sees the transcript only where the run's privacy level shows payloads (docs/design.md §13).
     let token_level = match &credential {
         Credential::Key(_) => None,
         Credential::Token(_) => Some(state.resumer.privacy_floor.stricter(run.privacy_level())),

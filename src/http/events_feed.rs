@@ -1,7 +1,7 @@
-//! `GET /v1/events?after={cursor}&wait={seconds}`: the tenant's events after a cursor, long-polled (DESIGN.md §10).
-//! Not to be confused with `GET /v1/runs/{id}/events`, the audit record of one run (`super::run_events`).
+//! `GET /v1/events?after={cursor}&wait={seconds}`: the tenant's events after a cursor, long-polled (docs/design.md
+//! §10). Not to be confused with `GET /v1/runs/{id}/events`, the audit record of one run (`super::run_events`).
 //!
-//! A reader that waits holds a slot of its client's and the instance's cap (DESIGN.md §17; over it: 429 with
+//! A reader that waits holds a slot of its client's and the instance's cap (docs/design.md §17; over it: 429 with
 //! `Retry-After`), and stops waiting when its client hangs up: unlike every other route, this one is not run to
 //! completion in a task of its own (`app::within_bounds`, `super::detach`). That is safe because nothing here opens a
 //! transaction: the key's lookup and each read are single statements, and sqlx tests a connection whose statement

@@ -1,4 +1,4 @@
-//! The transcript members of a registration or a new turn, by format (DESIGN.md §14): each format's own list and
+//! The transcript members of a registration or a new turn, by format (docs/design.md §14): each format's own list and
 //! system member, kept as the text the loop sent, checked, and refused with 422 naming what is wrong and where.
 
 use std::collections::HashSet;

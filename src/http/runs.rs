@@ -30,8 +30,8 @@ pub struct RegisterRun {
     id: Uuid,
     #[serde(deserialize_with = "super::integer::json")]
     owner_uid: i64,
-    /// The format the loop speaks (DESIGN.md §14); left out of the hash for OpenAI chat, so that bodies from before
-    /// formats existed hash as they did.
+    /// The format the loop speaks (docs/design.md §14); left out of the hash for OpenAI chat, so that bodies from
+    /// before formats existed hash as they did.
     #[serde(default, skip_serializing_if = "is_openai_chat")]
     format: ModelInputFormat,
     // The formats' transcript members, as the loop sent them (`format_members`): only those of `format` are taken.
@@ -49,7 +49,7 @@ pub struct RegisterRun {
     contents: Option<RawMember>,
     #[serde(default)]
     tools: Vec<DeclaredToolBody>,
-    /// Absent: the service's level (DESIGN.md §6), filled in before the body is hashed.
+    /// Absent: the service's level (docs/design.md §6), filled in before the body is hashed.
     #[serde(default)]
     privacy_level: Option<PrivacyLevel>,
     #[serde(default)]
@@ -91,7 +91,7 @@ pub fn meaning_hash(body: &impl Serialize) -> Result<[u8; 32], ApiError> {
     Ok(Sha256::digest(serde_json::to_vec(body).map_err(ApiError::internal)?).into())
 }
 
-/// When a new turn expires (DESIGN.md §5, §8): `expires_at` (RFC 3339) or `approval_ttl_secs`, at most one.
+/// When a new turn expires (docs/design.md §5, §8): `expires_at` (RFC 3339) or `approval_ttl_secs`, at most one.
 /// The bodies carry the two members themselves (left out of their hashes when absent, so bodies from before expiry
 /// existed hash as they did): `serde(flatten)` would not work with `deny_unknown_fields`.
 #[derive(Debug, Default)]
@@ -153,8 +153,8 @@ pub async fn register_run(
         &body.system_instruction,
         &body.contents,
     ])?;
-    // A run that names no level gets the service's (DESIGN.md §6). Filled in before hashing, so that a body without
-    // a level and one naming the service's level are the same registration.
+    // A run that names no level gets the service's (docs/design.md §6). Filled in before hashing, so that a body
+    // without a level and one naming the service's level are the same registration.
     let privacy_level = *body
         .privacy_level
         .get_or_insert(state.resumer.privacy_floor);

@@ -1,4 +1,4 @@
-//! `GET /ui/approval-card.js`: the approval card (DESIGN.md §13), a dependency-free ES module compiled into the
+//! `GET /ui/approval-card.js`: the approval card (docs/design.md §13), a dependency-free ES module compiled into the
 //! binary from `ui/approval-card.js`, so that the card always speaks the API of the service that serves it.
 //!
 //! It is served to pages of any origin: a module script loaded from another origin is fetched with CORS, and the

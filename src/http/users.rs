@@ -22,7 +22,7 @@ pub struct PutUser {
     is_admin: bool,
     can_approve_others: bool,
     disabled: bool,
-    /// The tools whose write calls this user may approve (DESIGN.md §4); absent or null: no limit.
+    /// The tools whose write calls this user may approve (docs/design.md §4); absent or null: no limit.
     #[serde(default)]
     approvable_tools: Option<Vec<String>>,
 }

@@ -20,7 +20,7 @@ pub struct RunView {
     pub status: RunStatus,
     /// The level that applies: the stricter of the service's and the run's own.
     pub privacy_level: PrivacyLevel,
-    /// The format the run was registered in and answers in (DESIGN.md §14).
+    /// The format the run was registered in and answers in (docs/design.md §14).
     pub format: ModelInputFormat,
     pub require_second_approver: bool,
     /// When the current turn expires if nobody decides it; `null`: never.
@@ -133,7 +133,7 @@ impl RunView {
 }
 
 impl RunView {
-    /// The run as a decision token sees it (DESIGN.md §17): pending arguments filtered by the run's privacy level,
+    /// The run as a decision token sees it (docs/design.md §13): pending arguments filtered by the run's privacy level,
     /// as the inbox shows them.
     pub fn as_a_token_sees_it(mut self) -> Self {
         let level = self.privacy_level;

@@ -1,5 +1,5 @@
 //! The run a request names, as its credential may see it. A client sees every run of its tenant; a decision token
-//! sees only the runs its user may decide (DESIGN.md §4: owner, admin, or allowed to approve others), and only
+//! sees only the runs its user may decide (docs/design.md §4: owner, admin, or allowed to approve others), and only
 //! its one run when it names one. Any other run is answered 404, exactly like a missing one.
 
 use uuid::Uuid;

@@ -1,4 +1,4 @@
-//! `/v1/webhooks`: a tenant's webhook subscriptions (DESIGN.md §10, §17). A signing secret is in the answer to the
+//! `/v1/webhooks`: a tenant's webhook subscriptions (docs/design.md §10, §17). A signing secret is in the answer to the
 //! creation or the rotation that made it only; it is never shown again.
 
 use axum::extract::{Path, State};

@@ -11,7 +11,7 @@
 //! answered so at once. A second deny of a run already in the batch (two clicks at once) is written on its own after
 //! it, and finds the run decided.
 //!
-//! DESIGN.md §12 keeps every hot statement addressed to one run so that the tables can be distributed by run id; a
+//! docs/design.md §12 keeps every hot statement addressed to one run so that the tables can be distributed by run id; a
 //! batch is addressed to several. `DENY_BATCHES=off` writes every deny by the single statement, as a distributed
 //! deployment should.
 //!

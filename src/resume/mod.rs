@@ -1,4 +1,4 @@
-//! Recording a decision and resuming the run: the rules of DESIGN.md §4 and §5, applied to a read of the run that
+//! Recording a decision and resuming the run: the rules of docs/design.md §4 and §5, applied to a read of the run that
 //! took no lock when the write can tell that nothing overtook it, and under the run's row lock otherwise.
 //!
 //! A decision is never cancelled half-way, in particular never inside `BEGIN`, where sqlx 0.9 would return the
@@ -185,7 +185,7 @@ pub async fn read(
     Ok(run_snapshot::read(&resumer.pool, reader, run_id, decider_uid).await?)
 }
 
-/// Decides under the run's row lock: every case, in the order of DESIGN.md §4 and §5.
+/// Decides under the run's row lock: every case, in the order of docs/design.md §4 and §5.
 async fn decide_under_lock(
     resumer: &Resumer,
     actor: &Actor,
@@ -221,8 +221,8 @@ async fn decide_under_lock(
         (Vec::new(), Vec::new(), None)
     };
     // The same decision again is answered from what was recorded, before today's rules about the decider: it was
-    // authorized when it won (DESIGN.md §5), and a 403 would say nothing was recorded (§4), which is untrue once the
-    // decider has been disabled or lost the grant since.
+    // authorized when it won (docs/design.md §5), and a 403 would say nothing was recorded (§4), which is untrue once
+    // the decider has been disabled or lost the grant since.
     if let (Some(existing), Some(verdicts)) = (&locked.decision, &verdicts)
         && is_same_decision(existing, request, verdicts, &calls)?
     {
@@ -273,7 +273,7 @@ async fn decide_under_lock(
 }
 
 /// A decision that came too late, and the sweeper has not come by yet: the locked transaction writes the expiry
-/// exactly as the sweeper would, commits it, and only then is the answer 409 (DESIGN.md §5).
+/// exactly as the sweeper would, commits it, and only then is the answer 409 (docs/design.md §5).
 async fn expire_late(
     mut tx: sqlx::Transaction<'static, sqlx::Postgres>,
     sealer: &Sealer,
@@ -322,7 +322,7 @@ impl Resumed {
 }
 
 /// Applies §4 with the decider's row, read with the run under its lock.
-/// A decision that approves one call is an approval for these rules (DESIGN.md §4).
+/// A decision that approves one call is an approval for these rules (docs/design.md §4).
 fn authorize_decider(
     actor: &Actor,
     locked: &RunForDecision,
@@ -340,7 +340,7 @@ fn authorize_decider(
     Ok(decided_by)
 }
 
-/// The approver tool gate (DESIGN.md §4) over the calls this decision approves; denied calls release nothing.
+/// The approver tool gate (docs/design.md §4) over the calls this decision approves; denied calls release nothing.
 fn gate_approval(
     locked: &RunForDecision,
     decider_uid: Option<i64>,
@@ -445,7 +445,7 @@ pub async fn load_turn(
     if transcript.format() == ModelInputFormat::OpenAiChat {
         truncate_to_turn(&mut transcript, &calls)?;
     } else if turn_index < stored.turn_index {
-        // A native transcript is not parsed to find the turn (DESIGN.md §14): only the turn before the current one
+        // A native transcript is not parsed to find the turn (docs/design.md §14): only the turn before the current one
         // is ever read while a later one is stored, and the append recorded where it ends.
         let end = stored
             .previous_turn_end

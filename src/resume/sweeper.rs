@@ -1,4 +1,4 @@
-//! Expiry (DESIGN.md §5): a turn nobody decided before its `expires_at` ends with the expired text on every call,
+//! Expiry (docs/design.md §5): a turn nobody decided before its `expires_at` ends with the expired text on every call,
 //! the run `resumed`, the expiry recorded (never as a decision or a denial) and `run.expired` in the outbox.
 //!
 //! Every instance sweeps. A sweep locks a bounded batch of due runs with `for update skip locked`, so instances

@@ -21,7 +21,7 @@ pub struct Database {
     pool: PgPool,
     /// Behind a transaction pooler: the statement that begins every transaction, setting its timeouts.
     pooled_begin: Option<Arc<str>>,
-    /// The keys payloads are sealed with before they are stored (DESIGN.md §11); none by default.
+    /// The keys payloads are sealed with before they are stored (docs/design.md §11); none by default.
     sealer: Arc<Sealer>,
 }
 

@@ -46,7 +46,7 @@ pub enum StorageError {
     Corrupt(String),
     #[error("the database settings are not usable: {0}")]
     Config(String),
-    /// A sealed value under a key that is not configured, or that does not authenticate (DESIGN.md §11).
+    /// A sealed value under a key that is not configured, or that does not authenticate (docs/design.md §11).
     #[error("a stored value of run {run_id} does not decrypt (key id {key_id})")]
     Undecryptable { run_id: uuid::Uuid, key_id: String },
     #[error("migration failed: {0}")]

@@ -216,7 +216,7 @@ pub async fn readable(db: impl PgExecutor<'_>, floor: u64) -> Result<Readable, S
     })
 }
 
-/// What a poll of the hub finds when it also asks whose events became readable (DESIGN.md §17: a feed reader wakes
+/// What a poll of the hub finds when it also asks whose events became readable (docs/design.md §17: a feed reader wakes
 /// only for its own tenant's events): the readable bound, and the tenants with an event of a transaction from
 /// `since` (the previous poll's bound, at and above which nothing was readable then) to below the bound.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -1,4 +1,4 @@
-//! `keys status` and `keys rotate` (DESIGN.md §11): counting stored values per key id, and re-sealing those that
+//! `keys status` and `keys rotate` (docs/design.md §11): counting stored values per key id, and re-sealing those that
 //! are in clear or under another key than the first, a bounded batch per short transaction.
 //!
 //! A batch locks its rows `for update skip locked`: it never waits for a row a decision holds (so it can never be

@@ -28,7 +28,7 @@ pub struct RunRow {
     pub status: StoredStatus,
     #[sqlx(try_from = "String")]
     pub privacy_level: StoredLevel,
-    /// The format the run was registered in (DESIGN.md §14).
+    /// The format the run was registered in (docs/design.md §14).
     #[sqlx(try_from = "String")]
     pub format: StoredFormat,
     pub require_second_approver: bool,

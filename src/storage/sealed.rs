@@ -1,4 +1,4 @@
-//! Where the storage layer applies encryption at rest (DESIGN.md §11): the associated data of every encrypted
+//! Where the storage layer applies encryption at rest (docs/design.md §11): the associated data of every encrypted
 //! column, and the choice between a value's clear and sealed column on the way in and out.
 //!
 //! The associated data names the table, the column and the row (run id, and turn and call position where the row
@@ -15,7 +15,7 @@ use crate::sealing::Sealer;
 pub enum Column {
     /// `runs.messages`, the transcript.
     Transcript,
-    /// `runs.system`, the system member of a run in a provider's own format (DESIGN.md §14).
+    /// `runs.system`, the system member of a run in a provider's own format (docs/design.md §14).
     System,
     /// `turn_calls.arguments`, a call's proposed arguments.
     CallArguments,
@@ -27,7 +27,7 @@ pub enum Column {
     EventArguments,
     /// `tool_events.result`.
     EventResult,
-    /// `webhook_subscriptions.secret`, a subscription's signing secret (DESIGN.md §17).
+    /// `webhook_subscriptions.secret`, a subscription's signing secret (docs/design.md §17).
     WebhookSecret,
     /// `webhook_subscriptions.previous_secret`, the secret before the last rotation, while it still signs.
     WebhookPreviousSecret,

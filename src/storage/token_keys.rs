@@ -1,7 +1,7 @@
 //! The Ed25519 public keys each API client registers for its decision tokens, several at once for rotation.
 //!
 //! A token decides as any uid of its client's tenant, so only a client holding `decisions:write` may have keys
-//! (DESIGN.md §17): `add` refuses any other, and `find` says whether the client still holds it, since a client's
+//! (docs/design.md §13): `add` refuses any other, and `find` says whether the client still holds it, since a client's
 //! scopes may change after its keys were added.
 
 use chrono::{DateTime, Utc};

@@ -12,7 +12,7 @@ pub struct UserRow {
     pub is_admin: bool,
     pub can_approve_others: bool,
     pub disabled: bool,
-    /// The tools whose write calls this user may approve; `None`: no limit (DESIGN.md §4).
+    /// The tools whose write calls this user may approve; `None`: no limit (docs/design.md §4).
     pub approvable_tools: Option<Vec<String>>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,

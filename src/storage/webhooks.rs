@@ -38,9 +38,9 @@ pub struct SubscriptionRow {
     pub created_at: DateTime<Utc>,
 }
 
-/// Most events past a subscription's cursor that its backlog count reads (DESIGN.md §17): the listing and `/metrics`
-/// cost at most this many index entries per subscription, however far behind a subscription is (before, the count
-/// read every event past the cursor: subscriptions x events).
+/// Most events past a subscription's cursor that its backlog count reads (docs/design.md §17): the listing and
+/// `/metrics` cost at most this many index entries per subscription, however far behind a subscription is (before, the
+/// count read every event past the cursor: subscriptions x events).
 pub const BACKLOG_SCAN: i64 = 1_000;
 
 /// The listing of the subscriptions `source` names (a table or a CTE, aliased `s`): the backlog is counted over the
@@ -286,7 +286,7 @@ struct ClaimedRow {
 /// Takes up to `limit` subscriptions that are due and have readable events past their cursor, and nobody holds.
 /// Events count as readable below `floor` at least (`super::outbox::page` says why).
 ///
-/// Slots are shared between tenants (DESIGN.md §17): candidates are taken in turns, a tenant's n-th waiting
+/// Slots are shared between tenants (docs/design.md §17): candidates are taken in turns, a tenant's n-th waiting
 /// subscription counting as its n-th plus as many as the tenant holds already (on any instance), so a tenant with
 /// many subscriptions waiting, or holding many, goes after one holding few. Within a turn, the tenant served least
 /// recently goes first: a release or a delivery sets a subscription's `next_attempt_at` to now, so the latest of a
@@ -417,7 +417,8 @@ impl SecretsRow {
 }
 
 /// The subscription's signing secrets as committed now, read again by its holder before it sends, so that a
-/// rotation made on any instance signs the holder's next requests (DESIGN.md §17). `None`: the subscription is gone.
+/// rotation made on any instance signs the holder's next requests (docs/design.md §17). `None`: the subscription is
+/// gone.
 pub async fn signing_secrets(
     db: impl PgExecutor<'_>,
     sealer: &Sealer,

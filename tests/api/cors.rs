@@ -1,4 +1,4 @@
-//! CORS (DESIGN.md §13): the token routes answer preflights for the origins a live client allows, with
+//! CORS (docs/design.md §13): the token routes answer preflights for the origins a live client allows, with
 //! `Authorization` and `Content-Type` and without credentials; other origins and other routes get no CORS headers.
 
 use approval_resume::storage::clients;

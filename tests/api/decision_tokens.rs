@@ -1,6 +1,6 @@
-//! Decision tokens (DESIGN.md §13): every refusal with its own code, `sub` over the body, a run-bound token on
+//! Decision tokens (docs/design.md §13): every refusal with its own code, `sub` over the body, a run-bound token on
 //! another run, the routes a token may not use, key rotation, the audit of a decision posted with a token, keys only
-//! on clients that may decide, and a token's reads filtered by the run's privacy level (DESIGN.md §17).
+//! on clients that may decide, and a token's reads filtered by the run's privacy level (docs/design.md §13).
 
 use approval_resume::storage::{clients, token_keys};
 use axum::http::{Method, StatusCode};

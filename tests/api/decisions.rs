@@ -1,7 +1,7 @@
 //! `POST /v1/runs/{id}/decision` and what it leaves behind: the texts the model reads (§3), who may decide (§4),
 //! the conflicts of §5, the privacy levels of stored tool events (§6), and the resumed model input (§7).
 //!
-//! Every expected denial text is written out here in full, copied from DESIGN.md §3, never built with the crate's
+//! Every expected denial text is written out here in full, copied from docs/design.md §3, never built with the crate's
 //! own functions: a drift in the wording must fail these tests.
 
 use axum::http::{Method, StatusCode};
@@ -86,7 +86,7 @@ fn results(outcome: &str, write: &str, read: &str) -> Value {
     ])
 }
 
-/// Asserts a whole denial answer: status, decision, both results as DESIGN.md §3 writes them, and the model input.
+/// Asserts a whole denial answer: status, decision, both results as docs/design.md §3 writes them, and the model input.
 fn assert_denied(
     answer: &Answer,
     run_id: Uuid,
@@ -1000,7 +1000,7 @@ async fn with_the_floor_and_the_run_full_tool_events_are_verbatim() {
     assert_approval_event_whole(&app, id, digest).await;
 }
 
-/// A run that names no level gets the service's level, not `metadata` (DESIGN.md §6); one that names a level gets
+/// A run that names no level gets the service's level, not `metadata` (docs/design.md §6); one that names a level gets
 /// the stricter of the two. Every service level against no run level and each run level.
 #[tokio::test]
 async fn the_stricter_of_the_service_floor_and_the_run_level_applies_in_every_combination() {

@@ -1,4 +1,4 @@
-//! Encryption at rest (DESIGN.md §11): with ENCRYPTION_KEYS nothing of a transcript, arguments or results is
+//! Encryption at rest (docs/design.md §11): with ENCRYPTION_KEYS nothing of a transcript, arguments or results is
 //! readable in a dump, answers do not change, a moved or flipped ciphertext is `undecryptable`, and `keys rotate`
 //! moves every value under the new key while decisions go on.
 

@@ -1,4 +1,4 @@
-//! Events (DESIGN.md §10): one per change, written only if the change commits, holding no payload, and read
+//! Events (docs/design.md §10): one per change, written only if the change commits, holding no payload, and read
 //! through the feed `GET /v1/events` without a miss or a repeat, however commits interleave.
 
 use std::collections::{HashMap, HashSet};

@@ -1,4 +1,4 @@
-//! Expiry (DESIGN.md §5): a turn nobody decided before its `expires_at` ends with the expired text on every call,
+//! Expiry (docs/design.md §5): a turn nobody decided before its `expires_at` ends with the expired text on every call,
 //! by the sweeper or by the decision that came too late, exactly once, and never as a decision or a denial.
 //!
 //! Turns are made due by moving their `expires_at` into the past in the database, so nothing here waits on a clock.

@@ -1,4 +1,4 @@
-//! Fair use of the feed's long polls (DESIGN.md §17), over a real port: waiting readers are capped per client and
+//! Fair use of the feed's long polls (docs/design.md §17), over a real port: waiting readers are capped per client and
 //! per instance (429 with `Retry-After`), a reader that hangs up gives its slot back at once, and a waiter wakes
 //! only for its own tenant's events, so a flood of long polls from one key starves no other tenant.
 

@@ -1,4 +1,4 @@
-//! The three model-input formats of DESIGN.md §7 for a realistic run, held to golden files: two denied turns, then
+//! The three model-input formats of docs/design.md §7 for a realistic run, held to golden files: two denied turns, then
 //! a turn decided per call (one call approved with edited arguments, one denied) and a turn that expired.
 //!
 //! The golden files `tests/golden/model_input.{format}.json` are what `tests/sdk/validate_formats.py` checks
@@ -9,7 +9,7 @@
 //! `UPDATE_GOLDEN=1 cargo nextest run --test api formats`, review the diff, and commit it with the change.
 //!
 //! Nothing volatile reaches the files: the run id is a fixed UUID, call ids are chosen here, and the model input
-//! carries no timestamps, uids or usernames (DESIGN.md §3).
+//! carries no timestamps, uids or usernames (docs/design.md §3).
 
 use std::path::PathBuf;
 

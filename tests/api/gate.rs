@@ -1,4 +1,4 @@
-//! The approver tool gate (DESIGN.md §4, ADR-133): `approvable_tools` on users, `tool_not_approvable` and
+//! The approver tool gate (docs/design.md §4, ADR-133): `approvable_tools` on users, `tool_not_approvable` and
 //! `anonymous_write_approval` on approvals, never on denials, and the inbox's `approvable` marks.
 
 use axum::http::{Method, StatusCode};

@@ -1,7 +1,7 @@
-//! Runs in the provider's own format, kept whole (DESIGN.md §14, issue 31): each fixture of `tests/fixtures/native`
-//! registered as the compact JSON it is, then denied, approved, decided per call, expired and continued with a
-//! second turn; every answer's bytes hold every registered member and message unchanged, then the results in the
-//! format's own shape, with the texts of DESIGN.md §3. With and without encryption at rest.
+//! Runs in the provider's own format, kept whole (docs/design.md §14, issue 31): each fixture of
+//! `tests/fixtures/native` registered as the compact JSON it is, then denied, approved, decided per call, expired and
+//! continued with a second turn; every answer's bytes hold every registered member and message unchanged, then the
+//! results in the format's own shape, with the texts of docs/design.md §3. With and without encryption at rest.
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -393,7 +393,7 @@ impl<'a> Op<'a> {
         let nothing = app.client("no-scopes", &[]).await;
         self.expect_on(app, Some(&nothing), path, body(), "403 missing_scope")
             .await;
-        // Only a client that may decide may have token keys (DESIGN.md §17).
+        // Only a client that may decide may have token keys (docs/design.md §13).
         app.client("signer", &["decisions:write"]).await;
         let signer = Signer::register(&app.pool, "signer", "k1").await;
         let takes_tokens = self.operation["security"]
@@ -1156,7 +1156,7 @@ async fn deciding_a_turn_answers_as_documented() {
         "403 tool_not_approvable",
     )
     .await;
-    // Nobody may edit, even a read (DESIGN.md §17).
+    // Nobody may edit, even a read (docs/design.md §17).
     let (edited, edited_digest) = owned_run(&app).await;
     let edit_by_nobody = json!({"decider_uid": null, "turn_digest": edited_digest, "calls": [
         {"call_id": "call_1", "approved": false},
@@ -1331,8 +1331,8 @@ async fn reading_the_model_input_answers_as_documented() {
     }
     op.expect(&format!("{path}?format=claude"), None, "422 invalid_query")
         .await;
-    // Runs in a provider's own format (DESIGN.md §14): each answers in it; the Anthropic run's thinking blocks have
-    // no counterpart in OpenAI chat.
+    // Runs in a provider's own format (docs/design.md §14): each answers in it; the Anthropic run's thinking blocks
+    // have no counterpart in OpenAI chat.
     for format in ["anthropic", "openai-responses", "gemini"] {
         let (native, digest) = native_run(&app, format).await;
         assert_ok(&app.decide(native, false, Some(7), &digest).await);
@@ -1358,7 +1358,7 @@ async fn reading_the_model_input_answers_as_documented() {
     .await;
     op.provoke_auth_errors(&path, None).await;
     op.provoke_server_errors(&path, None).await;
-    // A decision token reads no transcript of a run whose privacy level shows no payload (DESIGN.md §17).
+    // A decision token reads no transcript of a run whose privacy level shows no payload (docs/design.md §13).
     let hidden = Uuid::new_v4();
     let mut body = run_body(hidden, 7);
     body["privacy_level"] = json!("metadata");
@@ -1986,7 +1986,7 @@ fn the_webhook_payload_is_documented_as_the_event_schema() {
 
 // Encryption at rest.
 
-/// 500 `undecryptable` (DESIGN.md §11): a run whose values were sealed under a key that this instance holds under
+/// 500 `undecryptable` (docs/design.md §11): a run whose values were sealed under a key that this instance holds under
 /// the same id with other bytes (a key replaced without `keys rotate`). Provoked last in each test, since the run
 /// stays in the tenant (the inbox would answer 500 for it from then on).
 async fn provoke_undecryptable(op: &Op<'_>, app: &TestApp) {

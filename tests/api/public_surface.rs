@@ -1,4 +1,4 @@
-//! A snapshot of the crate's public surface (DESIGN.md §3): the token constants, the wire names of every public
+//! A snapshot of the crate's public surface (docs/design.md §3): the token constants, the wire names of every public
 //! enum, and the enums of `openapi.yaml` that repeat them. A renamed token or an added variant fails here, where
 //! its clients (the model, the chat frontend, the auditors) would otherwise find out.
 //!

@@ -11,7 +11,7 @@ use crate::support::{
     transcript,
 };
 
-/// The published example of DESIGN.md §2.
+/// The published example of docs/design.md §2.
 const DESIGN_EXAMPLE_DIGEST: &str =
     "f3e51cfe10310ecf575b434e7e3f57607a4d5486849fcac084e7c86b27f8527b";
 
@@ -95,7 +95,7 @@ async fn a_registered_run_is_answered_with_its_pending_calls_in_order_and_its_tu
             },
         ])
     );
-    // DESIGN.md §2: sorted keys, no spaces, over the arguments strings as the model produced them.
+    // docs/design.md §2: sorted keys, no spaces, over the arguments strings as the model produced them.
     let canonical = r#"[{"arguments":"{\"page\": 12, \"description\": \"A page\"}","id":"call_1","name":"update_page_metadata"},{"arguments":"{\"page\": 12}","id":"call_2","name":"read_page"}]"#;
     assert_eq!(run["turn"]["digest"], sha256_hex(canonical));
 
@@ -108,7 +108,7 @@ async fn a_registered_run_is_answered_with_its_pending_calls_in_order_and_its_tu
 async fn the_published_digest_example_is_what_the_api_computes() {
     let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
-    // The example's canonical text, as DESIGN.md §2 prints it, hashes to the published value.
+    // The example's canonical text, as docs/design.md §2 prints it, hashes to the published value.
     assert_eq!(
         sha256_hex(r#"[{"arguments":"{\"a\": 1}","id":"call_1","name":"x"}]"#),
         DESIGN_EXAMPLE_DIGEST

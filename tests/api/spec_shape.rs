@@ -39,7 +39,7 @@ fn is_object_schema(schema: &Value) -> bool {
 /// The one union that may not be told apart by a discriminator: an item of a Responses model input is one the
 /// service wrote (`ResponsesItem`, itself a union told apart by `type`) or one a native run registered, kept as it
 /// came (`NativeEntry`: any object; a short-form message has no `type` to tell it by). Generators try the members in
-/// order, so a written item is still read as its own type (DESIGN.md §14).
+/// order, so a written item is still read as its own type (docs/design.md §14).
 const WRITTEN_OR_REGISTERED: &str = "/components/schemas/ResponsesInputItem";
 
 /// What is wrong with one union of objects, if anything.

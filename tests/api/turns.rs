@@ -11,13 +11,13 @@ use crate::support::{self, Answer, Recorded, TestApp, call, owned_run, recorded,
 
 const OWNER: i64 = 7;
 
-/// The denial text of DESIGN.md §3 for the write call of a turn, denied by the owner with no reason.
+/// The denial text of docs/design.md §3 for the write call of a turn, denied by the owner with no reason.
 const OWNER_WRITE: &str = "Error: approval_denied (decided_by: run_owner). The approval for tool \"update_page_metadata\" was declined by the user who started this run, the person you are talking to. Nothing was executed. Tell them that they declined the approval themselves, not the system or an operator, and ask whether the change should be proposed again.";
 const OWNER_READ: &str = "Error: approval_denied (decided_by: run_owner). The approval for tool \"read_page\" was declined by the user who started this run, the person you are talking to. Nothing was executed. Tell them that they declined the approval themselves, not the system or an operator, and ask whether the change should be proposed again.";
 
 const NEW_ARGUMENTS: &str = r#"{"page": 12, "description": "Another page"}"#;
 
-/// The turn digest of DESIGN.md §2, computed here by hand: SHA-256 of the canonical JSON of the calls.
+/// The turn digest of docs/design.md §2, computed here by hand: SHA-256 of the canonical JSON of the calls.
 fn digest_of(calls: &[(&str, &str, &str)]) -> String {
     let quoted = |text: &str| serde_json::to_string(text).unwrap();
     let items: Vec<String> = calls
@@ -369,7 +369,7 @@ async fn in_anthropic_form_every_resumed_turns_results_keep_their_error_flag() {
         .filter(|block| block["type"] == "tool_result")
         .map(|block| (block["tool_use_id"].as_str().unwrap(), &block["is_error"]))
         .collect();
-    // Turn 0's results were written by this service (denials, is_error = true): DESIGN.md §7 gives every turn's
+    // Turn 0's results were written by this service (denials, is_error = true): docs/design.md §7 gives every turn's
     // tool_result blocks their is_error, and ADR-200 keeps is_error = true on a refusal for every consumer.
     assert_eq!(
         results,

@@ -1,4 +1,4 @@
-//! Per-call verdicts and edited arguments (DESIGN.md §3 "The edit note", §4, §5): mixed decisions run the approved
+//! Per-call verdicts and edited arguments (docs/design.md §3 "The edit note", §4, §5): mixed decisions run the approved
 //! calls in turn order and never send a denied one; an edited call's executor gets the edited arguments and the
 //! model is told; replays, conflicts, refusals and the four-eyes rule hold for the per-call form as for the whole.
 

@@ -1,5 +1,5 @@
-//! Webhooks shared fairly between tenants (DESIGN.md §17): a cap on subscriptions per tenant, delivery slots that a
-//! tenant with many slow subscriptions cannot keep from another, and a backlog count that costs a bounded read per
+//! Webhooks shared fairly between tenants (docs/design.md §17): a cap on subscriptions per tenant, delivery slots that
+//! a tenant with many slow subscriptions cannot keep from another, and a backlog count that costs a bounded read per
 //! subscription and stays right.
 
 use std::time::{Duration, Instant};

@@ -1,4 +1,4 @@
-//! Webhook signing secrets (DESIGN.md §17, §11): sealed like payloads under ENCRYPTION_KEYS, counted by `keys
+//! Webhook signing secrets (docs/design.md §17, §11): sealed like payloads under ENCRYPTION_KEYS, counted by `keys
 //! status` and re-sealed by `keys rotate`, still signing when stored clear before keys were set; and rotated, through
 //! the API and the subcommand, with the old secret signing beside the new one until its overlap ends.
 

@@ -1,4 +1,4 @@
-//! Webhooks (DESIGN.md §10): subscriptions through the API, and deliveries to real HTTP receivers on loopback:
+//! Webhooks (docs/design.md §10): subscriptions through the API, and deliveries to real HTTP receivers on loopback:
 //! signed per Standard Webhooks, in order, retried with backoff, taken over when an instance dies, and refused
 //! where a URL must not reach.
 

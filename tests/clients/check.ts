@@ -118,7 +118,7 @@ export function decided(answer: DecisionAnswer): string[] {
 }
 
 // A value the spec does not allow must not type-check.
-// A registration in each native format (DESIGN.md §14) is a `RegisterRun`. (`messages` items are `ChatMessage`s,
+// A registration in each native format (docs/design.md §14) is a `RegisterRun`. (`messages` items are `ChatMessage`s,
 // which declare `role` only and no `additionalProperties`, so openapi-typescript reads them as closed: a message's
 // `content` cannot be written here, in any format.)
 const common = { owner_uid: 7, tools: [{ name: "update_page_metadata", effect: "write" as const }] };

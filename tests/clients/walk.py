@@ -6,7 +6,7 @@ echo executor behind the tool `update_page_metadata`, and runs this with the pac
     python walk.py BASE_URL KEY
 
 It registers two runs, reads them, denies one and approves the other, reads the model input in all three formats
-and the events, and provokes one problem answer. Then it registers one run in each native format (DESIGN.md §14)
+and the events, and provokes one problem answer. Then it registers one run in each native format (docs/design.md §14)
 from tests/fixtures/native/ through `RegisterRun`, denies it, and reads its model input in the run's own format. Every answer must be parsed by the generated code into the named
 model its status documents, and every variant of the model-input unions must come back as its own class: a
 variant the generator had to drop, or an answer it cannot parse, fails here.

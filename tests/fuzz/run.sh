@@ -5,7 +5,7 @@
 # status, content type, headers and body shape (`--checks all`: also that requests without a valid key are
 # refused, that bodies the spec refuses are rejected and bodies it takes are not, and that undocumented methods
 # answer 405). A second, shorter pass aims the run view and the model input at a run registered in a native format
-# (DESIGN.md §14, tests/fixtures/native/anthropic.json) and denied, so `?format=` meets a transcript the other
+# (docs/design.md §14, tests/fixtures/native/anthropic.json) and denied, so `?format=` meets a transcript the other
 # formats cannot represent. It fails on any failure Schemathesis reports and on any panic in the service's log.
 #
 # Run it from anywhere: `bash tests/fuzz/run.sh` (a few minutes on 2 cores, after the release build). Needs what
@@ -33,7 +33,7 @@ binary=target/release/approval-resume
 run_id=f0220000-0000-4000-8000-000000000001
 # Cancelling and completing end a run for good: they get a run of their own, so the one above stays alive.
 final_run_id=f0220000-0000-4000-8000-000000000002
-# A run in a native format (DESIGN.md §14, tests/fixtures/native/anthropic.json: thinking blocks), denied once: a
+# A run in a native format (docs/design.md §14, tests/fixtures/native/anthropic.json: thinking blocks), denied once: a
 # second pass aims the run view and the model input at it, so `?format=` meets a transcript that the other formats
 # cannot represent (422 format_not_representable must be documented).
 native_run_id=f0220000-0000-4000-8000-000000000003

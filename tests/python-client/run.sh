@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Tests clients/python (the Python client package, DESIGN.md §16) against the real service: installs the package
+# Tests clients/python (the Python client package, docs/design.md §16) against the real service: installs the package
 # from its folder (built by its pinned backend, hatchling) into a venv with the locked versions of
 # tests/python-client/requirements.txt, type-checks it and the tests with `mypy --strict`, then runs pytest: the spec tests hold
 # the package to openapi.yaml, the others start the binary on a fresh database (conftest.py) and walk it.

@@ -20,7 +20,7 @@ HTTP_METHODS = {"get", "put", "post", "delete", "patch", "head", "options", "tra
 CONVENIENCES = {"approve", "deny", "decide_calls", "iter_approvals"}
 
 # Schemas of the transcript's own parts: the package passes them through as JSON (`models.JsonObject`), since the
-# service keeps a transcript whole in its own format (DESIGN.md §14) and a loop hands it to its provider's SDK.
+# service keeps a transcript whole in its own format (docs/design.md §14) and a loop hands it to its provider's SDK.
 PASSED_THROUGH = {
     "ChatMessage",
     "ToolCall",

@@ -1,4 +1,4 @@
-"""Registrations in each provider's own format (DESIGN.md §14), shaped as each provider documents its transcripts.
+"""Registrations in each provider's own format (docs/design.md §14), shaped as each provider documents its transcripts.
 
 Each fixture is the text of the format's members, written out by hand as compact JSON, so that the check of the
 resumed input can look for these exact bytes (member order, `1.50`) in what the service answers. Each ends with
@@ -156,7 +156,7 @@ def member_texts(body: str) -> dict[str, str]:
 
 
 def pending_calls(format: str, transcript: list) -> list[tuple[str, str]]:
-    """The waiting turn's calls as DESIGN.md §14 reads them: the tool_use blocks of the last (assistant) message;
+    """The waiting turn's calls as docs/design.md §14 reads them: the tool_use blocks of the last (assistant) message;
     the function_call items after the last user message or function_call_output; the functionCall parts of the
     last content, `call_{position}` where a part has no id."""
     if format == "anthropic":

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Native transcripts through the providers' own SDKs (DESIGN.md §14), against the real binary and Postgres.
+"""Native transcripts through the providers' own SDKs (docs/design.md §14), against the real binary and Postgres.
 
     python tests/sdk/native_sdks.py [--binary target/debug/approval-resume] [--admin-url postgres://…/postgres]
     python tests/sdk/native_sdks.py --base-url http://127.0.0.1:PORT --key ar_…   (a service already running,
@@ -12,7 +12,7 @@ the binary on a free loopback port; all of it is removed on exit. For each forma
 - denies one (by the owner, reason `variant`), approves one through the executor, and decides one per call
   (approve, approve with edited arguments, deny with reason `skip`), and on the denied run appends the next turn
   the provider answered (`POST /turns`) and denies again;
-- checks each decision's `results[]` against DESIGN.md §3's exact texts, and that the resumed input
+- checks each decision's `results[]` against docs/design.md §3's exact texts, and that the resumed input
   (`GET /v1/runs/{id}/model-input`, the run's own format) holds the registered members' bytes unchanged;
 - hands that input to the provider's SDK client (`anthropic.Anthropic().messages.create`,
   `openai.OpenAI().responses.create`, `google.genai.Client().models.generate_content`) pointed at the stand-in of
@@ -57,7 +57,7 @@ OWNER = 7
 FORMATS = ("anthropic", "openai-responses", "gemini")
 SYSTEM_MEMBER = {"anthropic": "system", "openai-responses": "instructions", "gemini": "system_instruction"}
 
-# --- DESIGN.md §3's texts ------------------------------------------------------------------------------------------
+# --- docs/design.md §3's texts -------------------------------------------------------------------------------------
 
 WHO = {
     "run_owner": "by the user who started this run, the person you are talking to",
@@ -309,7 +309,7 @@ class Suite:
             return None
         answer = json.loads(raw)
         got = [(r.get("call_id"), r.get("tool"), r.get("content"), r.get("is_error")) for r in answer["results"]]
-        self.report.check(got == want, f"{label}: results in the turn's order with DESIGN.md §3's exact texts",
+        self.report.check(got == want, f"{label}: results in the turn's order with docs/design.md §3's exact texts",
                           [f"result {k}: got {a!r}, expected {b!r}" for k, (a, b) in enumerate(zip(got, want)) if a != b]
                           + ([f"{len(got)} results, expected {len(want)}"] if len(got) != len(want) else []))
         status, raw_input = self.service.request("GET", f"/v1/runs/{run_id}/model-input")

@@ -2,9 +2,9 @@
 # The model inputs against the providers' official SDKs (PyPI, pinned in tests/sdk/requirements.txt):
 # - tests/sdk/validate_formats.py validates the golden model inputs (tests/golden/, written by the Rust test
 #   tests/api/formats.rs) against the openai and anthropic request types;
-# - tests/sdk/native_sdks.py registers runs in each native format (DESIGN.md §14) with the debug binary on a private
-#   database, decides them, and sends each resumed input through the anthropic, openai and google-genai clients to a
-#   local stand-in that checks each provider's continuation rules.
+# - tests/sdk/native_sdks.py registers runs in each native format (docs/design.md §14) with the debug binary on a
+#   private database, decides them, and sends each resumed input through the anthropic, openai and google-genai
+#   clients to a local stand-in that checks each provider's continuation rules.
 # CI runs it after the build and the Rust tests; locally: `bash tests/sdk/run.sh`. Needs Python 3.11+ with venv
 # (Debian: python3-venv), PyPI on the first run, PostgreSQL on 127.0.0.1:5432 (user `postgres`, trust) and `psql`.
 # PYTHON picks the interpreter, SDK_ADMIN_URL the maintenance database, SDK_BINARY the service binary. The last line

@@ -1,4 +1,4 @@
-"""A local stand-in for the three providers' APIs, which checks each provider's continuation rules (DESIGN.md §14).
+"""A local stand-in for the three providers' APIs, which checks each provider's continuation rules (docs/design.md §14).
 
 The providers' own SDK clients (anthropic, openai, google-genai) are pointed at it; each request it receives is
 checked against the rules the provider enforces when a tool turn is continued, and against what the loop had

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Validates the golden model inputs (tests/golden/model_input.*.json) against the providers' own request types.
 
-The golden files are written by the Rust test `tests/api/formats.rs` from what the service renders (DESIGN.md §7).
+The golden files are written by the Rust test `tests/api/formats.rs` from what the service renders (docs/design.md §7).
 Each is checked in two layers:
 
 * pydantic: `TypeAdapter` over the SDK's TypedDicts (openai, anthropic). pydantic is lenient here: it ignores

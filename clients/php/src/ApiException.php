@@ -7,7 +7,7 @@ namespace ApprovalResume;
 use ApprovalResume\Http\Response;
 
 /**
- * Every answer that is not a success, read from its application/problem+json body (RFC 9457; DESIGN.md §9).
+ * Every answer that is not a success, read from its application/problem+json body (RFC 9457; docs/design.md §8).
  * Switch on `$problemCode` (`already_decided`, `stale_turn`, `tool_not_approvable`, `token_expired`, …): it is
  * stable, unlike `detail`. (PHP's own `Exception::$code` is an int, so the problem's `code` member is held as
  * `$problemCode`; `getCode()` returns the HTTP status.)

@@ -22,7 +22,7 @@ use ApprovalResume\Model\User;
 use ApprovalResume\Model\WebhookSubscription;
 
 /**
- * The HTTP API of approval-resume (DESIGN.md §8; openapi.yaml). The credential is an API key (`ar_…`, scopes as
+ * The HTTP API of approval-resume (docs/design.md §8; openapi.yaml). The credential is an API key (`ar_…`, scopes as
  * `clients add` gave them) or a decision token (`DecisionTokenSigner`), which may only read and decide its user's
  * runs. Every non-2xx answer throws ApiException; no answer at all throws TransportException.
  */
@@ -66,7 +66,7 @@ final class Client
     /**
      * Registers a run suspended on its last assistant turn (scope `runs:write`). The same arguments again answer
      * the same run; other ones under a taken id throw 409 `run_exists`. A run registered in a provider's own
-     * `$format` (DESIGN.md §14) is kept as sent and resumed in that format, byte for byte.
+     * `$format` (docs/design.md §14) is kept as sent and resumed in that format, byte for byte.
      *
      * @param list<mixed> $transcript the run's transcript in `$format`: OpenAI chat or Anthropic `messages` (the last
      *                                the assistant's, with tool calls), Responses `input` items, or Gemini `contents`
@@ -333,13 +333,13 @@ final class Client
         return $body;
     }
 
-    /** `?format=…` when one is asked for; none: the service answers in the run's own format (DESIGN.md §14). */
+    /** `?format=…` when one is asked for; none: the service answers in the run's own format (docs/design.md §14). */
     private static function formatQuery(?ModelInputFormat $format): string
     {
         return $format === null ? '' : '?' . http_build_query(['format' => $format->value]);
     }
 
-    /** The member a format's transcript goes in (DESIGN.md §14). */
+    /** The member a format's transcript goes in (docs/design.md §14). */
     private static function transcriptMember(ModelInputFormat $format): string
     {
         return match ($format) {

@@ -5,8 +5,8 @@ declare(strict_types=1);
 namespace ApprovalResume;
 
 /**
- * Who a decision is made by (DESIGN.md §4, §13): a named backend user, nobody (`decider_uid: null`, which needs the
- * scope `decisions:anonymous` and may never release a write), or the person a decision token was minted for (the
+ * Who a decision is made by (docs/design.md §4, §13): a named backend user, nobody (`decider_uid: null`, which needs
+ * the scope `decisions:anonymous` and may never release a write), or the person a decision token was minted for (the
  * body then names no decider; the service takes the token's `sub`).
  */
 final readonly class Decider

@@ -25,7 +25,7 @@ final readonly class Verdict
 
     /**
      * Approve with edited arguments: the text of a JSON object, or an array encoded as one. The model is told
-     * that a person changed them, who, and to what (DESIGN.md §3).
+     * that a person changed them, who, and to what (docs/design.md §3).
      *
      * @param string|array<string, mixed> $arguments
      */

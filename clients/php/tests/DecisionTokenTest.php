@@ -15,7 +15,10 @@ use ApprovalResume\Token\DecisionTokenSigner;
 use ApprovalResume\Token\SigningKey;
 use PHPUnit\Framework\TestCase;
 
-/** Decision tokens minted with ext-sodium (DESIGN.md §13): what they hold, and what the real service makes of them. */
+/**
+ * Decision tokens minted with ext-sodium (docs/design.md §13): what they hold, and what the real service makes of
+ * them.
+ */
 final class DecisionTokenTest extends TestCase
 {
     public function test_a_token_holds_exactly_the_design_s_header_and_claims_and_verifies_with_its_key(): void

@@ -20,7 +20,7 @@ use PHPUnit\Framework\TestCase;
 /** Decisions of the whole turn and per call, model input, cancel and complete, against the real binary. */
 final class DecisionsTest extends TestCase
 {
-    /** DESIGN.md §3: another user's denial of a write, reason variant. */
+    /** docs/design.md §3: another user's denial of a write, reason variant. */
     private const DENIED_BY_OTHER_VARIANT = 'Error: approval_denied (decided_by: other_user, reason: variant). '
         . 'The approval for tool "update_page_metadata" was declined by another backend user, not the person you are '
         . 'talking to. Nothing was executed. Tell the user that another backend user declined this version, and '
@@ -55,7 +55,7 @@ final class DecisionsTest extends TestCase
         self::assertSame(Outcome::Denied, $denied->outcome);
         self::assertTrue($denied->isError);
         self::assertSame(self::DENIED_BY_OTHER_VARIANT, $denied->content);
-        // No executor is configured, so the approved call is not run (DESIGN.md §2, not_permitted).
+        // No executor is configured, so the approved call is not run (docs/design.md §2, not_permitted).
         self::assertSame(Outcome::NotPermitted, $answer->result('call_1')?->outcome);
 
         $messages = $answer->modelInput->body['messages'];

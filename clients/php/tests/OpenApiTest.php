@@ -19,7 +19,7 @@ use PHPUnit\Framework\AssertionFailedError;
 use PHPUnit\Framework\TestCase;
 
 /**
- * The client held to openapi.yaml (DESIGN.md §16): every request it sends is a documented operation, with
+ * The client held to openapi.yaml (docs/design.md §16): every request it sends is a documented operation, with
  * documented query parameters and a body of the documented members (every required one present; no other where
  * the schema allows none), of the documented types, and every enum holds exactly the spec's tokens. Answers are
  * held to it by the tests against the real binary, which parse them strictly. Reads the spec with ext-yaml

@@ -1,5 +1,5 @@
 // Generates src/generated/openapi.ts from the repository's openapi.yaml with the pinned openapi-typescript, or checks
-// that the checked-in file is what the generator makes of the spec now (DESIGN.md §16: each client is held to
+// that the checked-in file is what the generator makes of the spec now (docs/design.md §16: each client is held to
 // openapi.yaml by a test).
 //
 //   node scripts/generated-types.mjs --write            regenerate the checked-in file

@@ -1,5 +1,5 @@
 /**
- * The HTTP API of approval-resume (DESIGN.md §8; openapi.yaml) over `fetch`, through openapi-fetch: every path,
+ * The HTTP API of approval-resume (docs/design.md §8; openapi.yaml) over `fetch`, through openapi-fetch: every path,
  * parameter, body and answer is checked at compile time against the types generated from openapi.yaml, and every
  * non-2xx answer throws {@link ApiError}.
  * @module
@@ -37,8 +37,8 @@ export interface ClientOptions {
     /** Where the service listens, e.g. `http://127.0.0.1:8080`. */
     baseUrl: string;
     /**
-     * An API key (`ar_…`, with the scopes `clients add` gave it), or a decision token (DESIGN.md §13), which may only
-     * read and decide its user's runs.
+     * An API key (`ar_…`, with the scopes `clients add` gave it), or a decision token (docs/design.md §13), which may
+     * only read and decide its user's runs.
      */
     credential: string;
     /** Another fetch (a test double, a fetch with a proxy agent); globalThis.fetch when absent. */
@@ -72,7 +72,7 @@ export class ApprovalResumeClient {
     /**
      * Registers a run suspended on its last assistant turn (scope `runs:write`): 201, or 200 with the run for the
      * same body again; another body under a taken id throws 409 `run_exists`. Draw run ids at random (UUID v4). With
-     * `format` (DESIGN.md §14) the run is registered in a provider's own format with that format's members
+     * `format` (docs/design.md §14) the run is registered in a provider's own format with that format's members
      * (`system` + `messages`, `instructions` + `input`, `system_instruction` + `contents`), kept byte for byte.
      */
     registerRun(run: RegisterRun, options: CallOptions = {}): Promise<RunView> {

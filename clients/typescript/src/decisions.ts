@@ -1,5 +1,5 @@
 /**
- * The bodies of `POST /v1/runs/{id}/decision` (DESIGN.md §8), typed tighter than the spec's `DecisionBody` can be:
+ * The bodies of `POST /v1/runs/{id}/decision` (docs/design.md §8), typed tighter than the spec's `DecisionBody` can be:
  * a per-call verdict that approves may carry edited `arguments` and never a `reason`, one that denies the opposite,
  * so the 422 `arguments_require_approval` and `reason_requires_denial` answers become compile errors.
  * @module

@@ -1,6 +1,6 @@
 /**
- * The one error every refused request throws: the service's application/problem+json answer (RFC 9457; DESIGN.md
- * §9), read into its stable `code`, the status, the detail, the request id and Retry-After.
+ * The one error every refused request throws: the service's application/problem+json answer (RFC 9457; docs/design.md
+ * §8), read into its stable `code`, the status, the detail, the request id and Retry-After.
  * @module
  */
 import type { ProblemCode } from "./schemas.js";

@@ -1,5 +1,5 @@
 /**
- * The tenant's events (`GET /v1/events?after&wait`, DESIGN.md §10) as an async iterator that long-polls and keeps
+ * The tenant's events (`GET /v1/events?after&wait`, docs/design.md §10) as an async iterator that long-polls and keeps
  * its place in a {@link CursorStore}, so a reader that stops and starts again (a restart of its process included)
  * neither misses nor repeats an event.
  *
@@ -125,7 +125,7 @@ export class Feed implements AsyncIterable<Event> {
 
     /**
      * One page after `after`; `null` when the signal ended the wait. A 503, or a 429 `too_many_waiting_readers`
-     * (DESIGN.md §17: the client or the instance has as many readers waiting as it may), is asked again after
+     * (docs/design.md §17: the client or the instance has as many readers waiting as it may), is asked again after
      * Retry-After.
      */
     async #readPage(after: string | null): Promise<EventsPage | null> {

@@ -19,7 +19,8 @@ export type ChatMessage = Schemas["ChatMessage"] & { [member: string]: unknown }
 
 /**
  * `T` with its `messages` (where it has them) open as {@link ChatMessage}, required or optional as in `T`; other
- * members unchanged. A registration or a turn in a native format (DESIGN.md §14) sends `input` or `contents` instead.
+ * members unchanged. A registration or a turn in a native format (docs/design.md §14) sends `input` or `contents`
+ * instead.
  */
 export type WithOpenMessages<T> = T extends { messages: unknown }
     ? Omit<T, "messages"> & { messages: ChatMessage[] }

@@ -1,5 +1,5 @@
 /**
- * Verifies a webhook request the service sent (DESIGN.md §10): the Standard Webhooks signature, checked by the
+ * Verifies a webhook request the service sent (docs/design.md §10): the Standard Webhooks signature, checked by the
  * specification's own npm package `standardwebhooks` (signature over `{webhook-id}.{webhook-timestamp}.{body}`,
  * compared in constant time, timestamps more than 5 minutes off refused), and the body's `id` equal to the
  * `webhook-id` header, the key to deduplicate by (delivery is at least once).

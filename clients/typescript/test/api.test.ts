@@ -10,19 +10,19 @@ import { executorContent } from "./support/executor.js";
 import { READ_ARGUMENTS, WRITE_ARGUMENTS, newRunId, newUid, register } from "./support/runs.js";
 import { READ_TOOL, type Service, WRITE_TOOL, startService } from "./support/service.js";
 
-/** DESIGN.md §3: the owner's own denial of a call, no reason. */
+/** docs/design.md §3: the owner's own denial of a call, no reason. */
 const DENIED_BY_OWNER = (tool: string) =>
     `Error: approval_denied (decided_by: run_owner). The approval for tool "${tool}" was declined by the user who ` +
     "started this run, the person you are talking to. Nothing was executed. Tell them that they declined the " +
     "approval themselves, not the system or an operator, and ask whether the change should be proposed again.";
 
-/** DESIGN.md §3: another user's denial of a write, reason variant. */
+/** docs/design.md §3: another user's denial of a write, reason variant. */
 const DENIED_BY_OTHER_VARIANT =
     'Error: approval_denied (decided_by: other_user, reason: variant). The approval for tool "update_page_metadata" ' +
     "was declined by another backend user, not the person you are talking to. Nothing was executed. Tell the user " +
     "that another backend user declined this version, and propose a different version of this change.";
 
-/** DESIGN.md §3: the edit note before an edited call's result. */
+/** docs/design.md §3: the edit note before an edited call's result. */
 const EDITED_BY_OTHER = (args: string) =>
     "Note: approval_edited (decided_by: other_user). The arguments of this call were changed before it was " +
     "approved, by another backend user, not the person you are talking to; it ran with these arguments instead of " +

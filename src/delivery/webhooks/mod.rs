@@ -13,9 +13,9 @@
 //! task of one instance for at most the request timeout, never a decision, and other subscriptions are sent by
 //! other tasks.
 //!
-//! Slots are shared between tenants (DESIGN.md §17): claims take tenants in turns (`storage::webhooks::claim`), and
-//! a task that has held its subscription for `Settings::max_hold` while every slot of its instance is taken gives it
-//! up once its requests in flight have answered, so a tenant whose many subscriptions always have events waiting
+//! Slots are shared between tenants (docs/design.md §17): claims take tenants in turns (`storage::webhooks::claim`),
+//! and a task that has held its subscription for `Settings::max_hold` while every slot of its instance is taken gives
+//! it up once its requests in flight have answered, so a tenant whose many subscriptions always have events waiting
 //! cannot keep the slots from another's.
 
 pub mod deliver;

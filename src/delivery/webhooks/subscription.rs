@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::domain::event_payloads::EventType;
 
-/// What a tenant may subscribe and how secrets rotate (DESIGN.md §17), the same for the API and the subcommand.
+/// What a tenant may subscribe and how secrets rotate (docs/design.md §17), the same for the API and the subcommand.
 #[derive(Debug, Clone, Copy)]
 pub struct Policy {
     /// Most subscriptions one tenant may have.

@@ -3,7 +3,7 @@
 //!
 //! Several requests of one subscription may be in flight together (`Settings::requests_per_subscription`), so that
 //! one slow answer does not hold up every event behind it; but never two events of one run, so each run's events
-//! arrive in order (DESIGN.md §10). An event whose run has one in flight waits, and so does every later event of
+//! arrive in order (docs/design.md §10). An event whose run has one in flight waits, and so does every later event of
 //! that run; later events of other runs may go ahead of it. The cursor moves only past events that were delivered
 //! together with every event before them, so an instance that stops or dies, or a failure, sends again from the
 //! first event not delivered (at least once; `webhook-id` is stable). Events of other runs delivered after that one

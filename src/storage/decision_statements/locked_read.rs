@@ -21,7 +21,7 @@ pub struct RunForDecision {
     pub run: RunRow,
     /// `None` when the decider uid names no backend user of the run's tenant (or none was given).
     pub decider: Option<DeciderFacts>,
-    /// The decider's `approvable_tools` (DESIGN.md §4): `None` for no limit, or when there is no decider.
+    /// The decider's `approvable_tools` (docs/design.md §4): `None` for no limit, or when there is no decider.
     pub approvable_tools: Option<Vec<String>>,
     /// The decision of the run's current turn, if it has one.
     pub decision: Option<DecisionRow>,

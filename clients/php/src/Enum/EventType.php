@@ -5,7 +5,7 @@ declare(strict_types=1);
 namespace ApprovalResume\Enum;
 
 /**
- * The events a webhook subscription or the feed carries (DESIGN.md §10). The values are the wire tokens of
+ * The events a webhook subscription or the feed carries (docs/design.md §10). The values are the wire tokens of
  * openapi.yaml.
  */
 enum EventType: string

@@ -5,7 +5,7 @@ declare(strict_types=1);
 namespace ApprovalResume\Enum;
 
 /**
- * The provider format a resumed model input is rendered in (DESIGN.md §7), and the one a run may be registered
+ * The provider format a resumed model input is rendered in (docs/design.md §7), and the one a run may be registered
  * in (§14). The values are the wire tokens of
  * openapi.yaml.
  */

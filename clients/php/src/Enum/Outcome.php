@@ -4,7 +4,7 @@ declare(strict_types=1);
 
 namespace ApprovalResume\Enum;
 
-/** How one pending call ended (DESIGN.md §2). The values are the wire tokens of openapi.yaml. */
+/** How one pending call ended (docs/design.md §2). The values are the wire tokens of openapi.yaml. */
 enum Outcome: string
 {
     case Ok = 'ok';

@@ -4,7 +4,7 @@ declare(strict_types=1);
 
 namespace ApprovalResume\Enum;
 
-/** The life of a run (DESIGN.md §5). The values are the wire tokens of openapi.yaml. */
+/** The life of a run (docs/design.md §5). The values are the wire tokens of openapi.yaml. */
 enum RunStatus: string
 {
     case WaitingForApproval = 'waiting_for_approval';

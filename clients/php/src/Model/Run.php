@@ -11,7 +11,7 @@ use ApprovalResume\Internal\Read;
 
 /**
  * A run as `GET /v1/runs/{id}` (and registration, new turns, cancel, complete) answers it; `$format` is the one it
- * was registered in (DESIGN.md §14).
+ * was registered in (docs/design.md §14).
  */
 final readonly class Run
 {

@@ -5,7 +5,7 @@ declare(strict_types=1);
 namespace ApprovalResume\Token;
 
 /**
- * Mints decision tokens (DESIGN.md §13): a JWT (RFC 7519) in the JWS compact serialization (RFC 7515 §7.1), header
+ * Mints decision tokens (docs/design.md §13): a JWT (RFC 7519) in the JWS compact serialization (RFC 7515 §7.1), header
  * `{"alg":"EdDSA","kid":…,"typ":"JWT"}` (RFC 8037 §3.1 for EdDSA with Ed25519), claims `iss` (the API client's
  * name), `aud` `approval-resume`, `sub` (the user's uid as a decimal string), `iat`, `exp` (at most 15 minutes after
  * `iat`) and, optionally, `run` (the token then works for that run only).

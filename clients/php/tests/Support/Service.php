@@ -99,7 +99,7 @@ final class Service
             $env,
         );
         // The chat backend's client: its tokens act for the person chatting; its key is not used here. Only a client
-        // holding decisions:write may have token keys (DESIGN.md §17).
+        // holding decisions:write may have token keys (docs/design.md §13).
         $this->addClient(self::TOKEN_ISSUER, ['runs:read', 'decisions:write'], $env);
         $this->tokenKey = SigningKey::generate();
         $publicKeyFile = tempnam(sys_get_temp_dir(), 'token-key-');

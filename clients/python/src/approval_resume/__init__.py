@@ -1,4 +1,4 @@
-"""approval-resume's Python client (DESIGN.md §16): the HTTP API, the feed of events with a stored cursor, and
+"""approval-resume's Python client (docs/design.md §16): the HTTP API, the feed of events with a stored cursor, and
 webhook verification. Framework adapters will live in `approval_resume.adapters`."""
 
 from . import models, verdicts

@@ -1,4 +1,4 @@
-"""Following the tenant's events (`GET /v1/events?after&wait`, DESIGN.md §10) with a stored cursor, so that a
+"""Following the tenant's events (`GET /v1/events?after&wait`, docs/design.md §10) with a stored cursor, so that a
 reader restarted from its store neither misses an event nor handles one it had already handled.
 
 The service gives a cursor per page (`next_cursor`), not per event. So the store keeps a `Checkpoint`: the cursor

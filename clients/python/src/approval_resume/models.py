@@ -2,7 +2,7 @@
 
 Why TypedDicts: a body is sent and an answer read as the JSON it is, with no copy into objects and no runtime
 dependency, while a type checker still checks every member name and type. Transcripts (messages, items, contents)
-stay plain JSON objects: the service keeps them whole (DESIGN.md §14), so the client must not narrow or rebuild
+stay plain JSON objects: the service keeps them whole (docs/design.md §14), so the client must not narrow or rebuild
 them. Enums are `Literal`s: a value the service adds later still arrives as the string it is.
 
 tests/python-client/test_spec.py holds these names, members and enums to openapi.yaml, with no departure.
@@ -41,7 +41,7 @@ ToolName = str
 """`^[A-Za-z0-9_-]{1,64}$`, the model providers' rule; the service refuses other names."""
 ApprovableTools = list[ToolName] | None
 NativeEntry = JsonObject
-"""An entry of a transcript registered in a provider's format (DESIGN.md §14), kept by the service as it came."""
+"""An entry of a transcript registered in a provider's format (docs/design.md §14), kept by the service as it came."""
 NativeSystem = str | list[NativeEntry]
 """Anthropic's `system`: a string or text blocks."""
 
@@ -73,7 +73,7 @@ class DeclaredTool(TypedDict):
 
 
 class RegisterRun(TypedDict):
-    """A suspended run. `format` picks the transcript's members (DESIGN.md §14): `openai-chat` (the default)
+    """A suspended run. `format` picks the transcript's members (docs/design.md §14): `openai-chat` (the default)
     `messages`; `anthropic` `system?` and `messages`; `openai-responses` `instructions?` and `input`; `gemini`
     `system_instruction?` and `contents`."""
 
@@ -176,7 +176,7 @@ class ToolResult(TypedDict):
     edited: bool
 
 
-# The resumed model input: the transcript's own members are passed through as JSON (DESIGN.md §14).
+# The resumed model input: the transcript's own members are passed through as JSON (docs/design.md §14).
 class OpenAiChatInput(TypedDict):
     format: Literal["openai-chat"]
     messages: list[ChatMessage]
@@ -301,7 +301,7 @@ class EventsView(TypedDict):
     expiries: list[Expiry]
 
 
-# Events: the feed and webhooks (DESIGN.md §10).
+# Events: the feed and webhooks (docs/design.md §10).
 class EventTurn(TypedDict):
     index: int
     digest: str

@@ -4,9 +4,9 @@ only waits are the service's own `Retry-After` and a short pause after a refused
 Safe to send again:
 - after a connection that was never made (`httpx.ConnectError`): nothing reached the service, whatever the call;
 - after 503 (database unavailable, or the request timed out: a decision may still have completed) or 429 (too
-  many waiting feed readers, DESIGN.md §17), only for calls whose repeat answers the same as the first
+  many waiting feed readers, docs/design.md §17), only for calls whose repeat answers the same as the first
   (`Operation.idempotent`): reads, the user upsert, and every write the service itself makes idempotent
-  (registration, decisions, turns, cancel, complete: DESIGN.md §5, §8). Creating and removing a webhook
+  (registration, decisions, turns, cancel, complete: docs/design.md §5, §8). Creating and removing a webhook
   subscription and rotating its secret are not: a repeat would make a second subscription, answer 404 for one
   that was removed, or rotate again and retire the secret the first rotation kept overlapping.
 """

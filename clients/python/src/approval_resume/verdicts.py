@@ -1,4 +1,4 @@
-"""Decision bodies (DESIGN.md §5, §8): the whole turn, or a verdict per call with edited arguments. Pure: the
+"""Decision bodies (docs/design.md §5, §8): the whole turn, or a verdict per call with edited arguments. Pure: the
 clients send what these build."""
 
 import json
@@ -26,7 +26,7 @@ def per_call(turn_digest: str, decider_uid: int | None, calls: Iterable[CallVerd
 
 def approve_call(call_id: str, arguments: str | Mapping[str, Any] | None = None) -> CallVerdictBody:
     """Approve one call, as proposed or with edited `arguments`: the text of a JSON object, or a mapping that is
-    sent as one. The tool runs with them and the model reads the edit note first (DESIGN.md §3)."""
+    sent as one. The tool runs with them and the model reads the edit note first (docs/design.md §3)."""
     verdict: CallVerdictBody = {"call_id": call_id, "approved": True}
     if arguments is not None:
         verdict["arguments"] = arguments if isinstance(arguments, str) else json.dumps(arguments)

@@ -1,4 +1,4 @@
-"""Verifying the webhooks the service sends (DESIGN.md §10): signed per the Standard Webhooks specification, and
+"""Verifying the webhooks the service sends (docs/design.md §10): signed per the Standard Webhooks specification, and
 checked here by that specification's own library (`standardwebhooks`), never by hand-written HMAC code.
 
     verifier = WebhookVerifier(subscription["secret"])
