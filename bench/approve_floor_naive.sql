@@ -1,8 +1,9 @@
--- The naive approval floor (issue 17): the writes a straightforward implementation makes for one approval of one
--- call, in the order docs/design.md §5 requires, and nothing else: no key lookup, no outbox, no separate table of
--- calls, no executor. It is bench/deny_floor_naive.sql's approve-path twin, run the same way (pgbench -M prepared at
--- the service's client count, on the `naive` tables the harness copies from the service's, right after the naive deny
--- floor), so that the ratio of the two floors is that of the two paths when nothing but Postgres does the writes.
+-- The naive approval floor (what an approval costs at the least): the writes a straightforward implementation makes for
+-- one approval of one call, in the order docs/design.md §5 requires, and nothing else: no key lookup, no outbox, no
+-- separate table of calls, no executor. It is bench/deny_floor_naive.sql's approve-path twin, run the same way (pgbench
+-- -M prepared at the service's client count, on the `naive` tables the harness copies from the service's, right after
+-- the naive deny floor), so that the ratio of the two floors is that of the two paths when nothing but Postgres does
+-- the writes.
 --   The decision is recorded before any call runs, and the calls run outside any transaction (§5): BEGIN; the run
 --   FOR UPDATE; the approval event; the run to `resuming`; COMMIT. (Here the executor would run.) Then the outcome
 --   is stored: BEGIN; the tool event; the run `resumed`, its stored transcript with the call's result appended, only

@@ -6,7 +6,7 @@
 --                                statement
 --   src/storage/decision_statements/      record_denial: the run moved on only while it still waits on the turn read, then the
 --                                results, tool events, the decision and the run.resumed event in the outbox, in one
---                                statement (no notify since issue 12)
+--                                statement (no pg_notify: it serialized commits)
 -- Each transaction decides a fresh waiting run: the harness seeds runs with ids md5('floor' || n) and each
 -- client walks its own arithmetic sequence of n (variables persist across a client's transactions).
 -- Variables given by the harness with -D: base, nc (clients), i (0), keyhash, scope, tenant, turn, digest, client,

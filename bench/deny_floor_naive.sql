@@ -1,9 +1,9 @@
--- The naive floor (issue 12): the writes a straightforward implementation makes for one deny decision, and
--- nothing else: no key lookup, no outbox, no separate table of calls. Run by `bash bench/run.sh` through pgbench
--- (-M prepared) at the service's client count, on tables of the same shape as the service's (`naive.runs`,
--- `naive.approval_events`, `naive.tool_events`: created `like` ours, with their indexes, checks and foreign keys),
--- which the harness fills, before each run, with a copy of the service's runs and audit rows (the same number of
--- runs, the same transcripts) and with fresh waiting runs cloned from one the service registered.
+-- The naive floor (the deny throughput the service must reach): the writes a straightforward implementation makes for
+-- one deny decision, and nothing else: no key lookup, no outbox, no separate table of calls. Run by `bash bench/run.sh`
+-- through pgbench (-M prepared) at the service's client count, on tables of the same shape as the service's
+-- (`naive.runs`, `naive.approval_events`, `naive.tool_events`: created `like` ours, with their indexes, checks and
+-- foreign keys), which the harness fills, before each run, with a copy of the service's runs and audit rows (the same
+-- number of runs, the same transcripts) and with fresh waiting runs cloned from one the service registered.
 --   BEGIN; the run FOR UPDATE (its transcript with it); the approval event; one tool event per call (the typical
 --   run has one); the run's status and its stored transcript (the denial appended as a tool message); COMMIT.
 -- Variables given by the harness with -D: base, nc (clients), i (0), tenant, turn, digest, client, content,

@@ -18,9 +18,9 @@
 #   BENCH_PHASES          any of deny,floor,previous,latency,events,approve,mixed,scaling,native   [all]
 #                         (floor: pgbench with bench/deny_floor_naive.sql, the target, and bench/deny_floor.sql,
 #                         the service's own SQL, and with approve also bench/approve_floor_naive.sql;
-#                         previous: bench/deny_floor_previous.sql, before issue 12)
+#                         previous: bench/deny_floor_previous.sql, the deny before the outbox)
 #                         (events: feed and webhook latency during the latency phase; leave it out when
-#                         BENCH_BINARY is a build from before events, e.g. main before issue 12)
+#                         BENCH_BINARY is a build from before events, i.e. before the outbox)
 #                         (native: denies of an Anthropic run with thinking beside an OpenAI chat run of the
 #                         same size, alternated; `BENCH_PHASES=native bash bench/run.sh` runs it alone)
 #   BENCH_NATIVE_BYTES    size of the native phase's registrations  [35000]

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The webhook listing's backlog count and the claim, before and after issue 34 (docs/design.md §17), on a database of
-# their own: 500,100 events of six tenants, 20 subscriptions of tenant `t` with cursors spread over its first 100,000
-# events, 3 of a tenant `small` with 100 events, and 977 of four other tenants. Prints each statement's execution time
-# and shared buffers, three runs each, with JIT off (JIT's compile time depends on the cost estimate, not the work).
+# The webhook listing's backlog count and the claim, before and after their bounded reads (docs/design.md §17), on a
+# database of their own: 500,100 events of six tenants, 20 subscriptions of tenant `t` with cursors spread over its
+# first 100,000 events, 3 of a tenant `small` with 100 events, and 977 of four other tenants. Prints each statement's
+# execution time and shared buffers, three runs each, with JIT off (JIT's compile time depends on the cost estimate, not
+# the work).
 #
 #   cargo build --bin approval-resume && bash bench/webhook_listing_explain.sh
 #

@@ -165,7 +165,7 @@ fn render_and_serialize(c: &mut Criterion) {
     group.finish();
 }
 
-/// What a decision with an API key checks before its body since issue 34 (src/http/decision_credential.rs): the
+/// What a decision with an API key checks before its body (src/http/decision_credential.rs): the
 /// key's form and whether this instance found it live lately, among 1,000 remembered keys.
 fn key_before_body(c: &mut Criterion) {
     use approval_resume::admitted_keys::AdmittedKeys;

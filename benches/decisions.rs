@@ -317,7 +317,7 @@ async fn benchmark(settings: &Settings) -> Result<(), Error> {
     } else {
         None
     };
-    // The naive floor is the target (issue 12); `current` (the service's own SQL) and `previous` (before issue 12)
+    // The naive floor is the target; `current` (the service's own SQL) and `previous` (the deny before the outbox)
     // say where the difference goes.
     let mut scripts: Vec<&'static str> = vec!["naive", "current"];
     if settings.wants("previous") {
@@ -520,8 +520,8 @@ async fn benchmark(settings: &Settings) -> Result<(), Error> {
     Ok(())
 }
 
-/// Deny decisions on an Anthropic run with extended thinking beside an OpenAI chat run of the same size (issue 31:
-/// the native path must cost no more than the chat path). The two alternate phase by phase, in the order chat,
+/// Deny decisions on an Anthropic run with extended thinking beside an OpenAI chat run of the same size (the
+/// native path must cost no more than the chat path). The two alternate phase by phase, in the order chat,
 /// Anthropic in even rounds and Anthropic, chat in odd ones, so that whatever else loads the machine meanwhile
 /// (a drift, a neighbour's build) falls on both alike; each row pools its format's rounds. A phase decides a fixed
 /// number of runs (BENCH_NATIVE_DECISIONS) rather than running for a time: at 35 KB a run, seeding for 8 s at the
@@ -572,7 +572,7 @@ async fn native_phase(bench: &Bench, settings: &Settings) -> Result<(), Error> {
     Ok(())
 }
 
-/// The client count of issue 12's target: deny decisions at least as fast as the naive floor at 32 clients.
+/// The client count of the deny throughput target: deny decisions at least as fast as the naive floor at 32 clients.
 const HEADLINE_CLIENTS: usize = 32;
 
 fn measure_length(settings: &Settings) -> Length {

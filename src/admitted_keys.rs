@@ -3,11 +3,11 @@
 //!
 //! A decision's key is checked by the statement that reads its run, after the body is read, so that the busiest
 //! route spends no statement of its own on the key. A caller without a valid key must not make the service read
-//! and parse a body (issue 34, item 8), so a key that is not here is looked up on its own before the body, and put
-//! here when it passes. This only decides whether a body is read before the key is checked: the run's read still
-//! checks every key, so an entry that outlived its key's revocation makes no decision pass, it only lets that
-//! body be read first, for at most [`FRESH_FOR`]. Entries are only ever made for keys that passed, so a stranger
-//! cannot fill this; it is bounded anyway.
+//! and parse a body (docs/design.md §8: the key is checked first), so a key that is not here is looked up on its own
+//! before the body, and put here when it passes. This only decides whether a body is read before the key is checked:
+//! the run's read still checks every key, so an entry that outlived its key's revocation makes no decision pass, it
+//! only lets that body be read first, for at most [`FRESH_FOR`]. Entries are only ever made for keys that passed, so a
+//! stranger cannot fill this; it is bounded anyway.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

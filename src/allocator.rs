@@ -1,5 +1,5 @@
 //! The allocator's settings, so that the service's resident memory follows what its decisions hold in flight
-//! (issue 17; README, "Memory").
+//! (README, "Memory").
 //!
 //! The binary allocates through mimalloc (`main.rs`). By default mimalloc commits its arenas whole on Linux and
 //! gives freed pages back only after a second. With 8 decisions of 10,000-message runs in flight (about 30 MiB of

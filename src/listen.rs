@@ -3,9 +3,9 @@
 //! `header_read_timeout` (counted from when it was accepted, and again while it idles between requests), and all of
 //! them drained on shutdown for at most a grace period.
 //!
-//! A connection over the bound is still accepted, answered 503 with `Retry-After` at once and closed (issue 34,
-//! item 8): left in the kernel's backlog it would wait, unanswered, behind connections that may never send a
-//! request, and a client could not tell a full service from a dead one. Those answers are bounded too
+//! A connection over the bound is still accepted, answered 503 with `Retry-After` at once and closed
+//! (docs/design.md §17): left in the kernel's backlog it would wait, unanswered, behind connections that may never send
+//! a request, and a client could not tell a full service from a dead one. Those answers are bounded too
 //! ([`OVERFLOW_ANSWERS`]); past that, a connection is closed unanswered.
 //!
 //! `axum::serve` offers neither bound, so the accept loop is written here over hyper's HTTP/1 connection builder.

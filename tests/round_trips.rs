@@ -1,4 +1,4 @@
-//! The round trips of an approval and of a deny (issue 17): for an approval, one statement to read the run (the
+//! The round trips of an approval and of a deny: for an approval, one statement to read the run (the
 //! key's lookup in it), one to take the turn, the executor call, one to close it, and nothing else on the way; for a
 //! deny, the read and one write. Counted over what Postgres actually ran, as
 //! tests/distribution.rs does: the real binary on a private cluster with `pg_stat_statements`, one approval of a

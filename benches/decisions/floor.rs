@@ -1,9 +1,10 @@
 //! The floors: `pgbench` at the same concurrency as the service phases, against runs cloned from one the service
 //! registered, running either
-//! - bench/deny_floor_naive.sql, the writes a straightforward implementation makes for one deny (issue 12's
-//!   target), on tables of the same shape in the schema `naive`, filled with a copy of the service's rows; or
-//! - bench/deny_floor.sql, the service's own SQL of one deny (bench/deny_floor_previous.sql: before issue 12); or
-//! - bench/approve_floor_naive.sql, the naive floor's approval of one call (issue 17), on the `naive` tables.
+//! - bench/deny_floor_naive.sql, the writes a straightforward implementation makes for one deny (the deny
+//!   throughput target), on tables of the same shape in the schema `naive`, filled with a copy of the service's
+//!   rows; or
+//! - bench/deny_floor.sql, the service's own SQL of one deny (bench/deny_floor_previous.sql: before the outbox); or
+//! - bench/approve_floor_naive.sql, the naive floor's approval of one call, on the `naive` tables.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

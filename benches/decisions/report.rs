@@ -130,7 +130,7 @@ fn find<'a>(floor: &'a [FloorPhase], clients: usize, script: &str) -> Option<&'a
         .find(|f| f.clients == clients && f.script == script && f.outcome.failed.is_none())
 }
 
-/// Issue 12's target in one line: deny throughput at `clients` and its ratio to the naive floor.
+/// The deny throughput target in one line: deny throughput at `clients` and its ratio to the naive floor.
 pub fn headline(service: &[Phase], floor: &[FloorPhase], clients: usize) -> Option<String> {
     let phase = service.iter().find(|p| p.clients == clients)?;
     let naive = find(floor, clients, "naive")?;
@@ -207,7 +207,7 @@ pub fn plain(label: &str, phases: &[Phase]) -> String {
     out
 }
 
-/// Approvals against denies at each concurrency (issue 17: at least 0.8), beside the same ratio of the naive floors
+/// Approvals against denies at each concurrency (the target: at least 0.8), beside the same ratio of the naive floors
 /// (bench/approve_floor_naive.sql ÷ bench/deny_floor_naive.sql, from `naive_floors`, run back to back): the ratio of
 /// the two paths when nothing but Postgres does the writes docs/design.md §5 requires, with the Postgres CPU each floor
 /// spent per decision.
@@ -369,7 +369,7 @@ fn pooled(row: &NativeRow) -> Pooled {
     }
 }
 
-/// Issue 31: deny throughput and p99 of the Anthropic run beside the OpenAI chat run of the same size, with their
+/// Native formats: deny throughput and p99 of the Anthropic run beside the OpenAI chat run of the same size, with their
 /// ratios (Anthropic ÷ chat for throughput, chat ÷ Anthropic for p99: at least 0.95 both means the native path
 /// costs no more than 5 % over the chat path).
 pub fn native_vs_chat(rows: &[NativeRow]) -> String {

@@ -2,7 +2,7 @@
 //! sent them, then the results in that format's shape, as pieces of JSON text.
 //!
 //! Nothing the loop sent is parsed here: the stored texts are spliced in as they are, like the OpenAI chat
-//! transcript (issue 17), so a deny costs what its results cost whatever the format. The results are written from
+//! transcript, so a deny costs what its results cost whatever the format. The results are written from
 //! structs whose fields are in the order the answer shows them, so the same results always give the same bytes.
 
 use bytes::Bytes;

@@ -1,5 +1,5 @@
 //! The stored transcript as JSON text: the array of OpenAI-chat messages exactly as the service wrote it, kept as
-//! bytes that an answer splices in as they are (issue 17).
+//! bytes that an answer splices in as they are, never parsed and written again.
 //!
 //! A decision's answer is mostly the transcript it read. Parsing that text into a tree of `Value`s only to
 //! serialize the tree again cost most of a deny's CPU and memory (BENCHMARKS.md, "Cost per decision"), so the text

@@ -105,8 +105,7 @@ impl DenialWriter {
 
     /// Records the deny as `decision_statements::record_denial` does (`None`: its run no longer waits on the turn
     /// read): at once on `connection` (the one it was read on; `None` behind a transaction pooler: on any) while fewer
-    /// than
-    /// `batch_beyond` denies are being written so, and otherwise in a statement with whatever other denies are
+    /// than `batch_beyond` denies are being written so, and otherwise in a statement with whatever other denies are
     /// waiting, the connection given back first.
     pub async fn record(
         &self,

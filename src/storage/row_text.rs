@@ -1,5 +1,5 @@
 //! A text column handed on without copying it out of its row: the transcript a decision reads is most of the row,
-//! and of the answer (issue 17), so the answer's bytes are the row's own bytes rather than a copy of them.
+//! and of the answer, so the answer's bytes are the row's own bytes rather than a copy of them.
 //!
 //! sqlx keeps a row's values in one shared buffer (`bytes::Bytes`), a slice of what it read from the socket.
 //! Decoding a column to `String` copies it; here the row itself becomes the owner of a `Bytes` that points into

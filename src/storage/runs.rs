@@ -291,7 +291,7 @@ const LARGE_TRANSCRIPT_BYTES: usize = 256 * 1024;
 /// After a large transcript was read or written, gives the connection's buffers back to the allocator. sqlx keeps a
 /// connection's read and write buffers as large as the largest message they ever held, for as long as the
 /// connection lives, so every pooled connection that once carried a 10,000-message transcript would hold megabytes
-/// while idle: memory would be bounded by the largest transcripts seen, not by what is in flight (issue 17). The
+/// while idle: memory would be bounded by the largest transcripts seen, not by what is in flight. The
 /// next large transcript grows them again.
 pub(super) fn release_buffers(conn: &mut PgConnection, bytes: usize) {
     if bytes > LARGE_TRANSCRIPT_BYTES {

@@ -1,9 +1,9 @@
 //! The JSON log line, written without re-parsing: a `Layer` that prints the line tracing-subscriber's JSON
 //! formatter prints with `flatten_event(true)`, `with_current_span(true)` and `with_span_list(false)`, key for key.
 //!
-//! Why it exists (issue 17): that formatter keeps each span's fields as one JSON string, parses it back into a
-//! `serde_json::Value` for every event (and again for every `Span::record`), and goes through generic visitors; a
-//! callgrind profile of a deny put the log line at ~49,000 instructions, 12.6 % of the service's CPU. Here a span's
+//! Why it exists (the CPU a log line costs): that formatter keeps each span's fields as one JSON string, parses it back
+//! into a `serde_json::Value` for every event (and again for every `Span::record`), and goes through generic visitors;
+//! a callgrind profile of a deny put the log line at ~49,000 instructions, 12.6 % of the service's CPU. Here a span's
 //! fields are kept as their JSON text, sorted by name as that formatter's map sorts them, an event's fields are
 //! escaped by serde_json straight into a reused per-thread buffer, and the timestamp is written by `timestamp`.
 //!

@@ -43,7 +43,7 @@ pub fn init(format: LogFormat, filter: &str) {
 /// The JSON-lines subscriber `init` installs, writing to `writer`; tests capture what it logs.
 ///
 /// Its lines are those of tracing-subscriber's `fmt().json().flatten_event(true).with_current_span(true)
-/// .with_span_list(false)`, written by `json_line` at a fraction of the cost (issue 17).
+/// .with_span_list(false)`, written by `json_line` at a fraction of the cost.
 pub fn json_subscriber<W>(filter: EnvFilter, writer: W) -> impl Subscriber + Send + Sync
 where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,

@@ -1,9 +1,9 @@
 //! The log line's timestamp, `2026-12-04T01:02:03.456789Z`: the text tracing-subscriber's default timer writes,
 //! without going through `fmt`.
 //!
-//! Why it exists (issue 17): through `Display`, `{:02}` padding and serde_json's string adapter that timer cost
-//! ~3,100 instructions per line, the largest part of the JSON line left once span fields stopped being re-parsed.
-//! Digits written straight into a fixed array cost a few hundred.
+//! Why it exists (the CPU a log line costs): through `Display`, `{:02}` padding and serde_json's string adapter that
+//! timer cost ~3,100 instructions per line, the largest part of the JSON line left once span fields stopped being
+//! re-parsed. Digits written straight into a fixed array cost a few hundred.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

@@ -1,4 +1,4 @@
-//! Runs in the provider's own format, kept whole (docs/design.md §14, issue 31): each fixture of
+//! Runs in the provider's own format, kept whole (docs/design.md §14): each fixture of
 //! `tests/fixtures/native` registered as the compact JSON it is, then denied, approved, decided per call, expired and
 //! continued with a second turn; every answer's bytes hold every registered member and message unchanged, then the
 //! results in the format's own shape, with the texts of docs/design.md §3. With and without encryption at rest.

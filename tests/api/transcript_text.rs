@@ -1,4 +1,4 @@
-//! The transcript kept as the service's own JSON text and spliced into answers (migration 0008, issue 17): the
+//! The transcript kept as the service's own JSON text and spliced into answers (migration 0008): the
 //! answers are whole, say their length, and stay byte for byte the same for transcripts stored before the upgrade,
 //! which Postgres's `jsonb` had re-formatted.
 
