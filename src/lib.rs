@@ -6,6 +6,8 @@ pub mod admitted_keys;
 pub mod allocator;
 /// The router, its layers, and serving.
 pub mod app;
+/// One instance wired together: what `main` and the API tests build the service through.
+pub mod application;
 /// The `clients` and `migrate` subcommands.
 pub mod commands;
 /// The command line and every setting.

@@ -1,18 +1,18 @@
 //! The `approval-resume` binary: parse the configuration, start logging, run the chosen subcommand.
 
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
 use uuid::Uuid;
 
+use approval_resume::application::{Application, Wiring};
 use approval_resume::config::{Cli, Command, Config};
 use approval_resume::delivery::{EventsHub, webhooks};
 use approval_resume::executor::Executors;
-use approval_resume::resume::{self, Resumer};
-use approval_resume::state::{AppState, Limits};
-use approval_resume::{allocator, app, commands, telemetry};
+use approval_resume::resume;
+use approval_resume::state::Limits;
+use approval_resume::{allocator, commands, telemetry};
 
 /// mimalloc instead of glibc's malloc: a decision allocates and frees thousands of small blocks (the transcript's
 /// JSON tree, the answer), and glibc spent about 30 % of a deny's instructions on them (BENCHMARKS.md, "Profile of
@@ -95,27 +95,38 @@ async fn serve(config: Config) -> Result<(), String> {
         .await
         .map_err(|error| error.to_string())?
         .with_sealer(sealer);
-    let resumer = Arc::new(Resumer {
+    let events = EventsHub::start_with_caps(
+        pool.clone(),
+        Duration::from_millis(config.events.events_poll_interval_ms),
+        config.feed_max_wait(),
+        config.events.feed_caps(),
+    );
+    let application = Application::build(Wiring {
         pool: pool.clone(),
         executors,
         privacy_floor: config.privacy_level,
         instance_id: Uuid::new_v4(),
         lease_margin: Duration::from_millis(config.resume_lease_margin_ms),
-        denials: resume::DenialWriter::start(
-            pool.clone(),
-            config
-                .deny_batches
-                .then_some(resume::denial_writer::BATCH_BEYOND),
-        ),
+        deny_batch_beyond: config
+            .deny_batches
+            .then_some(resume::denial_writer::BATCH_BEYOND),
+        limits: Limits {
+            max_body_bytes: usize::try_from(config.max_body_bytes).unwrap_or(usize::MAX),
+            request_timeout: config.request_timeout(),
+            body_read_timeout: Duration::from_millis(config.body_read_timeout_ms),
+            work: config.work_limits(),
+        },
+        events: events.clone(),
+        webhooks: config.events.webhook_policy(),
     });
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let recovery = resume::spawn_recovery(
-        Arc::clone(&resumer),
+        application.resumer(),
         Duration::from_secs(config.recovery_interval_secs),
         stop_rx,
     );
     let sweeper = resume::spawn_sweeper(
-        Arc::clone(&resumer),
+        application.resumer(),
         Duration::from_millis(config.expiry_sweep_interval_ms),
         stop_tx.subscribe(),
     );
@@ -126,34 +137,15 @@ async fn serve(config: Config) -> Result<(), String> {
         Duration::from_secs(config.purge_interval_secs),
         stop_tx.subscribe(),
     );
-    let events = EventsHub::start_with_caps(
-        pool.clone(),
-        Duration::from_millis(config.events.events_poll_interval_ms),
-        config.feed_max_wait(),
-        config.events.feed_caps(),
-    );
     let deliveries = if config.events.webhook_concurrency > 0 {
         Some(webhooks::spawn(
-            pool.clone(),
-            events.clone(),
+            pool,
+            events,
             config.events.webhook_settings(),
             stop_tx.subscribe(),
         )?)
     } else {
         None
-    };
-    let state = AppState {
-        pool,
-        resumer,
-        limits: Limits {
-            max_body_bytes: usize::try_from(config.max_body_bytes).unwrap_or(usize::MAX),
-            request_timeout: config.request_timeout(),
-            body_read_timeout: Duration::from_millis(config.body_read_timeout_ms),
-            work: config.work_limits(),
-        },
-        events,
-        webhooks: config.events.webhook_policy(),
-        admitted_keys: Default::default(),
     };
     let listener = tokio::net::TcpListener::bind(config.listen_addr)
         .await
@@ -161,14 +153,14 @@ async fn serve(config: Config) -> Result<(), String> {
     let address = listener.local_addr().map_err(|error| error.to_string())?;
     tracing::info!(%address, privacy_level = config.privacy_level.as_str(), "listening");
     let grace = Duration::from_secs(config.shutdown_grace_secs);
-    let served = app::serve(
-        listener,
-        state,
-        config.connection_limits(),
-        shutdown_signal(),
-        grace,
-    )
-    .await;
+    let served = application
+        .serve(
+            listener,
+            config.connection_limits(),
+            shutdown_signal(),
+            grace,
+        )
+        .await;
     let _ = stop_tx.send(true);
     let _ = recovery.await;
     let _ = sweeper.await;

@@ -4,16 +4,14 @@
 //!
 //! `/healthz` answers without the database, so these tests need no Postgres.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use approval_resume::app;
+use approval_resume::application::{Application, Wiring};
 use approval_resume::delivery::EventsHub;
 use approval_resume::domain::limits::WorkLimits;
 use approval_resume::executor::Executors;
 use approval_resume::listen::ConnectionLimits;
-use approval_resume::resume::{DenialWriter, Resumer};
-use approval_resume::state::{AppState, Limits};
+use approval_resume::state::Limits;
 use approval_resume::storage::Database;
 use approval_resume::vocabulary::PrivacyLevel;
 use sqlx::postgres::PgPoolOptions;
@@ -28,40 +26,35 @@ async fn serve(limits: ConnectionLimits) -> std::net::SocketAddr {
             .connect_lazy("postgres://postgres@127.0.0.1:1/unreachable")
             .unwrap(),
     );
-    let state = AppState {
+    let application = Application::build(Wiring {
         pool: pool.clone(),
-        // No reader waits here, so the hub never polls the unreachable database.
-        events: EventsHub::start(
-            pool.clone(),
-            Duration::from_millis(25),
-            Duration::from_secs(1),
-        ),
-        resumer: Arc::new(Resumer {
-            pool: pool.clone(),
-            executors: Executors::none(),
-            privacy_floor: PrivacyLevel::Metadata,
-            instance_id: Uuid::new_v4(),
-            lease_margin: Duration::from_secs(30),
-            denials: DenialWriter::start(pool.clone(), None),
-        }),
+        executors: Executors::none(),
+        privacy_floor: PrivacyLevel::Metadata,
+        instance_id: Uuid::new_v4(),
+        lease_margin: Duration::from_secs(30),
+        deny_batch_beyond: None,
         limits: Limits {
             max_body_bytes: 1024 * 1024,
             request_timeout: Duration::from_secs(30),
             body_read_timeout: Duration::from_secs(15),
             work: WorkLimits::default(),
         },
+        // No reader waits here, so the hub never polls the unreachable database.
+        events: EventsHub::start(
+            pool.clone(),
+            Duration::from_millis(25),
+            Duration::from_secs(1),
+        ),
         webhooks: approval_resume::delivery::webhooks::subscription::Policy {
             max_per_tenant: 25,
             allow_private: false,
             secret_overlap: Duration::from_secs(86_400),
         },
-        admitted_keys: Default::default(),
-    };
+    });
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
-    tokio::spawn(app::serve(
+    tokio::spawn(application.serve(
         listener,
-        state,
         limits,
         std::future::pending(),
         Duration::from_secs(1),

@@ -3,13 +3,11 @@
 //! moves every value under the new key while decisions go on.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Duration;
 
+use approval_resume::application::Wiring;
 use approval_resume::executor::{Executors, ToolExecutor};
-use approval_resume::resume::{DenialWriter, Resumer};
 use approval_resume::sealing::Sealer;
-use approval_resume::state::AppState;
 use approval_resume::storage::Database;
 use approval_resume::vocabulary::{Effect, PrivacyLevel};
 use axum::http::StatusCode;
@@ -34,20 +32,13 @@ const OWNER: i64 = 7;
 /// The same app over the same database, with these keys (or none).
 pub fn with_keys(app: &TestApp, keys: &str) -> TestApp {
     let pool = Database::direct(app.pool.clone()).with_sealer(Sealer::parse(keys).unwrap());
-    let base = &app.state.resumer;
-    let resumer = Arc::new(Resumer {
-        pool: pool.clone(),
-        executors: base.executors.clone(),
-        privacy_floor: base.privacy_floor,
-        instance_id: base.instance_id,
-        lease_margin: base.lease_margin,
-        denials: DenialWriter::start(pool.clone(), None),
-    });
-    app.with_state(AppState {
-        pool,
-        resumer,
-        ..app.state.clone()
-    })
+    app.built(
+        app.pool.clone(),
+        Wiring {
+            pool,
+            ..app.wiring()
+        },
+    )
 }
 
 /// An executor on loopback whose every result holds the result canary.

@@ -1,15 +1,14 @@
 //! Everything the API tests share: an app over a test database, clients with keys, requests, and fixtures.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use approval_resume::app::router;
+use approval_resume::application::{Application, Wiring};
 use approval_resume::delivery::EventsHub;
 use approval_resume::delivery::webhooks::subscription::Policy as WebhookPolicy;
 use approval_resume::domain::limits::WorkLimits;
 use approval_resume::executor::Executors;
 use approval_resume::keys;
-use approval_resume::resume::{DenialWriter, Resumer};
 use approval_resume::state::{AppState, Limits};
 use approval_resume::storage::{Database, clients};
 use approval_resume::vocabulary::PrivacyLevel;
@@ -90,17 +89,13 @@ pub async fn app(pool: PgPool) -> TestApp {
 }
 
 pub async fn app_with(pool: PgPool, options: Options) -> TestApp {
-    let resumer = Arc::new(Resumer {
+    let application = Application::build(Wiring {
         pool: Database::direct(pool.clone()),
         executors: options.executors,
         privacy_floor: options.privacy_floor,
         instance_id: Uuid::new_v4(),
         lease_margin: Duration::from_secs(30),
-        denials: DenialWriter::start(Database::direct(pool.clone()), options.deny_batch_beyond),
-    });
-    let state = AppState {
-        pool: Database::direct(pool.clone()),
-        resumer,
+        deny_batch_beyond: options.deny_batch_beyond,
         limits: Limits {
             max_body_bytes: options.max_body_bytes,
             request_timeout: options.request_timeout,
@@ -109,14 +104,42 @@ pub async fn app_with(pool: PgPool, options: Options) -> TestApp {
         },
         events: events_hub(&pool),
         webhooks: webhook_policy(),
-        admitted_keys: Default::default(),
-    };
+    });
     let admin_key = add_client(&pool, "admin", "default", ALL_SCOPES).await;
     TestApp {
-        router: router(state.clone()),
+        router: application.router(),
         pool,
-        state,
+        state: application.state,
         admin_key,
+    }
+}
+
+impl TestApp {
+    /// This app's wiring, for a variant of it: the same database, events hub, limits and policy.
+    pub fn wiring(&self) -> Wiring {
+        let resumer = &self.state.resumer;
+        Wiring {
+            pool: self.state.pool.clone(),
+            executors: resumer.executors.clone(),
+            privacy_floor: resumer.privacy_floor,
+            instance_id: resumer.instance_id,
+            lease_margin: resumer.lease_margin,
+            deny_batch_beyond: None,
+            limits: self.state.limits,
+            events: self.state.events.clone(),
+            webhooks: self.state.webhooks,
+        }
+    }
+
+    /// The same admin key and pool over another instance built from `wiring`.
+    pub fn built(&self, pool: PgPool, wiring: Wiring) -> TestApp {
+        let application = Application::build(wiring);
+        TestApp {
+            router: application.router(),
+            pool,
+            state: application.state,
+            admin_key: self.admin_key.clone(),
+        }
     }
 }
 
@@ -299,24 +322,14 @@ impl TestApp {
     /// The same database, router layers and admin key, served with another privacy floor. A pool holds the `admin`
     /// client once, so a second `app_with` on it is not possible.
     pub fn with_privacy_floor(&self, privacy_floor: PrivacyLevel) -> TestApp {
-        let resumer = Arc::new(Resumer {
-            pool: Database::direct(self.pool.clone()),
+        let wiring = Wiring {
             executors: Executors::none(),
             privacy_floor,
             instance_id: Uuid::new_v4(),
             lease_margin: Duration::from_secs(30),
-            denials: DenialWriter::start(Database::direct(self.pool.clone()), None),
-        });
-        let state = AppState {
-            resumer,
-            ..self.state.clone()
+            ..self.wiring()
         };
-        TestApp {
-            router: router(state.clone()),
-            pool: self.pool.clone(),
-            state,
-            admin_key: self.admin_key.clone(),
-        }
+        self.built(self.pool.clone(), wiring)
     }
 }
 
@@ -366,24 +379,11 @@ pub async fn assert_nothing_recorded(pool: &PgPool, run_id: Uuid) {
 impl TestApp {
     /// Another service instance over the same database: its own resumer and instance id, the same admin key.
     pub fn second_instance(&self) -> TestApp {
-        let resumer = Arc::new(Resumer {
-            pool: Database::direct(self.pool.clone()),
-            executors: self.state.resumer.executors.clone(),
-            privacy_floor: self.state.resumer.privacy_floor,
+        let wiring = Wiring {
             instance_id: Uuid::new_v4(),
-            lease_margin: self.state.resumer.lease_margin,
-            denials: DenialWriter::start(Database::direct(self.pool.clone()), None),
-        });
-        let state = AppState {
-            resumer,
-            ..self.state.clone()
+            ..self.wiring()
         };
-        TestApp {
-            router: router(state.clone()),
-            pool: self.pool.clone(),
-            state,
-            admin_key: self.admin_key.clone(),
-        }
+        self.built(self.pool.clone(), wiring)
     }
 }
 
@@ -475,28 +475,12 @@ impl TestApp {
 impl TestApp {
     /// The same app over another pool (a smaller or a broken one), with the same admin key.
     pub fn with_pool(&self, pool: PgPool) -> TestApp {
-        let resumer = Arc::new(Resumer {
+        let wiring = Wiring {
             pool: Database::direct(pool.clone()),
-            executors: self.state.resumer.executors.clone(),
-            privacy_floor: self.state.resumer.privacy_floor,
-            instance_id: self.state.resumer.instance_id,
-            lease_margin: self.state.resumer.lease_margin,
-            denials: DenialWriter::start(Database::direct(pool.clone()), None),
-        });
-        let state = AppState {
-            pool: Database::direct(pool.clone()),
-            resumer,
-            limits: self.state.limits,
             events: events_hub(&pool),
-            webhooks: self.state.webhooks,
-            admitted_keys: Default::default(),
+            ..self.wiring()
         };
-        TestApp {
-            router: router(state.clone()),
-            pool,
-            state,
-            admin_key: self.admin_key.clone(),
-        }
+        self.built(pool, wiring)
     }
 }
 
