@@ -3,14 +3,14 @@
 //! answered 200 with the winner's bytes (the same decision), 409 `already_decided` (another decision), or 409
 //! `resume_in_progress` while a winning approval is still running its tools.
 
-mod common;
+mod support;
 
 use futures::future::join_all;
 use serde_json::{Value, json};
 use sqlx::Connection;
 use uuid::Uuid;
 
-use common::{Service, TestDatabase, add_client, call};
+use support::{Service, TestDatabase, add_client, call};
 
 const INSTANCES: usize = 3;
 const TURNS: usize = 12;

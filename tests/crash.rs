@@ -2,7 +2,7 @@
 //! the call that was running is reported `interrupted` and never sent again, the calls not yet started run once,
 //! and the model input says exactly that.
 
-mod common;
+mod support;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
-use common::{Service, TestDatabase, add_client, call};
+use support::{Service, TestDatabase, add_client, call};
 
 /// What the executor saw: the tool and the idempotency key of every request, in arrival order.
 #[derive(Default)]

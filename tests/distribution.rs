@@ -9,12 +9,8 @@
 //! `run_id` (the `id` for `runs`) among its columns. Statements on reference tables (`api_clients`,
 //! `backend_users`, replicated to every node) and statements on no table need not.
 
-#[allow(dead_code)] // The fault tests stop and restart their cluster; this one only starts it.
-#[path = "faults/cluster.rs"]
-mod cluster;
-mod common;
-#[path = "common/observed.rs"]
-mod observed;
+mod support;
+use support::observed;
 
 use regex::Regex;
 

@@ -16,9 +16,9 @@ use clap::CommandFactory;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-mod common;
+mod support;
 
-use common::*;
+use support::*;
 
 #[tokio::test]
 async fn the_served_binary_tells_the_model_that_the_owner_declined_and_stops_cleanly_on_sigterm() {

@@ -6,7 +6,7 @@
 //! The decisions on each turn are sent from a little before its expiry to a little after it, so some turns are
 //! decided and some expire; which ones is up to the scheduler, and nothing here asserts on timing.
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use sqlx::Connection;
 use uuid::Uuid;
 
-use common::{Service, TestDatabase, add_client, call};
+use support::{Service, TestDatabase, add_client, call};
 
 const INSTANCES: usize = 3;
 const TURNS: usize = 24;
@@ -214,7 +214,7 @@ async fn across_three_processes_each_turn_is_decided_or_expires_never_both() {
     println!("{decided} turns decided, {expired} expired, of {TURNS}");
     for mut instance in instances {
         instance
-            .terminate(Duration::from_secs(common::GRACE_SECS))
+            .terminate(Duration::from_secs(support::GRACE_SECS))
             .await;
     }
 }

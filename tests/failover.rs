@@ -12,11 +12,8 @@
 
 #[path = "failover/autofailover.rs"]
 mod autofailover;
-mod common;
-#[path = "faults/consistency.rs"]
-mod consistency;
-#[path = "faults/load.rs"]
-mod load;
+mod support;
+use support::{consistency, load};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,9 +23,9 @@ use serde_json::json;
 use sqlx::{Connection, PgConnection};
 
 use autofailover::Formation;
-use common::executor::LoopbackExecutor;
-use common::{Service, TestDatabase, add_client, call};
 use load::{Answer, Api, Kind, OWNERS};
+use support::executor::LoopbackExecutor;
+use support::{Service, TestDatabase, add_client, call};
 
 const REQUEST_TIMEOUT_MS: u64 = 3000;
 const SLACK: Duration = Duration::from_secs(2);

@@ -8,13 +8,8 @@
 //! stored whole, and every decision answered 503 is stored whole or not at all, never half; no connection of the
 //! service is left `idle in transaction`; and each failed request is logged once.
 
-#[path = "faults/cluster.rs"]
-mod cluster;
-mod common;
-#[path = "faults/consistency.rs"]
-mod consistency;
-#[path = "faults/load.rs"]
-mod load;
+mod support;
+use support::{cluster, consistency, load};
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -24,8 +19,8 @@ use sqlx::{Connection, PgConnection};
 use uuid::Uuid;
 
 use cluster::Cluster;
-use common::{Service, TestDatabase, add_client, call};
 use load::{Answer, Api, Kind, OWNERS, Target};
+use support::{Service, TestDatabase, add_client, call};
 
 const REQUEST_TIMEOUT_MS: u64 = 3000;
 

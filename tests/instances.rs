@@ -4,10 +4,8 @@
 //! per turn, the other is told 409 (`already_decided`, or `resume_in_progress` while a winning approval's tools still
 //! run), and the stored decision is the winner's; each approved call reaches its executor once.
 
-mod common;
-#[allow(dead_code)] // The fault tests use the rest of the load.
-#[path = "faults/load.rs"]
-mod load;
+mod support;
+use support::load;
 
 use std::time::Duration;
 
@@ -15,10 +13,10 @@ use futures::future::join_all;
 use serde_json::json;
 use sqlx::{Connection, PgConnection};
 
-use common::executor::LoopbackExecutor;
-use common::pgbouncer::PgBouncer;
-use common::{Service, TestDatabase, add_client, call};
 use load::{Api, Kind, OWNERS};
+use support::executor::LoopbackExecutor;
+use support::pgbouncer::PgBouncer;
+use support::{Service, TestDatabase, add_client, call};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_instances_behind_one_pgbouncer_let_exactly_one_of_two_conflicting_decisions_win_each_turn()

@@ -4,10 +4,8 @@
 //! pooler is answered 503 with Retry-After. A plain sqlx pool through the same PgBouncer fails as the issue
 //! reported, which is what `DATABASE_PGBOUNCER` is for.
 
-mod common;
-#[allow(dead_code)] // The fault tests use the rest of the load.
-#[path = "faults/load.rs"]
-mod load;
+mod support;
+use support::load;
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -17,10 +15,10 @@ use futures::future::join_all;
 use serde_json::{Value, json};
 use sqlx::postgres::PgPoolOptions;
 
-use common::executor::LoopbackExecutor;
-use common::pgbouncer::PgBouncer;
-use common::{BINARY, Service, TestDatabase, call, settings};
 use load::{Api, OWNERS, Target};
+use support::executor::LoopbackExecutor;
+use support::pgbouncer::PgBouncer;
+use support::{BINARY, Service, TestDatabase, call, settings};
 
 /// Runs a subcommand of the binary with `env` (and nothing else of the developer's environment).
 async fn subcommand(env: &[(&str, String)], args: &[&str]) -> (bool, String, String) {

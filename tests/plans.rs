@@ -5,20 +5,15 @@
 //! statistics were taken while none was: then every decision reads every waiting or resuming run, and a backlog of
 //! slow approvals makes each close slower than the last.
 //!
-//! Shown on the real binary over a private cluster with `pg_stat_statements` (tests/common/observed.rs): the
+//! Shown on the real binary over a private cluster with `pg_stat_statements` (tests/support/observed.rs): the
 //! statistics are taken while no run waits or resumes, then thousands of runs start waiting and resuming at once
 //! (autovacuum off for `runs`, so that nothing refreshes them meanwhile), and a deny, an approval of one call and an
 //! approval of two (whose second call is started by a statement of its own) are decided.
 //! Each statement they run may read a few dozen buffers (index pages, the run, its calls, the rows it writes), never
 //! one per waiting or resuming run.
 
-#[allow(dead_code)] // The fault tests stop and restart their cluster; this one only starts it.
-#[path = "faults/cluster.rs"]
-mod cluster;
-mod common;
-#[allow(dead_code)] // This test reads buffers per statement, not the statements' list (`Observed::recorded`).
-#[path = "common/observed.rs"]
-mod observed;
+mod support;
+use support::observed;
 
 use observed::Observed;
 use serde_json::json;

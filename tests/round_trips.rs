@@ -5,12 +5,8 @@
 //! one-call turn through a loopback executor, and the executions recorded from just before it to just after it
 //! (each execution is one round trip; `BEGIN` and `COMMIT` are counted too). A count, not a time.
 
-#[allow(dead_code)] // The fault tests stop and restart their cluster; this one only starts it.
-#[path = "faults/cluster.rs"]
-mod cluster;
-mod common;
-#[path = "common/observed.rs"]
-mod observed;
+mod support;
+use support::observed;
 
 use observed::Observed;
 

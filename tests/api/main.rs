@@ -5,8 +5,6 @@ mod auth;
 mod batched_denies;
 mod concurrency;
 mod cors;
-#[path = "../common/database.rs"]
-mod database;
 mod decision_tokens;
 mod decisions;
 mod encryption;
@@ -26,7 +24,6 @@ mod registration;
 mod retention;
 mod schema_rules;
 mod spec_shape;
-mod support;
 mod transcript_text;
 mod turns;
 mod verdicts;
@@ -34,3 +31,10 @@ mod webhook_fairness;
 mod webhook_secrets;
 mod webhook_statements;
 mod webhooks;
+
+/// The support every test binary shares (tests/support/), included once.
+#[path = "../support/mod.rs"]
+mod shared;
+/// The in-process service every module here tests, as `crate::support`.
+use shared::app as support;
+use shared::database;

@@ -45,8 +45,8 @@ impl Formation {
         }
         let mut formation = Formation {
             children: Vec::new(),
-            monitor_port: crate::common::free_port(),
-            node_ports: [crate::common::free_port(), crate::common::free_port()],
+            monitor_port: crate::support::free_port(),
+            node_ports: [crate::support::free_port(), crate::support::free_port()],
             bin,
             dir,
         };

@@ -1,16 +1,14 @@
 //! The real binary on a private cluster that records every statement it runs (`pg_stat_statements`), with a backend
-//! user and waiting runs: what tests/distribution.rs and tests/round_trips.rs read their statements from.
-//!
-//! Included by `#[path]` from test crates that also declare `mod cluster` (tests/faults/cluster.rs) and
-//! `mod common`.
+//! user and waiting runs: what tests/distribution.rs, tests/plans.rs and tests/round_trips.rs read their statements
+//! from.
 
 use serde_json::{Value, json};
 use sqlx::{Connection, PgConnection};
 use uuid::Uuid;
 
-use crate::cluster::Cluster;
-use crate::common::executor::LoopbackExecutor;
-use crate::common::{Service, TestDatabase, add_client, call};
+use super::cluster::Cluster;
+use super::executor::LoopbackExecutor;
+use super::{Service, TestDatabase, add_client, call};
 
 /// A running service whose statements are recorded; the cluster and the executor live as long as it does.
 pub struct Observed {

@@ -45,7 +45,7 @@ impl Cluster {
         }
         let data = dir.path().join("data");
         let log = dir.path().join("postgres.log");
-        let port = crate::common::free_port();
+        let port = super::free_port();
         let cluster = Cluster {
             bin,
             data,

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use sqlx::{Connection, PgConnection};
 use uuid::Uuid;
 
-use crate::load::{Answer, CALLS_PER_RUN, Kind};
+use super::load::{Answer, CALLS_PER_RUN, Kind};
 
 /// A run's state as stored: its row and the counts of what hangs off it.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]

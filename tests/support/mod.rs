@@ -1,5 +1,8 @@
-//! The harness for tests of the real binary: a database of the test's own, the `clients add` subcommand, the served
-//! binary on a free port, and authenticated JSON calls.
+//! What every test binary shares, included once by each (`mod support;`): here the harness for tests of the real
+//! binary (a database of the test's own, the `clients add` subcommand, the served binary on a free port, and
+//! authenticated JSON calls); in `app` the service in-process for the API tests, built by `Application::build`; in
+//! `cluster`, `load`, `consistency` and `observed` a private Postgres cluster, a load of decisions, the checks of
+//! what it left, and the statements a cluster saw.
 
 #![allow(dead_code)] // Each test binary uses the part of the harness it needs.
 
@@ -12,8 +15,13 @@ use clap::CommandFactory;
 use serde_json::Value;
 use tokio::process::{Child, Command};
 
+pub mod app;
+pub mod cluster;
+pub mod consistency;
 pub mod database;
 pub mod executor;
+pub mod load;
+pub mod observed;
 pub mod pgbouncer;
 
 pub use database::TestDatabase;
