@@ -7,51 +7,17 @@
 
 use std::collections::HashMap;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use bytes::Bytes;
 
+pub use super::model_format::{ModelInputFormat, RenderError};
 use super::native_input;
 use super::results::ToolResult;
-use super::transcript_text::{NotATranscript, TranscriptText};
+use super::steps::{Call, Output, Part, Step, anthropic, gemini, responses};
+use super::transcript_text::TranscriptText;
 use super::translate;
-
-/// The shape of the resumed model input; `openai-chat` is what the loop registered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-pub enum ModelInputFormat {
-    #[default]
-    #[serde(rename = "openai-chat")]
-    OpenAiChat,
-    #[serde(rename = "anthropic")]
-    Anthropic,
-    #[serde(rename = "openai-responses")]
-    OpenAiResponses,
-    #[serde(rename = "gemini")]
-    Gemini,
-}
-
-impl ModelInputFormat {
-    pub const ALL: [ModelInputFormat; 4] = [
-        ModelInputFormat::OpenAiChat,
-        ModelInputFormat::Anthropic,
-        ModelInputFormat::OpenAiResponses,
-        ModelInputFormat::Gemini,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ModelInputFormat::OpenAiChat => "openai-chat",
-            ModelInputFormat::Anthropic => "anthropic",
-            ModelInputFormat::OpenAiResponses => "openai-responses",
-            ModelInputFormat::Gemini => "gemini",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|format| format.as_str() == s)
-    }
-}
 
 /// The text of the tool messages of a turn's results, comma-separated and without brackets (see [`tool_messages`]).
 pub fn tool_messages_entries(results: &[ToolResult]) -> Vec<u8> {
@@ -150,16 +116,6 @@ pub fn render(
 /// The head of an `openai-chat` model input, up to its first message: the text [`render`] writes for it.
 const CHAT_HEAD: &[u8] = br#"{"format":"openai-chat","messages":["#;
 
-/// Why a model input could not be rendered.
-#[derive(Debug, thiserror::Error)]
-pub enum RenderError {
-    #[error(transparent)]
-    Corrupt(#[from] NotATranscript),
-    /// The transcript holds something the asked format has no counterpart for (docs/design.md §14).
-    #[error("{0}")]
-    NotRepresentable(String),
-}
-
 /// The model input as pieces of JSON text, to be sent one after another. In the run's own format the stored texts
 /// are pieces of it, spliced in as they are and never parsed, so the answer costs what its results cost, whatever
 /// the transcript's length (`openai-chat` here, the others in `native_input`). An OpenAI chat run in another format
@@ -192,35 +148,6 @@ pub fn render_text(
     pieces.push(tools);
     pieces.push(Bytes::from_static(b"]}"));
     Ok(pieces)
-}
-
-/// One step of the conversation, read once from the transcript and the results, then written in each format.
-pub(super) enum Step<'a> {
-    User(Vec<Part<'a>>),
-    AssistantText(String),
-    Call(Call<'a>),
-    Output(Output<'a>),
-}
-
-pub(super) struct Call<'a> {
-    pub(super) id: &'a str,
-    pub(super) name: &'a str,
-    /// The JSON text the model produced (for a translated native run, its arguments as §14 defines them).
-    pub(super) arguments: std::borrow::Cow<'a, str>,
-}
-
-/// A tool's answer. `is_error` is known for results this service wrote; for tool messages the loop registered itself
-/// it is unknown (OpenAI chat does not record it), and guessing it from the text would tell the model something
-/// nobody said.
-pub(super) struct Output<'a> {
-    pub(super) call_id: &'a str,
-    pub(super) content: String,
-    pub(super) is_error: Option<bool>,
-}
-
-pub(super) enum Part<'a> {
-    Text(&'a str),
-    ImageUrl(&'a str),
 }
 
 /// The steps in order; system and developer messages are left to `system_text`, empty texts are dropped.
@@ -274,151 +201,6 @@ fn steps<'a>(
         })
     }));
     steps
-}
-
-/// Anthropic messages. Roles must alternate there, so consecutive steps of one role become one message: a turn's
-/// tool results (with the user's next words, if any) land in a single user message.
-pub(super) fn anthropic(steps: &[Step]) -> Value {
-    let mut messages: Vec<(&str, Vec<Value>)> = Vec::new();
-    for step in steps {
-        let (role, blocks) = match step {
-            Step::User(parts) => ("user", parts.iter().map(anthropic_part).collect()),
-            Step::AssistantText(text) => ("assistant", vec![json!({"type": "text", "text": text})]),
-            Step::Call(call) => {
-                // Validated transcripts always hold an object here; anything else becomes `{}` rather than a panic.
-                let input = match serde_json::from_str(&call.arguments) {
-                    Ok(object @ Value::Object(_)) => object,
-                    _ => json!({}),
-                };
-                let block =
-                    json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input});
-                ("assistant", vec![block])
-            }
-            Step::Output(output) => {
-                let mut block = json!({
-                    "type": "tool_result", "tool_use_id": output.call_id, "content": output.content,
-                });
-                if let Some(is_error) = output.is_error {
-                    block["is_error"] = is_error.into();
-                }
-                ("user", vec![block])
-            }
-        };
-        match messages.last_mut() {
-            Some((last, content)) if *last == role => content.extend(blocks),
-            _ => messages.push((role, blocks)),
-        }
-    }
-    let message = |(role, content)| json!({"role": role, "content": content});
-    messages.into_iter().map(message).collect()
-}
-
-fn anthropic_part(part: &Part) -> Value {
-    match part {
-        Part::Text(text) => json!({"type": "text", "text": text}),
-        Part::ImageUrl(url) => {
-            // A data URL travels inline as base64; any other URL is fetched by the provider.
-            let source = match url
-                .strip_prefix("data:")
-                .and_then(|rest| rest.split_once(";base64,"))
-            {
-                Some((media_type, data)) => {
-                    json!({"type": "base64", "media_type": media_type, "data": data})
-                }
-                None => json!({"type": "url", "url": url}),
-            };
-            json!({"type": "image", "source": source})
-        }
-    }
-}
-
-/// OpenAI Responses input items; a call's `arguments` stay the JSON string the model produced.
-pub(super) fn responses(steps: &[Step]) -> Value {
-    let item = |step: &Step| match step {
-        Step::User(parts) => {
-            let content: Vec<Value> = parts.iter().map(responses_part).collect();
-            json!({"type": "message", "role": "user", "content": content})
-        }
-        // An earlier assistant text goes back as plain string content: the SDK's input message type
-        // (EasyInputMessageParam) takes a string for the assistant, while `output_text` parts belong to output
-        // messages, which need an id and a status this service never had.
-        Step::AssistantText(text) => {
-            json!({"type": "message", "role": "assistant", "content": text})
-        }
-        Step::Call(call) => json!({
-            "type": "function_call", "call_id": call.id, "name": call.name, "arguments": call.arguments,
-        }),
-        Step::Output(output) => json!({
-            "type": "function_call_output", "call_id": output.call_id, "output": output.content,
-        }),
-    };
-    steps.iter().map(item).collect()
-}
-
-fn responses_part(part: &Part) -> Value {
-    match part {
-        Part::Text(text) => json!({"type": "input_text", "text": text}),
-        Part::ImageUrl(url) => json!({"type": "input_image", "image_url": url}),
-    }
-}
-
-/// Gemini contents. Roles alternate, as in [`anthropic`]: a turn's calls are one `model` content, and its results
-/// one `user` content of `functionResponse` parts, each naming its call's function.
-pub(super) fn gemini(steps: &[Step]) -> Value {
-    let names: HashMap<&str, &str> = steps
-        .iter()
-        .filter_map(|step| match step {
-            Step::Call(call) => Some((call.id, call.name)),
-            _ => None,
-        })
-        .collect();
-    let mut contents: Vec<(&str, Vec<Value>)> = Vec::new();
-    for step in steps {
-        let (role, parts) = match step {
-            Step::User(parts) => ("user", parts.iter().map(gemini_part).collect()),
-            Step::AssistantText(text) => ("model", vec![json!({"text": text})]),
-            Step::Call(call) => {
-                let args = match serde_json::from_str(&call.arguments) {
-                    Ok(object @ Value::Object(_)) => object,
-                    _ => json!({}),
-                };
-                let part =
-                    json!({"functionCall": {"id": call.id, "name": call.name, "args": args}});
-                ("model", vec![part])
-            }
-            Step::Output(output) => {
-                let key = if output.is_error == Some(true) {
-                    "error"
-                } else {
-                    "output"
-                };
-                let name = names.get(output.call_id).copied().unwrap_or_default();
-                let part = json!({"functionResponse": {
-                    "id": output.call_id, "name": name, "response": {key: output.content},
-                }});
-                ("user", vec![part])
-            }
-        };
-        match contents.last_mut() {
-            Some((last, content)) if *last == role => content.extend(parts),
-            _ => contents.push((role, parts)),
-        }
-    }
-    let content = |(role, parts)| json!({"role": role, "parts": parts});
-    contents.into_iter().map(content).collect()
-}
-
-fn gemini_part(part: &Part) -> Value {
-    match part {
-        Part::Text(text) => json!({"text": text}),
-        Part::ImageUrl(url) => match url
-            .strip_prefix("data:")
-            .and_then(|rest| rest.split_once(";base64,"))
-        {
-            Some((mime_type, data)) => json!({"inlineData": {"mimeType": mime_type, "data": data}}),
-            None => json!({"fileData": {"fileUri": url}}),
-        },
-    }
 }
 
 /// A user message's content: a string is one text part; parts with no counterpart elsewhere (audio, files) go.

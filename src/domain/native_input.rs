@@ -8,7 +8,7 @@
 use bytes::Bytes;
 use serde::Serialize;
 
-use super::model_input::ModelInputFormat;
+use super::model_format::ModelInputFormat;
 use super::native_turn::{is_given_gemini_id, members};
 use super::results::ToolResult;
 use super::transcript_text::TranscriptText;

@@ -13,7 +13,7 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value};
 
-use super::model_input::ModelInputFormat;
+use super::model_format::ModelInputFormat;
 use super::transcript::{MAX_CALL_ID_LEN, PendingCall, is_valid_call_id, is_valid_tool_name};
 
 /// Why a native list was refused: what is wrong, and where (`messages[3].content[4]`).

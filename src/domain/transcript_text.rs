@@ -20,7 +20,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::model_input::ModelInputFormat;
+use super::model_format::{ModelInputFormat, NotATranscript};
 
 /// The JSON text of a transcript (`[message, …]`), shared rather than copied.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,11 +32,6 @@ pub struct TranscriptText {
     /// The format's system member (`system`, `instructions`, `system_instruction`) as the loop sent it, if it did.
     system: Option<Bytes>,
 }
-
-/// The stored text is not a JSON array of messages: the row was written by something other than this service.
-#[derive(Debug, thiserror::Error)]
-#[error("the stored transcript is not a JSON array of messages: {0}")]
-pub struct NotATranscript(pub String);
 
 impl TranscriptText {
     /// The canonical text of `messages`, as it is stored.

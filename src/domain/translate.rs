@@ -10,11 +10,10 @@ use std::borrow::Cow;
 
 use serde_json::{Value, json};
 
-use super::model_input::{
-    ModelInputFormat, Output, Part, RenderError, Step, anthropic, gemini, responses,
-};
+use super::model_format::{ModelInputFormat, RenderError};
 use super::native_turn::{canonical, function_call};
 use super::results::ToolResult;
+use super::steps::{Call, Output, Part, Step, anthropic, gemini, responses};
 use super::transcript_text::TranscriptText;
 
 type Refusal = RenderError;
@@ -37,7 +36,7 @@ pub fn render(
     let list = transcript.values()?;
     let system: Option<Value> = match transcript.system_str() {
         Some(text) => Some(serde_json::from_str(text).map_err(|error| {
-            RenderError::Corrupt(super::transcript_text::NotATranscript(error.to_string()))
+            RenderError::Corrupt(super::model_format::NotATranscript(error.to_string()))
         })?),
         None => None,
     };
@@ -263,7 +262,7 @@ impl<'a> Reader<'a> {
                     if assistant
                         && extra_member(block, &["type", "id", "name", "input"]).is_none() =>
                 {
-                    self.steps.push(Step::Call(super::model_input::Call {
+                    self.steps.push(Step::Call(Call {
                         id: block["id"].as_str().unwrap_or_default(),
                         name: block["name"].as_str().unwrap_or_default(),
                         arguments: Cow::Owned(canonical(&block["input"])),
@@ -353,7 +352,7 @@ impl<'a> Reader<'a> {
             "function_call"
                 if extra_member(item, &["type", "call_id", "name", "arguments"]).is_none() =>
             {
-                self.steps.push(Step::Call(super::model_input::Call {
+                self.steps.push(Step::Call(Call {
                     id: item["call_id"].as_str().unwrap_or_default(),
                     name: item["name"].as_str().unwrap_or_default(),
                     arguments: Cow::Borrowed(item["arguments"].as_str().unwrap_or_default()),
@@ -434,7 +433,7 @@ impl<'a> Reader<'a> {
                 };
                 calls.push(id);
                 let args = call.get("args").cloned().unwrap_or_else(|| json!({}));
-                self.steps.push(Step::Call(super::model_input::Call {
+                self.steps.push(Step::Call(Call {
                     id,
                     name: call["name"].as_str().unwrap_or_default(),
                     arguments: Cow::Owned(canonical(&args)),

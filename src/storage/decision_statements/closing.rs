@@ -8,33 +8,15 @@ use sqlx::{FromRow, PgConnection, PgExecutor};
 use uuid::Uuid;
 
 use super::super::decision_record::{DECISION_COLUMNS, DecisionColumns, DecisionRow, NewDecision};
-use super::super::runs::RunRow;
 use super::super::{Query, StorageError, sql};
 use super::closing_params::{
-    AFTER_COLUMNS, ClosingColumns, EVENT_ARGUMENTS, EVENT_ARGUMENTS_BYTES, EVENT_ARGUMENTS_SEALED,
-    EVENT_CALL_IDS, EVENT_DECIDED_BY, EVENT_ERRORS, EVENT_OUTCOMES, EVENT_POSITIONS,
-    EVENT_PRIVACY_LEVELS, EVENT_RESULT_BYTES, EVENT_RESULTS, EVENT_RESULTS_SEALED, EVENT_TOOLS,
-    Param, Positional, RESULT_CONTENTS, RESULT_CONTENTS_SEALED, RESULT_ERRORS, RESULT_OUTCOMES,
-    RESULT_POSITIONS, RESUMED_EVENT, RUN_ID, TURN_INDEX,
+    AFTER_COLUMNS, ClosingColumns, ClosingTurn, EVENT_ARGUMENTS, EVENT_ARGUMENTS_BYTES,
+    EVENT_ARGUMENTS_SEALED, EVENT_CALL_IDS, EVENT_DECIDED_BY, EVENT_ERRORS, EVENT_OUTCOMES,
+    EVENT_POSITIONS, EVENT_PRIVACY_LEVELS, EVENT_RESULT_BYTES, EVENT_RESULTS, EVENT_RESULTS_SEALED,
+    EVENT_TOOLS, Param, Positional, RESULT_CONTENTS, RESULT_CONTENTS_SEALED, RESULT_ERRORS,
+    RESULT_OUTCOMES, RESULT_POSITIONS, RESUMED_EVENT, RUN_ID, TURN_INDEX,
 };
 use super::still_waiting;
-use crate::domain::event_payloads::EventData;
-use crate::domain::privacy::ToolEvent;
-use crate::domain::results::ToolResult;
-use crate::sealing::Sealer;
-
-/// How a decided turn ends: the results still to store, the tool events to write, and the event to record.
-pub struct ClosingTurn<'a> {
-    pub run: &'a RunRow,
-    /// Seals result contents and tool-event payloads before they are stored.
-    pub sealer: &'a Sealer,
-    /// `(position, result)` of calls whose result is not stored yet; a call that has one keeps it.
-    pub results: &'a [(i32, &'a ToolResult)],
-    /// `(position, event)`, already filtered by the privacy level.
-    pub events: &'a [(i32, ToolEvent)],
-    /// The data of the `run.resumed` event (`domain::event_payloads::data`): ids and metadata only.
-    pub resumed_event: &'a EventData,
-}
 
 /// The call times of each tool event in [`close_turn_ctes`] (`select`), and what they are read from (`join`).
 /// `Stored` reads them from the calls as stored (a call may have started before; its result may be stored now, by

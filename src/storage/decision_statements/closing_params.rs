@@ -9,9 +9,25 @@ use sqlx::{Encode, Postgres, Type};
 use uuid::Uuid;
 
 use super::super::Query;
+use super::super::runs::RunRow;
 use super::super::sealed::{self, Column, Row as SealedRow};
-use super::closing::ClosingTurn;
 use crate::domain::event_payloads::EventData;
+use crate::domain::privacy::ToolEvent;
+use crate::domain::results::ToolResult;
+use crate::sealing::Sealer;
+
+/// How a decided turn ends (what its closing statement's columns are bound from): the results still to store, the tool events to write, and the event to record.
+pub struct ClosingTurn<'a> {
+    pub run: &'a RunRow,
+    /// Seals result contents and tool-event payloads before they are stored.
+    pub sealer: &'a Sealer,
+    /// `(position, result)` of calls whose result is not stored yet; a call that has one keeps it.
+    pub results: &'a [(i32, &'a ToolResult)],
+    /// `(position, event)`, already filtered by the privacy level.
+    pub events: &'a [(i32, ToolEvent)],
+    /// The data of the `run.resumed` event (`domain::event_payloads::data`): ids and metadata only.
+    pub resumed_event: &'a EventData,
+}
 
 /// A statement's parameter by its position, written `$n` where the statement uses it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
