@@ -8,6 +8,10 @@
 //! Arguments are JSON text, as for OpenAI chat: the OpenAI formats' string as the model produced it, and Anthropic's
 //! `input` and Gemini's `args` (objects) in their RFC 8785 canonical form (`serde_json_canonicalizer`), so that the
 //! digest, the executors and the edits see one text per meaning.
+//!
+//! One file for the three formats: each format's reading of its waiting turn (`anthropic_turn`, `responses_turn`,
+//! `gemini_turn`) goes through the same refusals, call ids, tool names and canonical arguments defined here, and
+//! side by side they stay alike; split by format, those shared rules would sit apart from every reader of them.
 
 use std::collections::HashSet;
 

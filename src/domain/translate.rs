@@ -5,6 +5,9 @@
 //! counterpart in all of them: text, tool calls and tool results, each with exactly the members the steps carry. The
 //! first element that has none (a thinking block, a reasoning item, a thought signature, a `cache_control`, an item's
 //! `id`) is named in the refusal, so the loop knows why its run answers only in its own format.
+//!
+//! One file, one job: a single `Reader` takes each format's entries into the same steps and names the first element
+//! that has no counterpart, so the three readings refuse alike; its last hundred lines are its tests.
 
 use std::borrow::Cow;
 
