@@ -19,11 +19,10 @@ use axum::http::header::CONTENT_LENGTH;
 use axum::http::request::Parts;
 
 use super::error::ApiError;
-use super::extract::{Caller, RequiredScope, admit, bearer, client_by_key, scope, verified_token};
+use super::extract::{Caller, RequiredScope, bearer, client_by_key, scope, verified_token};
 use super::tokens::{self, TokenHolder};
 use crate::admitted_keys::AdmittedKeys;
 use crate::keys;
-use crate::resume::KeyHolder;
 use crate::state::AppState;
 
 /// The largest body whose key's lookup waits for the run's read.
@@ -102,10 +101,4 @@ impl DecisionCredential {
 /// The key's client, looked up on its own and holding a decision scope.
 pub async fn lookup(state: &AppState, hash: &KeyHash) -> Result<Caller, ApiError> {
     client_by_key(state, hash.as_bytes(), scope::Decisions::ANY_OF).await
-}
-
-/// The key's client as the run's read found it (`None`: no live client holds the key), holding a decision scope.
-pub fn caller_of(holder: Option<KeyHolder>) -> Result<Caller, ApiError> {
-    let found = holder.map(|holder| (holder.name, holder.tenant, holder.scopes));
-    admit(found, scope::Decisions::ANY_OF)
 }
