@@ -42,7 +42,7 @@ pub use approve::{finish_turn, spawn_recovery};
 pub use decide::decide;
 pub use denial_writer::DenialWriter;
 pub use error::ResumeError;
-pub use posted::{Decided, Posted, Poster, decide_posted, read};
+pub use posted::{Decided, Posted, Poster, read};
 pub use resumer::Resumer;
 pub use rules::{Actor, DecisionRequest};
 pub use sweeper::spawn_sweeper;
