@@ -10,6 +10,14 @@ pub struct DeciderFacts {
     pub disabled: bool,
 }
 
+/// Whether a decision token's user `uid`, whose row in the run's tenant is `user` (`None`: there is none), may decide a
+/// run owned by `owner_uid`: the one rule of every token route, whichever statement read the rows.
+pub fn token_user_may_decide(uid: i64, owner_uid: i64, user: Option<&DeciderFacts>) -> bool {
+    user.is_some_and(|user| {
+        !user.disabled && (owner_uid == uid || user.is_admin || user.can_approve_others)
+    })
+}
+
 /// What is asked: who decides, and what.
 #[derive(Debug, Clone, Copy)]
 pub struct DecisionAsk {

@@ -7,7 +7,7 @@
 //! valid key (or without a decision scope) is told that and nothing else about its request.
 //!
 //! Deferring the lookup means the body is read and parsed before the key is checked. So that a caller without a valid
-//! key cannot make the service read a body at all (docs/design.md §8), the body is read first only for a key this
+//! key cannot make the service read a body at all (issue 34, item 8), the body is read first only for a key this
 //! instance found live, with a decision scope, within the last minute (`crate::admitted_keys`), and only when the
 //! body says it is small (`Content-Length` at most [`DEFERRED_KEY_MAX_BODY`], far more than a decision needs). Any
 //! other request has its key looked up first, as on every other route: a key not of the form keys have is refused
@@ -20,10 +20,9 @@ use axum::http::request::Parts;
 
 use super::decision_tokens::{self, TokenHolder};
 use super::error::ApiError;
-use super::extract::{Caller, RequiredScope, admit, bearer, client_by_key, scope, verified_token};
+use super::extract::{Caller, RequiredScope, bearer, client_by_key, scope, verified_token};
 use crate::admitted_keys::AdmittedKeys;
 use crate::keys;
-use crate::resume::KeyHolder;
 use crate::state::AppState;
 
 /// The largest body whose key's lookup waits for the run's read.
@@ -102,10 +101,4 @@ impl DecisionCredential {
 /// The key's client, looked up on its own and holding a decision scope.
 pub async fn lookup(state: &AppState, hash: &KeyHash) -> Result<Caller, ApiError> {
     client_by_key(state, hash.as_bytes(), scope::Decisions::ANY_OF).await
-}
-
-/// The key's client as the run's read found it (`None`: no live client holds the key), holding a decision scope.
-pub fn caller_of(holder: Option<KeyHolder>) -> Result<Caller, ApiError> {
-    let found = holder.map(|holder| (holder.name, holder.tenant, holder.scopes));
-    admit(found, scope::Decisions::ANY_OF)
 }

@@ -6,10 +6,10 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::decision_body::DecisionBody;
 use super::decision_credential::{self, DecisionCredential};
 use super::error::ApiError;
 use super::extract::{Caller, Credential, Json, KeyOrToken, Query, RunId, scope};
-use super::integer;
 use super::json_pieces::JsonPieces;
 use super::views::DecisionView;
 use super::visible;
@@ -18,97 +18,12 @@ use crate::domain::results::ToolResult;
 use crate::domain::scopes::Scope;
 use crate::domain::token_view;
 use crate::domain::transcript_text::TranscriptText;
-use crate::domain::verdicts::{CallVerdict, DecisionForm};
-use crate::domain::vocabulary::{DenialReason, PrivacyLevel, RunStatus};
-use crate::resume::{self, Actor, DecisionRequest, Reader, Resumed, Snapshot};
+use crate::domain::verdicts::DecisionForm;
+use crate::domain::vocabulary::{PrivacyLevel, RunStatus};
+use crate::resume::{self, Actor, Posted, Poster, Resumed};
 use crate::state::AppState;
 use crate::storage::{StorageError, decision_record};
 use axum::http::StatusCode;
-
-/// The whole-turn form `{approved, reason?, …}` or the per-call form `{calls, …}` (docs/design.md §8); exactly one.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DecisionBody {
-    /// `null` is refused (422 `invalid_body`), as the spec types it: only an absent member means the other form.
-    #[serde(default, deserialize_with = "present_not_null")]
-    approved: Option<bool>,
-    /// Required with an API key, and `null` on purpose: a decision by nobody must be said, not forgotten. With a
-    /// decision token it may be left out: the token's `sub` is the decider (`Some(None)` is an explicit `null`).
-    #[serde(default, deserialize_with = "present_json_or_null")]
-    decider_uid: Option<Option<i64>>,
-    turn_digest: String,
-    #[serde(default)]
-    reason: Option<DenialReason>,
-    /// Like `approved`: `calls: null` is no list, and refused rather than read as absent (schemathesis ST201).
-    #[serde(default, deserialize_with = "present_not_null")]
-    calls: Option<Vec<CallVerdictBody>>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CallVerdictBody {
-    call_id: String,
-    approved: bool,
-    #[serde(default)]
-    reason: Option<DenialReason>,
-    /// Edited arguments: the text of a JSON object, like the model's own arguments.
-    #[serde(default)]
-    arguments: Option<String>,
-}
-
-impl DecisionBody {
-    /// The form the body is in, checked by the rules that need no turn; 422 with a stable code otherwise.
-    fn form(&mut self, max_arguments_bytes: usize) -> Result<DecisionForm, ApiError> {
-        let form = match (self.approved, self.calls.take()) {
-            (Some(_), Some(_)) => {
-                return Err(ApiError::unprocessable(
-                    "approved_and_calls",
-                    "give either approved (the whole turn) or calls (a verdict per call), not both",
-                ));
-            }
-            (None, None) => {
-                return Err(ApiError::unprocessable(
-                    "verdict_required",
-                    "give approved (the whole turn) or calls (a verdict per call)",
-                ));
-            }
-            (Some(approved), None) => {
-                if approved && self.reason.is_some() {
-                    return Err(ApiError::unprocessable(
-                        "reason_requires_denial",
-                        "a reason is given only with a denial",
-                    ));
-                }
-                DecisionForm::WholeTurn {
-                    approved,
-                    reason: self.reason,
-                }
-            }
-            (None, Some(calls)) => {
-                if self.reason.is_some() {
-                    return Err(ApiError::unprocessable(
-                        "reason_with_calls",
-                        "with calls, each denial carries its own reason",
-                    ));
-                }
-                DecisionForm::PerCall(
-                    calls
-                        .into_iter()
-                        .map(|call| CallVerdict {
-                            call_id: call.call_id,
-                            approved: call.approved,
-                            reason: call.reason,
-                            arguments: call.arguments,
-                        })
-                        .collect(),
-                )
-            }
-        };
-        form.check(max_arguments_bytes)
-            .map_err(|error| ApiError::unprocessable(error.code(), error.to_string()))?;
-        Ok(form)
-    }
-}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -203,21 +118,9 @@ fn render_turn(
     })
 }
 
-/// Refuses (422 `format_not_representable`) a model input in `format` that would drop something of a native
-/// transcript. Only a run asked for in another format than its own is read for this: the results never decide it.
-fn representable(
-    format: ModelInputFormat,
-    transcript: &TranscriptText,
-    run_id: Uuid,
-) -> Result<(), ApiError> {
-    if format == transcript.format() || transcript.format() == ModelInputFormat::OpenAiChat {
-        return Ok(());
-    }
-    render_turn(format, run_id, transcript, &[], &[]).map(drop)
-}
-
-/// `POST /v1/runs/{id}/decision`. With an API key, the key is looked up in the statement that reads the run
-/// (`http::decision_credential`); every refusal is still the one a key checked first would get.
+/// `POST /v1/runs/{id}/decision`. The checks that need no run are made here, in the order a key checked first makes
+/// them; `resume` reads the run (with a key not looked up yet, the key's client in the same statement), checks the
+/// key's holder or the token's user, and decides.
 pub async fn decide(
     State(state): State<AppState>,
     credential: DecisionCredential,
@@ -238,7 +141,7 @@ pub async fn decide(
         Err(refused) => return Err(credential.refuse(&state, refused).await),
     };
     let form = body.form(state.limits.work.max_arguments_bytes);
-    let (actor, request, snapshot) = match &credential {
+    let (poster, posted) = match &credential {
         DecisionCredential::Key(hash) => {
             // A body that is refused anyway is refused after the key's own lookup, in the order of the checks in
             // `keyed`; one that passes them has the key checked by the run's read.
@@ -248,27 +151,17 @@ pub async fn decide(
                 && form.is_ok();
             if read_first {
                 let decider_uid = body.decider_uid.flatten();
-                // The scope the named decider (or nobody) calls for: without it the run is not even read.
-                let scope = match decider_uid {
-                    Some(_) => Scope::DecisionsWrite,
-                    None => Scope::DecisionsAnonymous,
-                };
-                let reader = Reader::KeyHash {
+                let poster = Poster::Key {
                     hash: hash.as_bytes(),
-                    scope: scope.as_str(),
+                    decider_uid,
                 };
-                let mut snapshot =
-                    resume::read(&state.resumer, reader, run_id, decider_uid).await?;
-                let caller = decision_credential::caller_of(snapshot.key_holder.take())?;
-                keyed(&state, &caller, run_id, body, form, Some(snapshot)).await?
+                (poster, checked(decider_uid, body.turn_digest, form))
             } else {
                 let caller = decision_credential::lookup(&state, hash).await?;
-                keyed(&state, &caller, run_id, body, form, None).await?
+                keyed(&caller, body, form)?
             }
         }
-        DecisionCredential::Caller(caller) => {
-            keyed(&state, caller, run_id, body, form, None).await?
-        }
+        DecisionCredential::Caller(caller) => keyed(caller, body, form)?,
         DecisionCredential::Token(holder) => {
             // The decider is the person the token was minted for; the body may only agree (docs/design.md §13).
             if body
@@ -281,71 +174,42 @@ pub async fn decide(
                     "decider_uid must be left out or equal to the token's sub",
                 ));
             }
-            // A run the token's user may not decide is answered like a missing one (http::visible), judged from
-            // the run and the user's row as the decision's own read found them.
-            let not_found = || ApiError::not_found("run");
-            if holder.run.is_some_and(|bound| bound != run_id) {
-                return Err(not_found());
-            }
-            let reader = Reader::Tenant(&holder.tenant);
-            let snapshot = resume::read(&state.resumer, reader, run_id, Some(holder.uid)).await?;
-            let may_decide = snapshot.run.as_ref().is_some_and(|run| {
-                let facts = &run.facts;
-                visible::token_user_may_decide(holder, facts.run.owner_uid, facts.decider.as_ref())
-            });
-            if !may_decide {
-                return Err(not_found());
-            }
-            let actor = Actor {
-                tenant: holder.tenant.clone(),
-                client_name: holder.client_name.clone(),
-                may_decide_anonymously: false,
-                token_kid: Some(holder.kid.clone()),
+            let poster = Poster::Token {
+                actor: Actor {
+                    tenant: holder.tenant.clone(),
+                    client_name: holder.client_name.clone(),
+                    may_decide_anonymously: false,
+                    token_kid: Some(holder.kid.clone()),
+                },
+                uid: holder.uid,
+                run: holder.run,
             };
-            let request = decision_request(run_id, Some(holder.uid), body.turn_digest, form)?;
-            (actor, request, snapshot)
+            // Refused, if at all, once the run is known to be one the token's user may decide (`resume`).
+            let posted = checked(Some(holder.uid), body.turn_digest, form);
+            (poster, posted)
         }
     };
-    // A token is answered the model input as its reads show it (docs/design.md §13), by the level of the run it read.
-    let token_level = match &credential {
-        DecisionCredential::Token(_) => snapshot.run.as_ref().map(|run| {
-            let floor = state.resumer.privacy_floor;
-            floor.stricter(run.facts.run.privacy_level())
-        }),
-        DecisionCredential::Key(_) | DecisionCredential::Caller(_) => None,
-    };
-    // A native run asked for in a format it cannot be translated to is refused before anything is recorded.
-    if let (Some(run), Some(format)) = (&snapshot.run, query.format) {
-        representable(format, &run.facts.transcript, run_id)?;
-    }
-    let resumed = resume::decide(&state.resumer, &actor, &request, snapshot).await?;
+    let decided =
+        resume::posted::decide_posted(&state.resumer, poster, run_id, posted, query.format).await?;
     // A replay committed nothing; the nudge is only a hint, so a needless one costs a poll.
     state.events.committed();
-    match token_level {
-        None | Some(PrivacyLevel::Full) => answer(resumed, query.format),
-        Some(level) => answer_to_a_token(resumed, query.format, level).await,
+    // A token is answered the model input as its reads show it (docs/design.md §13), by the level of the run it read.
+    match decided.token_level {
+        None | Some(PrivacyLevel::Full) => answer(decided.resumed, query.format),
+        Some(level) => answer_to_a_token(decided.resumed, query.format, level).await,
     }
 }
 
-/// With an API key whose client is known: the checks in their order, then the run's read unless it was made.
-async fn keyed(
-    state: &AppState,
+/// With an API key whose client is known: the checks in their order, all made before the run is read.
+fn keyed(
     caller: &Caller,
-    run_id: Uuid,
     body: DecisionBody,
     form: Result<DecisionForm, ApiError>,
-    snapshot: Option<Snapshot>,
-) -> Result<(Actor, DecisionRequest, Snapshot), ApiError> {
+) -> Result<(Poster<'static>, Result<Posted, ApiError>), ApiError> {
     let (actor, decider_uid) = key_actor(caller, &body)?;
-    let request = decision_request(run_id, decider_uid, body.turn_digest, form)?;
-    let snapshot = match snapshot {
-        Some(snapshot) => snapshot,
-        None => {
-            let reader = Reader::Tenant(&actor.tenant);
-            resume::read(&state.resumer, reader, run_id, decider_uid).await?
-        }
-    };
-    Ok((actor, request, snapshot))
+    let posted = checked(decider_uid, body.turn_digest, form)?;
+    let poster = Poster::Client { actor, decider_uid };
+    Ok((poster, Ok(posted)))
 }
 
 /// With an API key: the decider the body names, which it must (a uid, or `null` for nobody), and the scope that
@@ -371,21 +235,18 @@ fn key_actor(caller: &Caller, body: &DecisionBody) -> Result<(Actor, Option<i64>
 }
 
 /// The decision as `resume` takes it, once the decider's uid and the body's form pass (422 otherwise).
-fn decision_request(
-    run_id: Uuid,
+fn checked(
     decider_uid: Option<i64>,
     turn_digest: String,
     form: Result<DecisionForm, ApiError>,
-) -> Result<DecisionRequest, ApiError> {
+) -> Result<Posted, ApiError> {
     if decider_uid.is_some_and(|uid| uid < 1) {
         return Err(ApiError::unprocessable(
             "invalid_uid",
             "decider_uid must be a uid of at least 1, or null",
         ));
     }
-    Ok(DecisionRequest {
-        run_id,
-        decider_uid,
+    Ok(Posted {
         turn_digest,
         form: form?,
     })
@@ -463,22 +324,4 @@ async fn as_a_token_sees_it(
     .await
     .map_err(ApiError::internal)??;
     Ok(JsonPieces(vec![Bytes::from(filtered)]))
-}
-
-/// A member that may be absent (`None`), `null` (`Some(None)`) or a uid (`Some(Some(uid))`).
-fn present_json_or_null<'de, D>(deserializer: D) -> Result<Option<Option<i64>>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-{
-    integer::json_or_null(deserializer).map(Some)
-}
-
-/// A member that may be absent (`None`, with `#[serde(default)]`) but, when present, must be a `T`: `null` is
-/// refused, where a plain `Option` would take it for absent. No more work than the `Option` for a present value.
-fn present_not_null<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    T::deserialize(deserializer).map(Some)
 }

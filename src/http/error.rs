@@ -133,7 +133,12 @@ impl From<Refusal> for ApiError {
 impl From<ResumeError> for ApiError {
     fn from(error: ResumeError) -> Self {
         match error {
+            ResumeError::UnknownKey => ApiError::unauthorized("the key is unknown or revoked"),
+            ResumeError::MissingScope(scope) => ApiError::missing_scope(&scope),
             ResumeError::RunNotFound => ApiError::not_found("run"),
+            ResumeError::NotRepresentable(detail) => {
+                ApiError::unprocessable("format_not_representable", detail)
+            }
             ResumeError::Refused(refusal) => refusal.into(),
             ResumeError::StaleTurn => ApiError::conflict(
                 "stale_turn",

@@ -4,6 +4,7 @@
 pub mod approvals;
 pub mod body;
 pub mod cors;
+pub mod decision_body;
 pub mod decision_credential;
 pub mod decision_tokens;
 pub mod decisions;

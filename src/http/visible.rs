@@ -7,7 +7,7 @@ use uuid::Uuid;
 use super::decision_tokens::TokenHolder;
 use super::error::ApiError;
 use super::extract::Credential;
-use crate::domain::authorize::DeciderFacts;
+use crate::domain::authorize::{self, DeciderFacts};
 use crate::state::AppState;
 use crate::storage::runs::{self, RunRow};
 use crate::storage::users;
@@ -43,23 +43,11 @@ pub async fn run_of_token(
             can_approve_others: user.can_approve_others,
             disabled: user.disabled,
         });
-    if token_user_may_decide(holder, run.owner_uid, user.as_ref()) {
+    if authorize::token_user_may_decide(holder.uid, run.owner_uid, user.as_ref()) {
         Ok(run)
     } else {
         Err(not_found())
     }
-}
-
-/// Whether a decision token's user, whose row in the run's tenant is `user` (`None`: there is none), may decide a
-/// run owned by `owner_uid`: the one rule of every token route, whichever statement read the rows.
-pub fn token_user_may_decide(
-    holder: &TokenHolder,
-    owner_uid: i64,
-    user: Option<&DeciderFacts>,
-) -> bool {
-    user.is_some_and(|user| {
-        !user.disabled && (owner_uid == holder.uid || user.is_admin || user.can_approve_others)
-    })
 }
 
 /// The tenant a credential acts in.

@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use super::{ResumeError, Resumed, Resumer, closing_event, tool_events};
+use super::error::ResumeError;
+use super::resumer::Resumer;
+use super::turn::{Resumed, closing_event, stored_results, tool_events};
 use crate::domain::event_payloads;
 use crate::domain::privacy::ToolEvent;
 use crate::domain::results::{self, ToolResult};
@@ -159,7 +161,7 @@ async fn approved_close(
     calls: &[CallRow],
 ) -> Result<ApprovedClose, ResumeError> {
     let decided_by = decision.decided_by()?;
-    let results = super::stored_results(calls)?;
+    let results = stored_results(calls)?;
     let events = tool_events(resumer, run, calls, &results, decided_by).await?;
     let resumed_event = closing_event(
         run,

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::Resumer;
+use super::resumer::Resumer;
 
 /// Spawns `round(resumer)` every `interval` until `shutdown` changes. A round that overruns delays the next one
 /// rather than stacking rounds up behind it.

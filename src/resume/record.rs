@@ -5,10 +5,11 @@
 use sqlx::PgConnection;
 use sqlx::pool::PoolConnection;
 
-use super::{
-    Actor, DecisionRequest, ResumeError, Resumed, Resumer, approve, authorize_decider,
-    closing_event, gate_approval, tool_events, turn_calls,
-};
+use super::approve;
+use super::error::ResumeError;
+use super::resumer::Resumer;
+use super::rules::{Actor, DecisionRequest, authorize_decider, gate_approval, turn_calls};
+use super::turn::{Resumed, closing_event, tool_events};
 use crate::domain::event_payloads;
 use crate::domain::results::{self, ToolResult};
 use crate::domain::verdicts::{DecisionForm, Verdicts};
@@ -21,8 +22,9 @@ use crate::storage::decision_statements::{
 use crate::storage::run_snapshot::RunSnapshot;
 use crate::storage::runs::CallRow;
 
-/// A decision on a turn that, as last read, waits for one and has none: what recording it needs.
-pub(super) struct PlainDecision {
+/// A decision every rule let through, on a turn that, as last read, waits for one and has none: what writing it
+/// needs.
+pub(super) struct ClearedDecision {
     pub(super) facts: RunForDecision,
     pub(super) calls: Vec<CallRow>,
     pub(super) earlier_calls: Vec<CallRow>,
@@ -30,51 +32,53 @@ pub(super) struct PlainDecision {
     pub(super) decided_by: DecidedBy,
 }
 
-/// The snapshot's decision when it is the usual case that every rule lets through, or `None`: anything else is
-/// answered under the lock, where the rules run in their order (a replay before the decider's rules, §5).
-pub(super) fn plain_decision(
-    resumer: &Resumer,
-    actor: &Actor,
-    request: &DecisionRequest,
-    snapshot: RunSnapshot,
-) -> Option<PlainDecision> {
-    let RunSnapshot {
-        facts,
-        calls,
-        earlier_calls,
-    } = snapshot;
-    let waiting = request.turn_digest == facts.run.turn_digest
-        && facts.decision.is_none()
-        && !facts.expired
-        && !facts.past_expiry
-        && facts.run.status() == RunStatus::WaitingForApproval;
-    if !waiting {
-        return None;
+impl ClearedDecision {
+    /// The snapshot's decision when it is the usual case that every rule lets through, or `None`: anything else is
+    /// answered under the lock, where the rules run in their order (a replay before the decider's rules, §5).
+    pub(super) fn from_read(
+        resumer: &Resumer,
+        actor: &Actor,
+        request: &DecisionRequest,
+        snapshot: RunSnapshot,
+    ) -> Option<Self> {
+        let RunSnapshot {
+            facts,
+            calls,
+            earlier_calls,
+        } = snapshot;
+        let waiting = request.turn_digest == facts.run.turn_digest
+            && facts.decision.is_none()
+            && !facts.expired
+            && !facts.past_expiry
+            && facts.run.status() == RunStatus::WaitingForApproval;
+        if !waiting {
+            return None;
+        }
+        let verdicts = Verdicts::resolve(&request.form, &turn_calls(resumer, &calls)).ok()?;
+        let decided_by = authorize_decider(
+            actor,
+            &facts,
+            request.decider_uid,
+            request.form.approves_any(),
+        )
+        .ok()?;
+        gate_approval(&facts, request.decider_uid, &verdicts).ok()?;
+        Some(ClearedDecision {
+            facts,
+            calls,
+            earlier_calls,
+            verdicts,
+            decided_by,
+        })
     }
-    let verdicts = Verdicts::resolve(&request.form, &turn_calls(resumer, &calls)).ok()?;
-    let decided_by = authorize_decider(
-        actor,
-        &facts,
-        request.decider_uid,
-        request.form.approves_any(),
-    )
-    .ok()?;
-    gate_approval(&facts, request.decider_uid, &verdicts).ok()?;
-    Some(PlainDecision {
-        facts,
-        calls,
-        earlier_calls,
-        verdicts,
-        decided_by,
-    })
 }
 
 /// Where a decision is written.
 pub(super) enum Through<'c> {
-    /// Decided from a snapshot: an approval takes its turn on the snapshot's connection (behind a transaction pooler,
-    /// `None`: on any), a deny goes to the writer of denies (`denial_writer`), which writes it on that connection
-    /// or, under load, with others.
-    Snapshot(Option<PoolConnection<sqlx::Postgres>>),
+    /// Decided from the read that took no lock: an approval takes its turn on the connection the read used (behind a
+    /// transaction pooler, `None`: on any), a deny goes to the writer of denies (`denial_writer`), which writes it on
+    /// that connection or, under load, with others.
+    Unlocked(Option<PoolConnection<sqlx::Postgres>>),
     /// Decided under the run's lock: written inside that transaction, which the caller commits.
     Locked(&'c mut PgConnection),
 }
@@ -98,7 +102,7 @@ enum RecordedOutcome {
     },
 }
 
-impl PlainDecision {
+impl ClearedDecision {
     /// Writes the decision in one statement `through` a connection; `None` when the run no longer waits on the turn
     /// read.
     pub(super) async fn record(
@@ -108,7 +112,7 @@ impl PlainDecision {
         request: &DecisionRequest,
         through: Through<'_>,
     ) -> Result<Option<Recorded>, ResumeError> {
-        let PlainDecision {
+        let ClearedDecision {
             facts,
             calls,
             earlier_calls,
@@ -154,10 +158,10 @@ impl PlainDecision {
                 first_sent,
             };
             let taken = match through {
-                Through::Snapshot(Some(mut conn)) => {
+                Through::Unlocked(Some(mut conn)) => {
                     decision_statements::take_turn(&mut *conn, &taking).await?
                 }
-                Through::Snapshot(None) => {
+                Through::Unlocked(None) => {
                     decision_statements::take_turn(&resumer.pool, &taking).await?
                 }
                 Through::Locked(tx) => decision_statements::take_turn(tx, &taking).await?,
@@ -209,7 +213,7 @@ impl PlainDecision {
         };
         let write = DenialWrite::new(&new_decision, &closing);
         let recorded = match through {
-            Through::Snapshot(connection) => resumer.denials.record(connection, write).await?,
+            Through::Unlocked(connection) => resumer.denials.record(connection, write).await?,
             Through::Locked(tx) => decision_statements::record_denial(tx, write).await?,
         };
         let Some(decision) = recorded else {

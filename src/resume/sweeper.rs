@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use sqlx::PgConnection;
 
-use super::{ResumeError, Resumer};
+use super::error::ResumeError;
+use super::resumer::Resumer;
+use super::turn::closing_event;
 use crate::domain::results::{self, ToolResult};
 use crate::metrics;
 use crate::sealing::Sealer;
@@ -41,7 +43,7 @@ pub async fn expire_turn(
         .map(|call| call.position)
         .zip(results.iter())
         .collect();
-    let expired_event = super::closing_event(run, None);
+    let expired_event = closing_event(run, None);
     let closing = ClosingTurn {
         run,
         sealer,

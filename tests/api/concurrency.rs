@@ -451,7 +451,8 @@ async fn with_every_connection_taken_a_request_waits_the_acquire_timeout_then_ge
 async fn a_decision_whose_read_another_commit_overtook_records_nothing_and_is_answered_from_the_winner()
  {
     use approval_resume::domain::verdicts::DecisionForm;
-    use approval_resume::resume::{self, Actor, DecisionRequest, Reader, ResumeError};
+    use approval_resume::resume::{self, Actor, DecisionRequest, ResumeError};
+    use approval_resume::storage::run_snapshot::Reader;
 
     let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool.clone()).await;
@@ -526,7 +527,8 @@ async fn assert_rows_of_run(pool: &PgPool, run_id: Uuid, expected: &[(&str, i64)
 #[tokio::test]
 async fn a_decision_whose_write_waited_for_a_change_that_then_committed_records_nothing() {
     use approval_resume::domain::verdicts::DecisionForm;
-    use approval_resume::resume::{self, Actor, DecisionRequest, Reader, ResumeError};
+    use approval_resume::resume::{self, Actor, DecisionRequest, ResumeError};
+    use approval_resume::storage::run_snapshot::Reader;
 
     let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool.clone()).await;

@@ -1,0 +1,112 @@
+//! The body of `POST /v1/runs/{id}/decision` (docs/design.md §8) as it is posted, and the form it is in, checked by the
+//! rules that need no run: what the decision route hands `resume` once they pass.
+
+use serde::Deserialize;
+
+use super::error::ApiError;
+use super::integer;
+use crate::domain::verdicts::{CallVerdict, DecisionForm};
+use crate::domain::vocabulary::DenialReason;
+
+/// The whole-turn form `{approved, reason?, …}` or the per-call form `{calls, …}` (docs/design.md §8); exactly one.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionBody {
+    /// `null` is refused (422 `invalid_body`), as the spec types it: only an absent member means the other form.
+    #[serde(default, deserialize_with = "present_not_null")]
+    approved: Option<bool>,
+    /// Required with an API key, and `null` on purpose: a decision by nobody must be said, not forgotten. With a
+    /// decision token it may be left out: the token's `sub` is the decider (`Some(None)` is an explicit `null`).
+    #[serde(default, deserialize_with = "present_json_or_null")]
+    pub(super) decider_uid: Option<Option<i64>>,
+    pub(super) turn_digest: String,
+    #[serde(default)]
+    reason: Option<DenialReason>,
+    /// Like `approved`: `calls: null` is no list, and refused rather than read as absent (schemathesis ST201).
+    #[serde(default, deserialize_with = "present_not_null")]
+    calls: Option<Vec<CallVerdictBody>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallVerdictBody {
+    call_id: String,
+    approved: bool,
+    #[serde(default)]
+    reason: Option<DenialReason>,
+    /// Edited arguments: the text of a JSON object, like the model's own arguments.
+    #[serde(default)]
+    arguments: Option<String>,
+}
+
+impl DecisionBody {
+    /// The form the body is in, checked by the rules that need no turn; 422 with a stable code otherwise.
+    pub(super) fn form(&mut self, max_arguments_bytes: usize) -> Result<DecisionForm, ApiError> {
+        let form = match (self.approved, self.calls.take()) {
+            (Some(_), Some(_)) => {
+                return Err(ApiError::unprocessable(
+                    "approved_and_calls",
+                    "give either approved (the whole turn) or calls (a verdict per call), not both",
+                ));
+            }
+            (None, None) => {
+                return Err(ApiError::unprocessable(
+                    "verdict_required",
+                    "give approved (the whole turn) or calls (a verdict per call)",
+                ));
+            }
+            (Some(approved), None) => {
+                if approved && self.reason.is_some() {
+                    return Err(ApiError::unprocessable(
+                        "reason_requires_denial",
+                        "a reason is given only with a denial",
+                    ));
+                }
+                DecisionForm::WholeTurn {
+                    approved,
+                    reason: self.reason,
+                }
+            }
+            (None, Some(calls)) => {
+                if self.reason.is_some() {
+                    return Err(ApiError::unprocessable(
+                        "reason_with_calls",
+                        "with calls, each denial carries its own reason",
+                    ));
+                }
+                DecisionForm::PerCall(
+                    calls
+                        .into_iter()
+                        .map(|call| CallVerdict {
+                            call_id: call.call_id,
+                            approved: call.approved,
+                            reason: call.reason,
+                            arguments: call.arguments,
+                        })
+                        .collect(),
+                )
+            }
+        };
+        form.check(max_arguments_bytes)
+            .map_err(|error| ApiError::unprocessable(error.code(), error.to_string()))?;
+        Ok(form)
+    }
+}
+
+/// A member that may be absent (`None`), `null` (`Some(None)`) or a uid (`Some(Some(uid))`).
+fn present_json_or_null<'de, D>(deserializer: D) -> Result<Option<Option<i64>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    integer::json_or_null(deserializer).map(Some)
+}
+
+/// A member that may be absent (`None`, with `#[serde(default)]`) but, when present, must be a `T`: `null` is
+/// refused, where a plain `Option` would take it for absent. No more work than the `Option` for a present value.
+fn present_not_null<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(deserializer).map(Some)
+}

@@ -1,0 +1,43 @@
+//! How a decision or a resume fails, in the terms of docs/design.md §4 and §5; `http::error` says how each is answered.
+
+use crate::domain::authorize::Refusal;
+use crate::domain::verdicts::VerdictError;
+use crate::storage::StorageError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ResumeError {
+    #[error("the key is unknown or revoked")]
+    UnknownKey,
+    /// The client lacks the scope named (several: `a or b`, any of which would do).
+    #[error("the client lacks the scope {0}")]
+    MissingScope(String),
+    #[error("no such run")]
+    RunNotFound,
+    /// The model input asked for cannot carry everything of the run's native transcript.
+    #[error("{0}")]
+    NotRepresentable(String),
+    #[error("decision refused: {0}")]
+    Refused(#[from] Refusal),
+    #[error("the turn digest is not the current turn's")]
+    StaleTurn,
+    #[error("this turn was already decided differently")]
+    AlreadyDecided,
+    #[error("the run is not waiting for approval")]
+    NotAwaitingApproval,
+    #[error("the approved turn's tools are still running")]
+    ResumeInProgress,
+    #[error("the turn expired before it was decided")]
+    Expired,
+    #[error("{0}")]
+    Verdicts(#[from] VerdictError),
+    #[error("the redaction of the tool events failed: {0}")]
+    Redaction(String),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+impl From<sqlx::Error> for ResumeError {
+    fn from(error: sqlx::Error) -> Self {
+        ResumeError::Storage(error.into())
+    }
+}
