@@ -24,3 +24,4 @@ pub mod users;
 pub mod views;
 pub mod visible;
 pub mod webhooks;
+pub mod worker_state;

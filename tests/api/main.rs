@@ -34,3 +34,4 @@ mod webhook_fairness;
 mod webhook_secrets;
 mod webhook_statements;
 mod webhooks;
+mod worker_state;
