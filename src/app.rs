@@ -52,10 +52,7 @@ fn routes(cors: CorsLayer, limits: &Limits) -> Router<AppState> {
     Router::new()
         .merge(token_routes)
         .route("/v1/users/{uid}", put(users::put_user))
-        .route(
-            "/v1/runs",
-            post(runs::register_run).layer(with_state.clone()),
-        )
+        .route("/v1/runs", post(runs::register_run).layer(with_state))
         .route(
             "/v1/runs/{id}/turns",
             post(turns::append_turn).layer(with_state),
