@@ -20,7 +20,7 @@ use tower_http::trace::TraceLayer;
 use crate::http::error::{ApiError, REQUEST_ID};
 use crate::http::{
     approvals, body, cors, decisions, detach, events_feed, ops, request_id, run_events, runs,
-    turns, ui, users, webhooks,
+    turns, ui, users, webhooks, worker_state,
 };
 use crate::listen::{self, ConnectionLimits};
 use crate::metrics;
@@ -29,11 +29,17 @@ use crate::telemetry;
 
 /// Every route of docs/design.md §8, with the layers each request passes through.
 pub fn router(state: AppState) -> Router {
-    layered(routes(cors::layer(state.pool.clone())), state)
+    layered(
+        routes(cors::layer(state.pool.clone()), &state.limits),
+        state,
+    )
 }
 
 /// The routes of `router`, and its answers for paths and methods it does not serve.
-fn routes(cors: CorsLayer) -> Router<AppState> {
+fn routes(cors: CorsLayer, limits: &Limits) -> Router<AppState> {
+    // The two routes that take a worker state read a body of MAX_BODY_BYTES beside it (`http::worker_state`); the
+    // innermost body limit is the one that applies.
+    let with_state = DefaultBodyLimit::max(worker_state::body_limit(limits));
     // The routes a decision token may use: the only ones a page calls from another origin, so the only ones that
     // answer CORS preflights.
     let token_routes = Router::new()
@@ -46,8 +52,11 @@ fn routes(cors: CorsLayer) -> Router<AppState> {
     Router::new()
         .merge(token_routes)
         .route("/v1/users/{uid}", put(users::put_user))
-        .route("/v1/runs", post(runs::register_run))
-        .route("/v1/runs/{id}/turns", post(turns::append_turn))
+        .route("/v1/runs", post(runs::register_run).layer(with_state))
+        .route(
+            "/v1/runs/{id}/turns",
+            post(turns::append_turn).layer(with_state),
+        )
         .route("/v1/runs/{id}/events", get(run_events::list_events))
         .route("/v1/runs/{id}/cancel", post(runs::cancel_run))
         .route("/v1/runs/{id}/complete", post(runs::complete_run))

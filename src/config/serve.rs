@@ -125,6 +125,13 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(0..=1024 * 1024 * 1024))]
     pub inbox_arguments_bytes: u64,
 
+    /// Most bytes of a run's `worker_state` text (registration or POST /turns); more is answered 413
+    /// `worker_state_too_large`. A body that carries a state may exceed MAX_BODY_BYTES by the state's size.
+    #[arg(long, env = "MAX_WORKER_STATE_BYTES", value_name = "MAX_WORKER_STATE_BYTES",
+          default_value_t = limits::DEFAULT_MAX_WORKER_STATE_BYTES as u64,
+          value_parser = clap::value_parser!(u64).range(1..=1024 * 1024 * 1024))]
+    pub max_worker_state_bytes: u64,
+
     /// Days to keep tool-event payloads and finished (cancelled or completed) runs. When set, `serve` purges
     /// older ones every PURGE_INTERVAL_SECS; unset, nothing is purged unless `purge --older-than-days` is run.
     #[arg(long, env = "RETENTION_DAYS", value_name = "RETENTION_DAYS",
@@ -170,6 +177,7 @@ impl Config {
             max_calls_per_turn: size(self.max_calls_per_turn),
             max_arguments_bytes: size(self.max_arguments_bytes),
             inbox_arguments_bytes: size(self.inbox_arguments_bytes),
+            max_worker_state_bytes: size(self.max_worker_state_bytes),
             default_approval_ttl_secs: self.approval_ttl_secs,
         }
     }

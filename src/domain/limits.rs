@@ -1,5 +1,6 @@
 //! Bounds on the work one request may cause: how many calls a turn may hold, how large one call's arguments may
-//! be, and how many argument bytes one inbox page may load. Each is a setting (config/serve.rs) with these defaults.
+//! be, how many argument bytes one inbox page may load, and how large a run's worker state may be. Each is a setting
+//! (config/serve.rs) with these defaults.
 
 use super::transcript::PendingCall;
 
@@ -13,12 +14,18 @@ pub const DEFAULT_MAX_ARGUMENTS_BYTES: usize = 256 * 1024;
 /// Most argument bytes one inbox page loads; the arguments of the calls past it are omitted, and marked so.
 pub const DEFAULT_INBOX_ARGUMENTS_BYTES: usize = 4 * 1024 * 1024;
 
+/// Most bytes of a run's `worker_state` text (docs/design.md §15): an agent SDK's serialized run state, which the
+/// service keeps, seals and gives back whole, so one run cannot make it hold an unbounded blob.
+pub const DEFAULT_MAX_WORKER_STATE_BYTES: usize = 1024 * 1024;
+
 /// The limits in force.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WorkLimits {
     pub max_calls_per_turn: usize,
     pub max_arguments_bytes: usize,
     pub inbox_arguments_bytes: usize,
+    /// Most bytes of a run's `worker_state` text (MAX_WORKER_STATE_BYTES).
+    pub max_worker_state_bytes: usize,
     /// Seconds a new turn waits for a decision when its request names no expiry (APPROVAL_TTL_SECS); `None`:
     /// such turns never expire. Kept with the limits because, like them, it bounds what one request leaves waiting.
     pub default_approval_ttl_secs: Option<u64>,
@@ -30,6 +37,7 @@ impl Default for WorkLimits {
             max_calls_per_turn: DEFAULT_MAX_CALLS_PER_TURN,
             max_arguments_bytes: DEFAULT_MAX_ARGUMENTS_BYTES,
             inbox_arguments_bytes: DEFAULT_INBOX_ARGUMENTS_BYTES,
+            max_worker_state_bytes: DEFAULT_MAX_WORKER_STATE_BYTES,
             default_approval_ttl_secs: None,
         }
     }
@@ -50,7 +58,26 @@ pub enum TurnOverLimit {
     },
 }
 
+/// A worker state over MAX_WORKER_STATE_BYTES; the text is shown to the client as the problem's detail.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("worker_state has {bytes} bytes; at most {max} are accepted (MAX_WORKER_STATE_BYTES)")]
+pub struct WorkerStateTooLarge {
+    pub bytes: usize,
+    pub max: usize,
+}
+
 impl WorkLimits {
+    /// Checks the length in bytes of a worker state's text, as the worker sent it.
+    pub fn check_worker_state(&self, bytes: usize) -> Result<(), WorkerStateTooLarge> {
+        if bytes > self.max_worker_state_bytes {
+            return Err(WorkerStateTooLarge {
+                bytes,
+                max: self.max_worker_state_bytes,
+            });
+        }
+        Ok(())
+    }
+
     /// Checks the pending calls of a turn, as registered or appended.
     pub fn check_turn(&self, calls: &[PendingCall]) -> Result<(), TurnOverLimit> {
         if calls.len() > self.max_calls_per_turn {
@@ -91,6 +118,7 @@ mod tests {
         max_calls_per_turn: 2,
         max_arguments_bytes: 8,
         inbox_arguments_bytes: 0,
+        max_worker_state_bytes: 4,
         default_approval_ttl_secs: None,
     };
 
@@ -117,5 +145,14 @@ mod tests {
             "{error:?}"
         );
         assert!(error.to_string().contains("tool call 1"), "{error}");
+    }
+
+    #[test]
+    fn a_worker_state_of_exactly_the_limit_passes_and_one_byte_more_is_refused() {
+        assert_eq!(SMALL.check_worker_state(4), Ok(()));
+        assert_eq!(
+            SMALL.check_worker_state(5),
+            Err(WorkerStateTooLarge { bytes: 5, max: 4 })
+        );
     }
 }

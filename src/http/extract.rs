@@ -234,24 +234,37 @@ where
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
-        // The whole body must be JSON (UTF-8, well formed, nothing after it) before its shape is looked at: parsed
-        // straight into `T`, a body would be refused 422 for an unknown member it names before the bytes that make
-        // it no JSON at all are read, and the same broken body would get 400 or 422 by where it breaks.
-        let raw = match axum::Json::<Box<RawValue>>::from_request(request, state).await {
-            Ok(axum::Json(raw)) => raw,
-            Err(rejection) => return Err(json_rejection(rejection)),
-        };
-        if nesting_depth(raw.get()) > MAX_NESTING {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "malformed_json",
-                format!("the body nests arrays and objects deeper than {MAX_NESTING} levels"),
-            ));
-        }
-        axum::Json::<T>::from_bytes(raw.get().as_bytes())
-            .map(|axum::Json(value)| Json(value))
-            .map_err(json_rejection)
+        let raw = json_text(request, state).await?;
+        json_shape(&raw).map(Json)
     }
+}
+
+/// A body's JSON text, before its shape is looked at. The whole body must be JSON (UTF-8, well formed, nothing after
+/// it) first: parsed straight into a shape, a body would be refused 422 for an unknown member it names before the
+/// bytes that make it no JSON at all are read, and the same broken body would get 400 or 422 by where it breaks.
+pub(super) async fn json_text<S: Send + Sync>(
+    request: Request,
+    state: &S,
+) -> Result<Box<RawValue>, ApiError> {
+    let raw = match axum::Json::<Box<RawValue>>::from_request(request, state).await {
+        Ok(axum::Json(raw)) => raw,
+        Err(rejection) => return Err(json_rejection(rejection)),
+    };
+    if nesting_depth(raw.get()) > MAX_NESTING {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "malformed_json",
+            format!("the body nests arrays and objects deeper than {MAX_NESTING} levels"),
+        ));
+    }
+    Ok(raw)
+}
+
+/// The body's text ([`json_text`]) read into its shape `T`; what does not fit is 422 `invalid_body`.
+pub(super) fn json_shape<T: DeserializeOwned>(raw: &RawValue) -> Result<T, ApiError> {
+    axum::Json::<T>::from_bytes(raw.get().as_bytes())
+        .map(|axum::Json(value)| value)
+        .map_err(json_rejection)
 }
 
 /// The deepest nesting of arrays and objects a body may have: serde_json's own limit, which guards the stack of

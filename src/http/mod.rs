@@ -25,3 +25,4 @@ pub mod users;
 pub mod views;
 pub mod visible;
 pub mod webhooks;
+pub mod worker_state;

@@ -10,10 +10,11 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::error::ApiError;
-use super::extract::{Authorized, Caller, Credential, Json, KeyOrToken, RunId, scope};
+use super::extract::{Authorized, Caller, Credential, KeyOrToken, Query, RunId, scope};
 use super::format_members::{Members, RawMember, well_formed};
 use super::views::RunView;
 use super::visible;
+use super::worker_state::{self, JsonWithState, RunQuery};
 use crate::domain::limits::TurnOverLimit;
 use crate::domain::model_input::ModelInputFormat;
 use crate::domain::transcript::{self, PendingCall, is_valid_tool_name};
@@ -64,6 +65,9 @@ pub struct RegisterRun {
         skip_serializing_if = "Option::is_none"
     )]
     approval_ttl_secs: Option<i64>,
+    /// The worker's state (docs/design.md §15), kept as sent and given back only on request (`worker_state`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    worker_state: Option<RawMember>,
 }
 
 fn is_openai_chat(format: &ModelInputFormat) -> bool {
@@ -143,7 +147,7 @@ pub struct DeclaredToolBody {
 pub async fn register_run(
     State(state): State<AppState>,
     Authorized(caller, _): Authorized<scope::RunsWrite>,
-    Json(mut body): Json<RegisterRun>,
+    JsonWithState(mut body): JsonWithState<RegisterRun>,
 ) -> Result<impl IntoResponse, ApiError> {
     well_formed(&[
         &body.messages,
@@ -169,6 +173,7 @@ pub async fn register_run(
         approval_ttl_secs: body.approval_ttl_secs,
     }
     .resolve(state.limits.work.default_approval_ttl_secs)?;
+    worker_state::within_limit(&state.limits, body.worker_state.as_ref())?;
     // Serializing the parsed body gives one text per meaning: keys sorted, defaults filled in.
     let registration_hash = meaning_hash(&body)?;
     let members = body.members();
@@ -213,6 +218,7 @@ pub async fn register_run(
         return existing_registration(&state, &caller, body.id, &registration_hash).await;
     };
     runs::insert_calls(&mut tx, state.pool.sealer(), run.id, 0, &with_effects).await?;
+    worker_state::store_registered(&mut tx, &state, run.id, body.worker_state.as_ref()).await?;
     outbox::record_status(&mut tx, &run).await?;
     tx.commit().await?;
     state.events.committed();
@@ -327,13 +333,15 @@ pub async fn get_run(
     State(state): State<AppState>,
     KeyOrToken(credential, _): KeyOrToken<scope::RunsRead>,
     RunId(id): RunId,
+    Query(query): Query<RunQuery>,
 ) -> Result<impl IntoResponse, ApiError> {
     let run = visible::run(&state, &credential, id).await?;
     let view = run_view(&state, &run).await?;
-    Ok(axum::Json(match credential {
-        Credential::Key(_) => view,
-        Credential::Token(_) => view.as_a_token_sees_it(),
-    }))
+    match credential {
+        Credential::Key(_) => worker_state::run_answer(&state, view, &query).await,
+        // A decision token never sees the worker's state: `include` is ignored (docs/design.md §15).
+        Credential::Token(_) => Ok(axum::Json(view.as_a_token_sees_it()).into_response()),
+    }
 }
 
 pub async fn cancel_run(

@@ -7,9 +7,10 @@ use axum::response::IntoResponse;
 use serde::{Deserialize, Serialize};
 
 use super::error::ApiError;
-use super::extract::{Authorized, Json, RunId, scope};
+use super::extract::{Authorized, RunId, scope};
 use super::format_members::{Members, RawMember, entries_text, well_formed};
 use super::runs::{ExpiryBody, meaning_hash, run_view, with_effects, within_limits};
+use super::worker_state::{self, JsonWithState};
 use crate::domain::model_input::{ModelInputFormat, tool_messages_entries};
 use crate::domain::native_input;
 use crate::domain::transcript;
@@ -46,13 +47,16 @@ pub struct AppendTurn {
         skip_serializing_if = "Option::is_none"
     )]
     approval_ttl_secs: Option<i64>,
+    /// The worker's state at this turn (docs/design.md §15): replaces the run's; absent, the run has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    worker_state: Option<RawMember>,
 }
 
 pub async fn append_turn(
     State(state): State<AppState>,
     Authorized(caller, _): Authorized<scope::RunsWrite>,
     RunId(id): RunId,
-    Json(mut body): Json<AppendTurn>,
+    JsonWithState(mut body): JsonWithState<AppendTurn>,
 ) -> Result<impl IntoResponse, ApiError> {
     well_formed(&[
         &body.messages,
@@ -67,6 +71,7 @@ pub async fn append_turn(
         approval_ttl_secs: body.approval_ttl_secs,
     }
     .resolve(state.limits.work.default_approval_ttl_secs)?;
+    worker_state::within_limit(&state.limits, body.worker_state.as_ref())?;
     let request_hash = meaning_hash(&body)?;
     let members = Members {
         messages: body.messages.take(),
@@ -155,6 +160,7 @@ pub async fn append_turn(
     )
     .await?;
     runs::insert_calls(&mut tx, state.pool.sealer(), run.id, turn_index, &calls).await?;
+    worker_state::replace_on_turn(&mut tx, &state, run.id, body.worker_state.as_ref()).await?;
     outbox::record_status(&mut tx, &run).await?;
     tx.commit().await?;
     state.events.committed();

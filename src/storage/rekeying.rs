@@ -28,7 +28,11 @@ pub const TABLES: &[Table] = &[
     Table {
         name: "runs",
         per_call: false,
-        columns: &[("messages", Column::Transcript), ("system", Column::System)],
+        columns: &[
+            ("messages", Column::Transcript),
+            ("system", Column::System),
+            ("worker_state", Column::WorkerState),
+        ],
     },
     Table {
         name: "turn_calls",

@@ -17,6 +17,8 @@ pub enum Column {
     Transcript,
     /// `runs.system`, the system member of a run in a provider's own format (docs/design.md §14).
     System,
+    /// `runs.worker_state`, the state the worker registered with the run or its latest turn (docs/design.md §15).
+    WorkerState,
     /// `turn_calls.arguments`, a call's proposed arguments.
     CallArguments,
     /// `turn_calls.content`, a call's result content.
@@ -38,6 +40,7 @@ impl Column {
         match self {
             Column::Transcript => "runs.messages",
             Column::System => "runs.system",
+            Column::WorkerState => "runs.worker_state",
             Column::CallArguments => "turn_calls.arguments",
             Column::CallContent => "turn_calls.content",
             Column::CallEditedArguments => "turn_calls.edited_arguments",

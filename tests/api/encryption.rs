@@ -201,7 +201,7 @@ async fn scenario(app: &TestApp) -> Vec<(String, String)> {
     answers
 }
 
-async fn pg_dump(database: &TestDatabase) -> String {
+pub async fn pg_dump(database: &TestDatabase) -> String {
     let output = tokio::process::Command::new("pg_dump")
         .arg(format!("--dbname={}", database.url))
         .output()

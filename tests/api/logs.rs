@@ -16,7 +16,7 @@ use crate::support::{call, transcript};
 
 /// Everything logged during the test, in one buffer.
 #[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
+pub(crate) struct Captured(pub(crate) Arc<Mutex<Vec<u8>>>);
 
 impl Write for Captured {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {

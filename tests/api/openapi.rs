@@ -557,6 +557,13 @@ fn with_limits(app: &TestApp, limits: Limits) -> TestApp {
     })
 }
 
+/// The app with a MAX_WORKER_STATE_BYTES smaller than any state the tests send.
+fn small_worker_state(app: &TestApp) -> TestApp {
+    let mut limits = app.state.limits;
+    limits.work.max_worker_state_bytes = 4;
+    with_limits(app, limits)
+}
+
 /// The app with a request timeout short enough to pass while a test holds a lock the request waits for.
 fn impatient(app: &TestApp) -> TestApp {
     let request_timeout = Duration::from_millis(200);
@@ -1001,6 +1008,18 @@ async fn registering_a_run_answers_as_documented() {
     let later = with(fresh(), "expires_at", json!("2999-01-01T00:00:00+02:00"));
     let answer = op.expect(path, later, "201").await;
     assert_eq!(answer.body["expires_at"], "2998-12-31T22:00:00Z");
+    let state = json!({"step": 3, "items": [1.5, null]});
+    op.expect(path, with(fresh(), "worker_state", state.clone()), "201")
+        .await;
+    let key = Some(app.admin_key.as_str());
+    op.expect_on(
+        &small_worker_state(&app),
+        key,
+        path,
+        Some(with(fresh(), "worker_state", state)),
+        "413 worker_state_too_large",
+    )
+    .await;
 
     op.provoke_body_errors(path).await;
     op.provoke_auth_errors(path, Some(fresh())).await;
@@ -1023,6 +1042,27 @@ async fn reading_a_run_answers_as_documented() {
         "no decision yet: {:#}",
         answer.body
     );
+    let answer = op
+        .expect(&format!("{path}?include=worker_state"), None, "200")
+        .await;
+    assert_eq!(answer.body["worker_state"], Value::Null);
+    let (stateful, _) = run_with(&app, json!({"worker_state": {"step": 3}})).await;
+    let answer = op
+        .expect(
+            &format!("/v1/runs/{stateful}?include=worker_state"),
+            None,
+            "200",
+        )
+        .await;
+    assert_eq!(answer.body["worker_state"], json!({"step": 3}));
+    op.expect(
+        &format!("{path}?include=transcript"),
+        None,
+        "422 invalid_query",
+    )
+    .await;
+    op.expect(&format!("{path}?page=2"), None, "422 invalid_query")
+        .await;
     let resumed = resumed_run(&app).await;
     let answer = op.expect(&format!("/v1/runs/{resumed}"), None, "200").await;
     assert_eq!(answer.body["decision"]["decided_by"], "run_owner");
@@ -1432,6 +1472,19 @@ async fn appending_a_turn_answers_as_documented() {
     op.expect(&path, past, "422 expires_at_in_past").await;
     let negative = with(next.clone(), "approval_ttl_secs", json!(-1));
     op.expect(&path, negative, "422 invalid_ttl").await;
+    let key = Some(app.admin_key.as_str());
+    let stateful = with(next.clone(), "worker_state", json!({"step": 4}));
+    op.expect_on(
+        &small_worker_state(&app),
+        key,
+        &path,
+        Some(stateful.clone()),
+        "413 worker_state_too_large",
+    )
+    .await;
+    let other = resumed_run(&app).await;
+    op.expect(&format!("/v1/runs/{other}/turns"), stateful, "200")
+        .await;
     let answer = op.expect(&path, next.clone(), "200").await;
     assert_eq!(
         (&answer.body["status"], &answer.body["turn"]["index"]),

@@ -52,6 +52,19 @@ def test_a_user_is_upserted_and_answered_as_stored(api: Client) -> None:
     assert (second["is_admin"], second["approvable_tools"], second["created_at"]) == (True, [TOOL], first["created_at"])
 
 
+def test_a_worker_state_comes_back_only_when_asked_for_and_a_new_turn_replaces_it(api: Client) -> None:
+    owner = new_owner(api)
+    state = {"agent": "editor", "step": 3, "nested": {"items": [1.5, None, "é"]}}
+    run = register(api, owner, worker_state=state)
+    assert "worker_state" not in run and "worker_state" not in api.get_run(run["id"])
+    assert api.get_run(run["id"], include_worker_state=True)["worker_state"] == state
+
+    api.deny(run["id"], run["turn"]["digest"], owner)
+    next_turn = chat_transcript(("call_2", ARGUMENTS))[-1:]
+    api.append_turn(run["id"], {"messages": next_turn, "worker_state": {"step": 4}})
+    assert api.get_run(run["id"], include_worker_state=True)["worker_state"] == {"step": 4}
+
+
 def test_a_registration_with_every_member_is_the_run_and_the_same_body_again_the_same_run(api: Client) -> None:
     owner = new_owner(api)
     body: RegisterRun = {

@@ -79,9 +79,14 @@ export class ApprovalResumeClient {
         return unwrap(this.#api.POST("/v1/runs", { body: run, ...options }));
     }
 
-    /** The run, its current turn (with the digest a decision names) and that turn's decision (scope `runs:read`). */
-    getRun(id: string, options: CallOptions = {}): Promise<RunView> {
-        return unwrap(this.#api.GET("/v1/runs/{id}", { params: { path: { id } }, ...options }));
+    /**
+     * The run, its current turn (with the digest a decision names) and that turn's decision (scope `runs:read`).
+     * `includeWorkerState`: with the run's `worker_state` as the worker sent it (`null`: none; API keys only).
+     */
+    getRun(id: string, options: CallOptions & { includeWorkerState?: boolean } = {}): Promise<RunView> {
+        const { includeWorkerState, ...call } = options;
+        const query = includeWorkerState === true ? { include: "worker_state" as const } : {};
+        return unwrap(this.#api.GET("/v1/runs/{id}", { params: { path: { id }, query }, ...call }));
     }
 
     /**

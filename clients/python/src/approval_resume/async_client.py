@@ -100,8 +100,9 @@ class AsyncClient:
         """201 new, or 200 for the same body again; another body under the id raises 409 `run_exists`."""
         return cast(RunView, await self._send(operations.register_run(run)))
 
-    async def get_run(self, run_id: str) -> RunView:
-        return cast(RunView, await self._send(operations.get_run(run_id)))
+    async def get_run(self, run_id: str, include_worker_state: bool = False) -> RunView:
+        """`include_worker_state`: the answer carries the run's `worker_state`, as the worker sent it (`None`: none)."""
+        return cast(RunView, await self._send(operations.get_run(run_id, include_worker_state)))
 
     async def append_turn(self, run_id: str, turn: AppendTurn) -> RunView:
         return cast(RunView, await self._send(operations.append_turn(run_id, turn)))

@@ -91,6 +91,8 @@ class RegisterRun(TypedDict):
     input: NotRequired[list[NativeEntry]]
     system_instruction: NotRequired[NativeEntry]
     contents: NotRequired[list[NativeEntry]]
+    #: The worker's state (DESIGN.md §15): any JSON, given back only by `get_run(..., include_worker_state=True)`.
+    worker_state: NotRequired[Any]
 
 
 class AppendTurn(TypedDict):
@@ -101,6 +103,8 @@ class AppendTurn(TypedDict):
     approval_ttl_secs: NotRequired[int]
     input: NotRequired[list[NativeEntry]]
     contents: NotRequired[list[NativeEntry]]
+    #: The worker's state at this turn: replaces the run's; a turn without one leaves the run without one.
+    worker_state: NotRequired[Any]
 
 
 class PendingCall(TypedDict):
@@ -147,6 +151,8 @@ class RunView(TypedDict):
     decision: NotRequired[DecisionView]
     created_at: str
     updated_at: str
+    #: Only from `get_run(..., include_worker_state=True)` with an API key; `None` when the run has none.
+    worker_state: NotRequired[Any]
 
 
 # Decisions.

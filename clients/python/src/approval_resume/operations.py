@@ -93,8 +93,9 @@ def register_run(run: RegisterRun) -> Request:
     return _request("register_run", json=run)
 
 
-def get_run(run_id: str) -> Request:
-    return _request("get_run", {"id": run_id})
+def get_run(run_id: str, include_worker_state: bool = False) -> Request:
+    include = "worker_state" if include_worker_state else None
+    return _request("get_run", {"id": run_id}, params=_query(include=include))
 
 
 def decide(run_id: str, body: DecisionBody, format: ModelInputFormat | None = None) -> Request:

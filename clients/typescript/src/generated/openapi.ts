@@ -48,6 +48,9 @@ export interface paths {
          *     Limits: at most `MAX_CALLS_PER_TURN` (default 64) calls in the turn, and at most `MAX_ARGUMENTS_BYTES`
          *     (default 262144) bytes of each pending call's `arguments` text; over either, 422 `too_many_calls` or
          *     `arguments_too_large`.
+         *
+         *     `worker_state` (DESIGN.md §15) is kept as the text sent, sealed like the transcript, and given back only by
+         *     `GET /v1/runs/{id}?include=worker_state`; never in this answer.
          */
         post: operations["registerRun"];
         delete?: never;
@@ -69,6 +72,10 @@ export interface paths {
          *     decision token whose user may decide the run (owner, admin, or allowed to approve others), otherwise 404.
          *     A token sees the pending calls' `arguments` as the inbox shows them: verbatim at privacy level `full`,
          *     redacted at `redacted`, left out at `metadata` and `none`.
+         *
+         *     `include=worker_state` adds the run's `worker_state` (DESIGN.md §15) for an API key: the JSON text the worker
+         *     last registered or appended, byte for byte, `null` when it has none. A decision token never sees it: for a
+         *     token, `include` is ignored.
          */
         get: operations["getRun"];
         put?: never;
@@ -539,7 +546,7 @@ export interface components {
              *     the router for paths and methods it does not serve.
              * @enum {string}
              */
-            code: "unauthorized" | "format_not_representable" | "token_expired" | "token_not_yet_valid" | "token_bad_signature" | "token_unknown_kid" | "token_wrong_audience" | "token_client_revoked" | "token_client_lacks_scope" | "token_lifetime_too_long" | "token_invalid" | "missing_scope" | "token_not_allowed" | "decider_mismatch" | "body_timeout" | "not_found" | "method_not_allowed" | "malformed_json" | "bad_request" | "payload_too_large" | "unsupported_media_type" | "invalid_body" | "invalid_query" | "invalid_cursor" | "invalid_subscription" | "webhook_url_refused" | "too_many_subscriptions" | "invalid_overlap" | "invalid_uid" | "invalid_username" | "invalid_owner" | "invalid_tool" | "invalid_transcript" | "unknown_owner" | "too_many_calls" | "arguments_too_large" | "reason_requires_denial" | "decider_uid_required" | "approved_and_calls" | "verdict_required" | "reason_with_calls" | "repeated_call" | "unknown_call" | "missing_call" | "arguments_require_approval" | "arguments_not_object" | "expiry_ambiguous" | "invalid_expires_at" | "expires_at_in_past" | "invalid_ttl" | "anonymous_decision_not_allowed" | "unknown_decider" | "decider_disabled" | "decider_not_permitted" | "second_approver_required" | "tool_not_approvable" | "anonymous_write_approval" | "anonymous_edit" | "transcript_not_shown" | "invalid_approvable_tools" | "run_exists" | "stale_turn" | "already_decided" | "not_awaiting_approval" | "resume_in_progress" | "expired" | "not_resumed" | "run_finished" | "internal" | "undecryptable" | "database_unavailable" | "timeout" | "not_migrated" | "too_many_waiting_readers" | "too_many_connections";
+            code: "unauthorized" | "format_not_representable" | "token_expired" | "token_not_yet_valid" | "token_bad_signature" | "token_unknown_kid" | "token_wrong_audience" | "token_client_revoked" | "token_client_lacks_scope" | "token_lifetime_too_long" | "token_invalid" | "missing_scope" | "token_not_allowed" | "decider_mismatch" | "body_timeout" | "not_found" | "method_not_allowed" | "malformed_json" | "bad_request" | "payload_too_large" | "worker_state_too_large" | "unsupported_media_type" | "invalid_body" | "invalid_query" | "invalid_cursor" | "invalid_subscription" | "webhook_url_refused" | "too_many_subscriptions" | "invalid_overlap" | "invalid_uid" | "invalid_username" | "invalid_owner" | "invalid_tool" | "invalid_transcript" | "unknown_owner" | "too_many_calls" | "arguments_too_large" | "reason_requires_denial" | "decider_uid_required" | "approved_and_calls" | "verdict_required" | "reason_with_calls" | "repeated_call" | "unknown_call" | "missing_call" | "arguments_require_approval" | "arguments_not_object" | "expiry_ambiguous" | "invalid_expires_at" | "expires_at_in_past" | "invalid_ttl" | "anonymous_decision_not_allowed" | "unknown_decider" | "decider_disabled" | "decider_not_permitted" | "second_approver_required" | "tool_not_approvable" | "anonymous_write_approval" | "anonymous_edit" | "transcript_not_shown" | "invalid_approvable_tools" | "run_exists" | "stale_turn" | "already_decided" | "not_awaiting_approval" | "resume_in_progress" | "expired" | "not_resumed" | "run_finished" | "internal" | "undecryptable" | "database_unavailable" | "timeout" | "not_migrated" | "too_many_waiting_readers" | "too_many_connections";
             /** @description The request's `x-request-id`, on every problem (a 500 for a handler that panicked included). */
             request_id?: string;
         };
@@ -878,6 +885,13 @@ export interface components {
              * @description Seconds from now (the database's clock) until the turn expires.
              */
             approval_ttl_secs?: number;
+            /**
+             * @description The worker's state (DESIGN.md §15): any JSON value, e.g. an agent SDK's serialized run state, at most
+             *     `MAX_WORKER_STATE_BYTES` (default 1048576) bytes of text as sent (413 `worker_state_too_large` over it).
+             *     Kept byte for byte, sealed like the transcript, and given back only by
+             *     `GET /v1/runs/{id}?include=worker_state`. `null` is no state.
+             */
+            worker_state?: unknown;
         } & (unknown & unknown & unknown & unknown);
         /**
          * @description What followed the resumed model input (without the results of the decided turn, which the service adds),
@@ -899,6 +913,12 @@ export interface components {
              * @description Seconds from now (the database's clock) until the turn expires.
              */
             approval_ttl_secs?: number;
+            /**
+             * @description The worker's state at this turn (DESIGN.md §15), as at registration: it replaces the run's, and a turn
+             *     without one (or with `null`) leaves the run without one, since a state belongs to the turn it was
+             *     suspended on. At most `MAX_WORKER_STATE_BYTES` bytes of text as sent.
+             */
+            worker_state?: unknown;
         };
         /**
          * @description Exactly one of two forms: the whole turn (`approved`, with `reason` on a denial) or a verdict per call
@@ -1002,6 +1022,11 @@ export interface components {
             created_at: string;
             /** Format: date-time */
             updated_at: string;
+            /**
+             * @description Only with `?include=worker_state`, to an API key: the worker's state as it sent it, byte for byte (any
+             *     JSON value); `null` when the run has none.
+             */
+            worker_state?: unknown;
         };
         /** @description One result per pending call, in the turn's order. */
         ToolResult: {
@@ -1846,7 +1871,25 @@ export interface operations {
                     };
                 };
             };
-            413: components["responses"]["PayloadTooLarge"];
+            /**
+             * @description `payload_too_large`: the body, its `worker_state` aside, is larger than `MAX_BODY_BYTES`;
+             *     `worker_state_too_large`: the `worker_state` text is larger than `MAX_WORKER_STATE_BYTES` (default
+             *     1048576). Nothing is stored.
+             */
+            413: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {integer} */
+                        status?: 413;
+                        /** @enum {unknown} */
+                        code?: "payload_too_large" | "worker_state_too_large";
+                    };
+                };
+            };
             415: components["responses"]["UnsupportedMediaType"];
             /**
              * @description `invalid_body`: the body does not fit `RegisterRun`; `invalid_owner`: `owner_uid` is negative;
@@ -1880,7 +1923,13 @@ export interface operations {
     };
     getRun: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description `worker_state`: add the run's `worker_state` to the answer (API keys only). Another value, or any other
+                 *     query parameter, is refused with 422 `invalid_query`.
+                 */
+                include?: "worker_state";
+            };
             header?: {
                 /**
                  * @description The client's request id; echoed back, logged and carried in problems. Kept only in a short, safe form: 1 to
@@ -1910,6 +1959,21 @@ export interface operations {
             401: components["responses"]["TokenUnauthorized"];
             403: components["responses"]["KeyMissingScope"];
             404: components["responses"]["RunNotFound"];
+            /** @description `invalid_query`: an `include` other than `worker_state`, or another query parameter. */
+            422: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {integer} */
+                        status?: 422;
+                        /** @enum {unknown} */
+                        code?: "invalid_query";
+                    };
+                };
+            };
             500: components["responses"]["InternalOrUndecryptable"];
             503: components["responses"]["Unavailable"];
         };
@@ -2212,7 +2276,25 @@ export interface operations {
                     };
                 };
             };
-            413: components["responses"]["PayloadTooLarge"];
+            /**
+             * @description `payload_too_large`: the body, its `worker_state` aside, is larger than `MAX_BODY_BYTES`;
+             *     `worker_state_too_large`: the `worker_state` text is larger than `MAX_WORKER_STATE_BYTES` (default
+             *     1048576). Nothing is stored.
+             */
+            413: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {integer} */
+                        status?: 413;
+                        /** @enum {unknown} */
+                        code?: "payload_too_large" | "worker_state_too_large";
+                    };
+                };
+            };
             415: components["responses"]["UnsupportedMediaType"];
             /**
              * @description `invalid_body`: the body does not fit `AppendTurn` (a member of another format than the run's, or its
