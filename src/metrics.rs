@@ -10,8 +10,6 @@ use std::fmt::Write;
 use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
-use crate::delivery::FeedCounts;
-
 /// Upper bounds in seconds of the latency histograms: from a fast commit to a slow executor.
 const BUCKETS: [f64; 14] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
@@ -256,6 +254,20 @@ pub fn render_webhook_gauges(rows: &[(String, i64, i64)]) -> String {
         );
     }
     text
+}
+
+/// The feed's readers as `/metrics` shows them, counted by `delivery::feed_waiters` (defined here, below delivery, so
+/// that metrics imports nothing of the rooms it observes).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FeedCounts {
+    /// Waiting now.
+    pub waiting: usize,
+    /// Wake-ups that made a waiting reader read again, since the start.
+    pub woken: u64,
+    /// Readers refused at their client's cap, since the start.
+    pub refused_client: u64,
+    /// Readers refused at the instance's cap, since the start.
+    pub refused_instance: u64,
 }
 
 /// The feed's long-polling readers on this instance (docs/design.md §17): waiting now, wake-ups that made one read

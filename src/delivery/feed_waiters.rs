@@ -11,6 +11,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::watch;
 
+use crate::metrics::FeedCounts;
+
 /// The most feed readers that may wait at once (FEED_MAX_WAITERS_PER_CLIENT, FEED_MAX_WAITERS).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FeedCaps {
@@ -39,19 +41,6 @@ impl Default for FeedCaps {
 pub enum Refused {
     Client,
     Instance,
-}
-
-/// The feed's readers as `/metrics` shows them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct FeedCounts {
-    /// Waiting now.
-    pub waiting: usize,
-    /// Wake-ups that made a waiting reader read again, since the start.
-    pub woken: u64,
-    /// Readers refused at their client's cap, since the start.
-    pub refused_client: u64,
-    /// Readers refused at the instance's cap, since the start.
-    pub refused_instance: u64,
 }
 
 /// Every waiting feed reader of this instance.

@@ -28,7 +28,8 @@ use std::time::Duration;
 use crate::storage::Database;
 use tokio::sync::{Notify, watch};
 
-use super::feed_waiters::{FeedCaps, FeedCounts, FeedWaiters, Refused, Registration};
+use super::feed_waiters::{FeedCaps, FeedWaiters, Refused, Registration};
+use crate::metrics::FeedCounts;
 use crate::storage::outbox;
 
 /// A handle on this instance's hub; cheap to clone. The polling task ends when the last handle is dropped.

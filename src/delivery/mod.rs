@@ -10,7 +10,7 @@ pub mod feed_waiters;
 pub mod hub;
 pub mod webhooks;
 
-pub use feed_waiters::{FeedCaps, FeedCounts};
+pub use feed_waiters::FeedCaps;
 pub use hub::EventsHub;
 
 use chrono::{DateTime, Utc};

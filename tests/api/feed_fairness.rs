@@ -6,8 +6,9 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use approval_resume::app;
-use approval_resume::delivery::{EventsHub, FeedCaps, FeedCounts};
+use approval_resume::delivery::{EventsHub, FeedCaps};
 use approval_resume::listen::ConnectionLimits;
+use approval_resume::metrics::FeedCounts;
 use approval_resume::state::AppState;
 use approval_resume::storage::Database;
 use axum::http::StatusCode;
