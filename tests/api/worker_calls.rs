@@ -389,3 +389,39 @@ async fn a_turn_of_service_and_worker_calls_runs_the_service_call_and_releases_t
     assert_eq!(outboxed(&app.pool, id, "run.released").await, 1);
     assert_eq!(outboxed(&app.pool, id, "run.resumed").await, 1);
 }
+
+#[tokio::test]
+async fn a_turn_taken_over_after_its_instance_stopped_releases_the_worker_calls_and_sends_nothing()
+{
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool).await;
+    let (id, digest) = worker_run(&app).await;
+    // As an approval leaves a turn whose instance died before it closed it: taken, its lease run out.
+    sqlx::query(
+        "with taken as (
+             update runs set status = 'resuming', lease_owner = gen_random_uuid(),
+                             lease_until = now() - interval '1 second'
+             where id = $1 returning id
+         )
+         insert into approval_events (run_id, turn_index, approved, decider_uid, decided_by, turn_digest,
+                                      client_name, calls)
+         select id, 0, true, 7, 'run_owner', $2, 'admin', '[]'::jsonb from taken",
+    )
+    .bind(id)
+    .bind(&digest)
+    .execute(&app.pool)
+    .await
+    .unwrap();
+    approval_resume::resume::approve::recover_once(&app.state.resumer).await;
+    let run = app.get(&format!("/v1/runs/{id}")).await.body;
+    assert_eq!(run["status"], "released", "{run}");
+    assert_eq!(run["released_calls"].as_array().unwrap().len(), 2);
+    assert_eq!(outboxed(&app.pool, id, "run.released").await, 1);
+    let started = count(
+        &app.pool,
+        "select count(*) from turn_calls where run_id = $1 and started_at is not null",
+        id,
+    )
+    .await;
+    assert_eq!(started, 0, "a released call is never sent");
+}
