@@ -3,6 +3,10 @@
 //! The configuration is a TOML file named by `TOOLS_CONFIG`. An executor call never fails the decision: a timeout,
 //! a refused connection, a non-2xx status (a redirect included: none is followed) or a malformed answer becomes the
 //! `failed` result.
+//!
+//! Over 400 lines: the file's parsing and checks, the client and their tests belong to one configuration; the tests are
+//! a third of it. The file also declares the worker's tools (`executor = "worker"`, `editable`, docs/design.md §15),
+//! which are never sent.
 
 use std::collections::HashMap;
 use std::path::Path;

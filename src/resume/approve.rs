@@ -7,6 +7,12 @@
 //! A `resuming` turn is held by a lease. If the instance holding it dies, the lease runs out and the recovery task
 //! of any instance takes the turn over: calls with an outcome keep it, a call that had started but has no outcome
 //! gets `interrupted` (it is never sent again), and calls not yet started run.
+//!
+//! Calls of the worker's tools (docs/design.md §15) are never sent: once the service's calls have their results, the
+//! turn is released instead of resumed (`decision_statements::release_held_turn`), under the same lease.
+//!
+//! Over 400 lines: the take's calls, their close and their recovery share the lease's rules and the carried reads; a
+//! split would pass those through a second module's private interface.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,5 +1,6 @@
 //! Calls the worker runs (docs/design.md §15): tools declared `executor: worker` and `editable: false`, the
 //! `released` state a decision leaves them in, and `POST /v1/runs/{id}/results`, each rule against real Postgres.
+//! Over 400 lines: a test per rule of §15, sharing one run fixture; the races are `worker_races`.
 
 use axum::http::StatusCode;
 use serde_json::{Value, json};
