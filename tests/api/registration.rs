@@ -86,12 +86,16 @@ async fn a_registered_run_is_answered_with_its_pending_calls_in_order_and_its_tu
                 "name": "update_page_metadata",
                 "arguments": r#"{"page": 12, "description": "A page"}"#,
                 "effect": "write",
+                "executor": "service",
+                "editable": true,
             },
             {
                 "id": "call_2",
                 "name": "read_page",
                 "arguments": r#"{"page": 12}"#,
                 "effect": "read",
+                "executor": "service",
+                "editable": true,
             },
         ])
     );

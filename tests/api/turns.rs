@@ -109,7 +109,8 @@ async fn after_a_denial_a_new_turn_suspends_the_run_again() {
     assert_ne!(digest1, digest0);
     assert_eq!(
         run["turn"]["pending_calls"],
-        json!([{"id": "call_3", "name": "update_page_metadata", "arguments": NEW_ARGUMENTS, "effect": "write"}])
+        json!([{"id": "call_3", "name": "update_page_metadata", "arguments": NEW_ARGUMENTS, "effect": "write",
+                "executor": "service", "editable": true}])
     );
     assert!(run.get("decision").is_none(), "{run}");
     assert_eq!(app.get(&format!("/v1/runs/{id}")).await.body, *run);
