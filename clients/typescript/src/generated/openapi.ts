@@ -212,6 +212,22 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/runs/{id}/results": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["postResults"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/runs/{id}/cancel": {
         parameters: {
             query?: never;
@@ -579,7 +595,7 @@ export interface components {
          *     `completed` are final.
          * @enum {string}
          */
-        RunStatus: "waiting_for_approval" | "resuming" | "resumed" | "cancelled" | "completed";
+        RunStatus: "waiting_for_approval" | "resuming" | "released" | "resumed" | "cancelled" | "completed";
         /**
          * @description What of a call's arguments and result a tool event keeps, strictest first: `none` (no tool event),
          *     `metadata` (names, outcome, lengths, timings; the default), `redacted` (plus arguments and result after a
@@ -740,6 +756,7 @@ export interface components {
         };
         RotateWebhookSecret: {
             /**
+             * Format: int64
              * @description Seconds the old secret keeps signing beside the new one, at most WEBHOOK_SECRET_OVERLAP_SECS (its
              *     default); 0: the old secret retires at once.
              */
@@ -823,6 +840,9 @@ export interface components {
         DeclaredTool: {
             name: components["schemas"]["ToolName"];
             effect: components["schemas"]["Effect"];
+            /** @enum {string} */
+            executor?: "service" | "worker";
+            editable?: boolean;
         };
         /**
          * @description `format` and that format's own members (DESIGN.md §14): `openai-chat` (the default) takes `messages`;
@@ -1022,11 +1042,29 @@ export interface components {
             created_at: string;
             /** Format: date-time */
             updated_at: string;
+            released_calls?: components["schemas"]["ReleasedCall"][];
             /**
              * @description Only with `?include=worker_state`, to an API key: the worker's state as it sent it, byte for byte (any
              *     JSON value); `null` when the run has none.
              */
             worker_state?: unknown;
+        };
+        ReleasedCall: {
+            call_id: string;
+            tool: string;
+            arguments?: string;
+            edited: boolean;
+            result?: {
+                content: string;
+                is_error: boolean;
+            };
+        };
+        PostResults: {
+            results: {
+                call_id: string;
+                content: string;
+                is_error: boolean;
+            }[];
         };
         /** @description One result per pending call, in the turn's order. */
         ToolResult: {
@@ -2355,6 +2393,34 @@ export interface operations {
             404: components["responses"]["RunNotFound"];
             500: components["responses"]["InternalOrUndecryptable"];
             503: components["responses"]["Unavailable"];
+        };
+    };
+    postResults: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The run's id, chosen by the agent loop. A text that is no UUID names no run and is answered 404. */
+                id: components["parameters"]["RunId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PostResults"];
+            };
+        };
+        responses: {
+            /** @description The run. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunView"];
+                };
+            };
+            404: components["responses"]["RunNotFound"];
         };
     };
     cancelRun: {
