@@ -620,7 +620,7 @@ export interface components {
          *     expire in this version); `run.cancelled`, `run.completed`: the run ended.
          * @enum {string}
          */
-        EventType: "run.waiting" | "run.resumed" | "run.expired" | "run.cancelled" | "run.completed";
+        EventType: "run.waiting" | "run.released" | "run.resumed" | "run.expired" | "run.cancelled" | "run.completed";
         /**
          * @description One event, as the feed lists it and as a webhook's body. Ids and metadata only: never a transcript,
          *     arguments, results or reasons, at any privacy level.

@@ -4,7 +4,8 @@
  */
 import { MockLanguageModelV3 } from "ai/test";
 
-type Prompt = Parameters<MockLanguageModelV3["doGenerate"]>[0]["prompt"];
+/** What the SDK sends the model on one call. */
+export type Prompt = Parameters<MockLanguageModelV3["doGenerate"]>[0]["prompt"];
 type Content = Awaited<ReturnType<MockLanguageModelV3["doGenerate"]>>["content"][number];
 
 const usage = {
