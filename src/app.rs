@@ -19,8 +19,8 @@ use tower_http::trace::TraceLayer;
 
 use crate::http::error::{ApiError, REQUEST_ID};
 use crate::http::{
-    approvals, body, cors, decisions, detach, events_feed, ops, request_id, run_events, runs,
-    turns, ui, users, webhooks, worker_state,
+    approvals, body, cors, decisions, detach, events_feed, ops, request_id, results, run_events,
+    runs, turns, ui, users, webhooks, worker_state,
 };
 use crate::listen::{self, ConnectionLimits};
 use crate::metrics;
@@ -60,6 +60,7 @@ fn routes(cors: CorsLayer, limits: &Limits) -> Router<AppState> {
         .route("/v1/runs/{id}/events", get(run_events::list_events))
         .route("/v1/runs/{id}/cancel", post(runs::cancel_run))
         .route("/v1/runs/{id}/complete", post(runs::complete_run))
+        .route("/v1/runs/{id}/results", post(results::post))
         .route("/v1/approvals", get(approvals::inbox))
         .route("/v1/events", get(events_feed::feed))
         .route("/v1/webhooks", get(webhooks::list).post(webhooks::create))

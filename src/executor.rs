@@ -16,7 +16,7 @@ use crate::domain::redact::TRUNCATION_MARK;
 use crate::domain::results::{self, ToolResult};
 use crate::domain::secret::Secret;
 use crate::domain::transcript::is_valid_tool_name;
-use crate::domain::vocabulary::Effect;
+use crate::domain::vocabulary::{Effect, ExecutorKind};
 
 /// The header that names the run's tenant (also the body's `tenant`): executors serve every tenant, and an
 /// `owner_uid` means nothing without the tenant whose user it is.
@@ -37,10 +37,21 @@ pub struct ToolExecutor {
     pub max_content_chars: usize,
 }
 
+/// What the configuration says of a tool besides its executor (docs/design.md §15): who runs it and whether a decider
+/// may edit its arguments. Only tools the file configures otherwise than the defaults (`service`, editable) have one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ToolDeclaration {
+    pub effect: Effect,
+    pub executor: ExecutorKind,
+    pub editable: bool,
+}
+
 /// All configured executors and the HTTP client they share.
 #[derive(Debug, Clone)]
 pub struct Executors {
     tools: HashMap<String, ToolExecutor>,
+    /// Worker tools (which have no executor) and tools that may not be edited, as the file declares them.
+    declarations: HashMap<String, ToolDeclaration>,
     client: reqwest::Client,
 }
 
@@ -84,7 +95,8 @@ struct FileConfig {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileTool {
-    url: String,
+    /// Required for a tool the service runs; refused for a worker's tool, to which nothing is sent.
+    url: Option<String>,
     #[serde(default = "default_timeout_ms")]
     timeout_ms: u64,
     effect: Effect,
@@ -94,6 +106,14 @@ struct FileTool {
     enabled: bool,
     #[serde(default = "default_max_content_chars")]
     max_content_chars: usize,
+    #[serde(default)]
+    executor: ExecutorKind,
+    #[serde(default = "default_editable")]
+    editable: bool,
+}
+
+fn default_editable() -> bool {
+    true
 }
 
 fn default_timeout_ms() -> u64 {
@@ -121,8 +141,15 @@ impl Executors {
     pub fn from_tools(tools: HashMap<String, ToolExecutor>) -> Self {
         Executors {
             tools,
+            declarations: HashMap::new(),
             client: client(),
         }
+    }
+
+    /// These executors with the tools' declarations of who runs them and whether they may be edited.
+    pub fn with_declarations(mut self, declarations: HashMap<String, ToolDeclaration>) -> Self {
+        self.declarations = declarations;
+        self
     }
 
     /// Reads and checks the TOML file; every error names the tool and the field. An `http://` executor with a
@@ -144,6 +171,7 @@ impl Executors {
                 message: error.to_string(),
             })?;
         let mut tools = HashMap::new();
+        let mut declarations = HashMap::new();
         for (name, tool) in file.tools {
             let invalid = |field, message: String| ExecutorConfigError::Invalid {
                 tool: name.clone(),
@@ -153,13 +181,28 @@ impl Executors {
             if !is_valid_tool_name(&name) {
                 return Err(invalid("name", "must match ^[A-Za-z0-9_-]{1,64}$".into()));
             }
-            if !(tool.url.starts_with("http://") || tool.url.starts_with("https://")) {
-                return Err(invalid(
-                    "url",
-                    format!("{:?} is not an http(s) URL", tool.url),
-                ));
+            let declaration = ToolDeclaration {
+                effect: tool.effect,
+                executor: tool.executor,
+                editable: tool.editable,
+            };
+            if tool.executor == ExecutorKind::Worker {
+                if tool.url.is_some() {
+                    return Err(invalid(
+                        "url",
+                        "a worker's tool is run by the worker; nothing is sent to a url".into(),
+                    ));
+                }
+                declarations.insert(name, declaration);
+                continue;
             }
-            reqwest::Url::parse(&tool.url).map_err(|error| invalid("url", error.to_string()))?;
+            let url = tool
+                .url
+                .ok_or_else(|| invalid("url", "required for a tool the service runs".into()))?;
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(invalid("url", format!("{url:?} is not an http(s) URL")));
+            }
+            reqwest::Url::parse(&url).map_err(|error| invalid("url", error.to_string()))?;
             if tool.timeout_ms == 0 || tool.timeout_ms > 600_000 {
                 return Err(invalid("timeout_ms", "must be between 1 and 600000".into()));
             }
@@ -174,7 +217,7 @@ impl Executors {
                 }
                 None => None,
             };
-            if secret.is_some() && tool.url.starts_with("http://") && !allow_insecure_secrets {
+            if secret.is_some() && url.starts_with("http://") && !allow_insecure_secrets {
                 return Err(invalid(
                     "secret_env",
                     "an http:// executor would receive the secret in clear: use https://, or set \
@@ -182,8 +225,11 @@ impl Executors {
                         .into(),
                 ));
             }
+            if !tool.editable {
+                declarations.insert(name.clone(), declaration);
+            }
             let executor = ToolExecutor {
-                url: tool.url,
+                url,
                 timeout: Duration::from_millis(tool.timeout_ms),
                 effect: tool.effect,
                 secret,
@@ -192,7 +238,7 @@ impl Executors {
             };
             tools.insert(name, executor);
         }
-        Ok(Self::from_tools(tools))
+        Ok(Self::from_tools(tools).with_declarations(declarations))
     }
 
     /// The executor of a tool, if it is configured and enabled.
@@ -202,7 +248,26 @@ impl Executors {
 
     /// The effect the configuration declares for a tool, if it configures the tool.
     pub fn effect_of(&self, tool: &str) -> Option<Effect> {
-        self.tools.get(tool).map(|executor| executor.effect)
+        self.tools
+            .get(tool)
+            .map(|executor| executor.effect)
+            .or_else(|| self.declarations.get(tool).map(|declared| declared.effect))
+    }
+
+    /// Who runs a tool's approved calls (docs/design.md §15): the run's own declaration wins over this configuration's,
+    /// and a tool neither declares is the service's.
+    pub fn executor_kind(&self, tool: &str, declared: Option<ExecutorKind>) -> ExecutorKind {
+        declared
+            .or_else(|| self.declarations.get(tool).map(|d| d.executor))
+            .unwrap_or_default()
+    }
+
+    /// Whether a decider may edit a tool's arguments (docs/design.md §15): the run's declaration wins over this
+    /// configuration's; editable unless one says otherwise.
+    pub fn editable(&self, tool: &str, declared: Option<bool>) -> bool {
+        declared
+            .or_else(|| self.declarations.get(tool).map(|d| d.editable))
+            .unwrap_or(true)
     }
 
     /// A tool's effect in a run (docs/design.md §2): `write` if the run declares it `write` or this configuration does,
@@ -448,5 +513,39 @@ mod tests {
             Duration::from_secs(10),
             "b's timeout, 10 s by default"
         );
+    }
+
+    #[test]
+    fn a_worker_tool_takes_no_url_and_a_run_declaration_wins_over_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tools.toml");
+        std::fs::write(
+            &path,
+            "[tools.w]\neffect = \"write\"\nexecutor = \"worker\"\neditable = false\n\
+             [tools.s]\nurl = \"http://127.0.0.1:1/s\"\neffect = \"read\"\neditable = false\n",
+        )
+        .unwrap();
+        let executors = Executors::from_file(&path, |_| None, false).unwrap();
+        assert!(
+            executors.enabled("w").is_none(),
+            "nothing is sent for a worker's tool"
+        );
+        assert_eq!(executors.effect_of("w"), Some(Effect::Write));
+        assert_eq!(executors.executor_kind("w", None), ExecutorKind::Worker);
+        assert_eq!(
+            executors.executor_kind("w", Some(ExecutorKind::Service)),
+            ExecutorKind::Service
+        );
+        assert_eq!(executors.executor_kind("s", None), ExecutorKind::Service);
+        assert!(!executors.editable("s", None) && executors.editable("s", Some(true)));
+        assert!(executors.editable("other", None));
+
+        std::fs::write(
+            &path,
+            "[tools.w]\nurl = \"http://127.0.0.1:1/w\"\neffect = \"write\"\nexecutor = \"worker\"\n",
+        )
+        .unwrap();
+        let refused = Executors::from_file(&path, |_| None, false).unwrap_err();
+        assert!(refused.to_string().contains("url"), "{refused}");
     }
 }

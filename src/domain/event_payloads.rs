@@ -18,6 +18,9 @@ pub enum EventType {
     /// A run was registered, or a new turn was appended: it waits for a decision.
     #[serde(rename = "run.waiting")]
     Waiting,
+    /// A decided turn released calls to the worker (docs/design.md §15): it waits for their results.
+    #[serde(rename = "run.released")]
+    Released,
     /// A decided turn has its results: the run may go on.
     #[serde(rename = "run.resumed")]
     Resumed,
@@ -31,8 +34,9 @@ pub enum EventType {
 }
 
 impl EventType {
-    pub const ALL: [EventType; 5] = [
+    pub const ALL: [EventType; 6] = [
         EventType::Waiting,
+        EventType::Released,
         EventType::Resumed,
         EventType::Expired,
         EventType::Cancelled,
@@ -42,6 +46,7 @@ impl EventType {
     pub fn as_str(self) -> &'static str {
         match self {
             EventType::Waiting => "run.waiting",
+            EventType::Released => "run.released",
             EventType::Resumed => "run.resumed",
             EventType::Expired => "run.expired",
             EventType::Cancelled => "run.cancelled",
@@ -56,9 +61,11 @@ impl EventType {
     }
 
     /// The event a move to `status` announces, if any (`resuming` is not waited for: the tools are still running).
+    /// `run.released` is written only by the statement that releases calls, with their ids ([`released_data`]).
     pub fn of_status(status: RunStatus) -> Option<EventType> {
         match status {
             RunStatus::WaitingForApproval => Some(EventType::Waiting),
+            RunStatus::Released => None,
             RunStatus::Resumed => Some(EventType::Resumed),
             RunStatus::Cancelled => Some(EventType::Cancelled),
             RunStatus::Completed => Some(EventType::Completed),
@@ -103,6 +110,9 @@ pub struct EventData {
     decision: Option<DecisionData>,
     #[serde(skip_serializing_if = "Option::is_none")]
     outcomes: Option<BTreeMap<&'static str, u32>>,
+    /// `run.released` only: the ids of the calls released to the worker (never their arguments).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    released_call_ids: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -146,6 +156,15 @@ pub fn data(facts: &RunFacts<'_>, verdict: Option<&Verdict>) -> EventData {
         },
         decision,
         outcomes,
+        released_call_ids: None,
+    }
+}
+
+/// The data of `run.released`: the run's facts (status `released`) and the ids of the calls released to the worker.
+pub fn released_data(facts: &RunFacts<'_>, released_call_ids: Vec<String>) -> EventData {
+    EventData {
+        released_call_ids: Some(released_call_ids),
+        ..data(facts, None)
     }
 }
 
@@ -203,6 +222,15 @@ mod tests {
     fn a_waiting_run_tells_its_turn_only() {
         let data = serde_json::to_value(data(&facts(RunStatus::WaitingForApproval), None)).unwrap();
         assert_eq!(data["status"], "waiting_for_approval");
+        assert!(data.get("decision").is_none() && data.get("outcomes").is_none());
+    }
+
+    #[test]
+    fn a_release_names_the_released_calls_by_id_only() {
+        let data = released_data(&facts(RunStatus::Released), vec!["call_2".into()]);
+        let data = serde_json::to_value(data).unwrap();
+        assert_eq!(data["status"], "released");
+        assert_eq!(data["released_call_ids"], serde_json::json!(["call_2"]));
         assert!(data.get("decision").is_none() && data.get("outcomes").is_none());
     }
 

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::vocabulary::{DenialReason, Effect};
+use super::vocabulary::{DenialReason, Effect, ExecutorKind};
 
 /// A decision's verdicts as the client posted them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,6 +58,8 @@ pub enum VerdictError {
     },
     #[error("calls is empty; a turn has at least one pending call")]
     NoCalls,
+    #[error("the tool of call {0:?} is declared editable: false; approve or deny it as proposed")]
+    NotEditable(String),
 }
 
 impl VerdictError {
@@ -72,6 +74,7 @@ impl VerdictError {
             VerdictError::ArgumentsNotObject(_) => "arguments_not_object",
             VerdictError::ArgumentsTooLarge { .. } => "arguments_too_large",
             VerdictError::NoCalls => "missing_call",
+            VerdictError::NotEditable(_) => "not_editable",
         }
     }
 }
@@ -135,6 +138,10 @@ pub struct TurnCall<'a> {
     pub arguments: &'a str,
     /// The effect that applies (the run's declaration or the service's configuration, whichever says write).
     pub effect: Effect,
+    /// Who runs the call once approved (docs/design.md §15).
+    pub executor: ExecutorKind,
+    /// Whether a decider may edit its arguments.
+    pub editable: bool,
 }
 
 /// The verdict on one pending call, resolved.
@@ -144,6 +151,8 @@ pub struct Verdict {
     pub call_id: String,
     pub tool: String,
     pub effect: Effect,
+    /// Who runs the call once approved: an approved call of a worker's tool is released to the worker.
+    pub executor: ExecutorKind,
     pub approved: bool,
     pub reason: Option<DenialReason>,
     /// Edited arguments that differ (as JSON values) from the proposed ones; `None`: as proposed.
@@ -174,6 +183,7 @@ impl Verdicts {
             call_id: call.call_id.to_owned(),
             tool: call.tool.to_owned(),
             effect: call.effect,
+            executor: call.executor,
             approved,
             reason,
             edited_arguments,
@@ -204,6 +214,11 @@ impl Verdicts {
                             .as_ref()
                             .filter(|edited| !same_json(edited, call.arguments))
                             .cloned();
+                        // Arguments equal to the proposed ones are no edit, so they are no edit of a tool that
+                        // may not be edited either.
+                        if edited.is_some() && !call.editable {
+                            return Err(VerdictError::NotEditable(call.call_id.to_owned()));
+                        }
                         Ok(verdict(call, g.approved, g.reason, edited))
                     })
                     .collect::<Result<Vec<_>, _>>()
@@ -216,6 +231,12 @@ impl Verdicts {
     /// docs/design.md §4 look at, before anything is recorded.
     pub fn approved(&self) -> impl Iterator<Item = &Verdict> {
         self.0.iter().filter(|verdict| verdict.approved)
+    }
+
+    /// Whether the decision releases a call to the worker: approves a call of a worker's tool (docs/design.md §15).
+    pub fn releases_any(&self) -> bool {
+        self.approved()
+            .any(|verdict| verdict.executor == ExecutorKind::Worker)
     }
 
     /// The calls this decision denies, in the turn's order.
@@ -309,6 +330,8 @@ mod tests {
                 tool: "read_page",
                 arguments: r#"{"id": 1}"#,
                 effect: Effect::Read,
+                executor: ExecutorKind::Service,
+                editable: true,
             },
             TurnCall {
                 position: 1,
@@ -316,6 +339,8 @@ mod tests {
                 tool: "save_page",
                 arguments: r#"{"title": "x", "n": 2}"#,
                 effect: Effect::Write,
+                executor: ExecutorKind::Service,
+                editable: true,
             },
         ]
     }
@@ -416,6 +441,29 @@ mod tests {
         for (form, code) in cases {
             assert_eq!(form.check(16).unwrap_err().code(), code, "{form:?}");
         }
+    }
+
+    #[test]
+    fn an_edit_of_a_tool_that_may_not_be_edited_is_refused_but_the_same_arguments_are_no_edit() {
+        let mut calls = calls();
+        calls[1].editable = false;
+        calls[1].executor = ExecutorKind::Worker;
+        let edited = per_call(&[("a", true, None), ("b", true, Some(r#"{"title": "y"}"#))]);
+        let refused = Verdicts::resolve(&edited, &calls).unwrap_err();
+        assert_eq!(refused, VerdictError::NotEditable("b".into()));
+        assert_eq!(refused.code(), "not_editable");
+        let same = per_call(&[
+            ("a", false, None),
+            ("b", true, Some(r#"{"n":2,"title":"x"}"#)),
+        ]);
+        let verdicts = Verdicts::resolve(&same, &calls).unwrap();
+        assert_eq!(verdicts.0[1].edited_arguments, None);
+        assert!(
+            verdicts.releases_any(),
+            "an approved call of a worker's tool is released"
+        );
+        let denied = per_call(&[("a", true, None), ("b", false, None)]);
+        assert!(!Verdicts::resolve(&denied, &calls).unwrap().releases_any());
     }
 
     #[test]

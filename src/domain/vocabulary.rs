@@ -146,12 +146,33 @@ impl Effect {
     }
 }
 
+/// Who runs an approved call of a tool (docs/design.md §15): the configured HTTP executor (`service`), or the worker
+/// itself, which posts the result (`worker`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecutorKind {
+    #[default]
+    Service,
+    Worker,
+}
+
+impl ExecutorKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExecutorKind::Service => "service",
+            ExecutorKind::Worker => "worker",
+        }
+    }
+}
+
 /// The life of a run (docs/design.md §5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
     WaitingForApproval,
     Resuming,
+    /// An approval released calls of worker tools (docs/design.md §15): the run waits for the worker's results.
+    Released,
     Resumed,
     Cancelled,
     Completed,
@@ -162,6 +183,7 @@ impl RunStatus {
         match self {
             RunStatus::WaitingForApproval => "waiting_for_approval",
             RunStatus::Resuming => "resuming",
+            RunStatus::Released => "released",
             RunStatus::Resumed => "resumed",
             RunStatus::Cancelled => "cancelled",
             RunStatus::Completed => "completed",
@@ -172,6 +194,7 @@ impl RunStatus {
         [
             RunStatus::WaitingForApproval,
             RunStatus::Resuming,
+            RunStatus::Released,
             RunStatus::Resumed,
             RunStatus::Cancelled,
             RunStatus::Completed,
@@ -273,6 +296,7 @@ mod tests {
         for status in [
             RunStatus::WaitingForApproval,
             RunStatus::Resuming,
+            RunStatus::Released,
             RunStatus::Resumed,
             RunStatus::Cancelled,
             RunStatus::Completed,

@@ -17,7 +17,7 @@ use crate::domain::gate;
 use crate::domain::model_input::ModelInputFormat;
 use crate::domain::redact::redact;
 use crate::domain::transcript::is_valid_tool_name;
-use crate::domain::vocabulary::{Effect, PrivacyLevel};
+use crate::domain::vocabulary::{Effect, ExecutorKind, PrivacyLevel};
 use crate::executor::Executors;
 use crate::state::AppState;
 use crate::storage::approvals::{self, InboxCallRow, InboxQuery, WaitingRun};
@@ -73,6 +73,9 @@ struct InboxCall {
     id: String,
     name: String,
     effect: Effect,
+    /// Who runs the call once approved, and whether a decider may edit it (docs/design.md §15).
+    executor: ExecutorKind,
+    editable: bool,
     /// Present only where the run's privacy level allows: verbatim at `full`, redacted at `redacted`.
     #[serde(skip_serializing_if = "Option::is_none")]
     arguments: Option<String>,
@@ -186,6 +189,9 @@ fn item(
         .into_iter()
         .map(|call| {
             let effect = executors.effect(&call.tool, Some(call.effect()));
+            let declared = run.declared(&call.tool);
+            let executor = executors.executor_kind(&call.tool, declared.and_then(|d| d.executor));
+            let editable = executors.editable(&call.tool, declared.and_then(|d| d.editable));
             let approvable = gate::may_approve(
                 approver,
                 gate::ApprovedCall {
@@ -196,6 +202,8 @@ fn item(
             );
             InboxCall {
                 effect,
+                executor,
+                editable,
                 approvable,
                 arguments: match level {
                     PrivacyLevel::Full => call.arguments,

@@ -11,9 +11,10 @@ use super::decision_credential::{self, DecisionCredential};
 use super::error::ApiError;
 use super::extract::{Caller, Credential, Json, KeyOrToken, Query, RunId, scope};
 use super::json_pieces::JsonPieces;
-use super::views::DecisionView;
+use super::views::{DecisionView, hide_released_arguments};
 use super::visible;
 use crate::domain::model_input::{self, ModelInputFormat, RenderError};
+use crate::domain::released::ReleasedCall;
 use crate::domain::results::ToolResult;
 use crate::domain::scopes::Scope;
 use crate::domain::token_view;
@@ -44,12 +45,19 @@ struct DecisionHead {
     /// The format the run was registered in (docs/design.md §14); `model_input` is in the one asked for.
     format: ModelInputFormat,
     decision: DecisionView,
+    /// The calls that have results: every call's, but those released to the worker whose results are not posted.
     results: Vec<ToolResult>,
+    /// The calls released to the worker (docs/design.md §15), present whenever the turn released any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    released_calls: Vec<ReleasedCall>,
 }
 
 /// The whole answer: the head, then `model_input` in the asked format, or the run's own (the stored transcript spliced
 /// in as it is).
 fn answer(resumed: Resumed, format: Option<ModelInputFormat>) -> Result<JsonPieces, ApiError> {
+    if resumed.status() == RunStatus::Released {
+        return head_only(resumed);
+    }
     let format = format.unwrap_or(resumed.transcript.format());
     let model_input = rendered(format, &resumed)?;
     JsonPieces::object_with(&head_of(resumed)?, "model_input", model_input)
@@ -68,22 +76,32 @@ async fn answer_to_a_token(
     let as_json = |error: serde_json::Error| {
         ApiError::internal(format!("the decision's answer as JSON: {error}"))
     };
-    if !token_view::shows_payloads(level) {
-        let head = serde_json::to_vec(&head_of(resumed)?).map_err(as_json)?;
-        return Ok(JsonPieces(vec![Bytes::from(head)]));
+    let mut resumed = resumed;
+    hide_released_arguments(level, &mut resumed.released);
+    if !token_view::shows_payloads(level) || resumed.status() == RunStatus::Released {
+        return head_only(resumed);
     }
     let model_input = rendered(format, &resumed)?;
     let JsonPieces(shown) = as_a_token_sees_it(level, model_input).await?;
     JsonPieces::object_with(&head_of(resumed)?, "model_input", shown).map_err(as_json)
 }
 
+/// The answer without `model_input`: to a token that sees no payload, or for a released turn, which has no model input
+/// until the worker posted its results (docs/design.md §15).
+fn head_only(resumed: Resumed) -> Result<JsonPieces, ApiError> {
+    let head = serde_json::to_vec(&head_of(resumed)?)
+        .map_err(|error| ApiError::internal(format!("the decision's answer as JSON: {error}")))?;
+    Ok(JsonPieces(vec![Bytes::from(head)]))
+}
+
 fn head_of(resumed: Resumed) -> Result<DecisionHead, ApiError> {
     Ok(DecisionHead {
         run_id: resumed.run_id,
-        status: RunStatus::Resumed,
+        status: resumed.status(),
         format: resumed.transcript.format(),
         decision: DecisionView::of(&resumed.decision)?,
         results: resumed.results,
+        released_calls: resumed.released,
     })
 }
 
@@ -288,10 +306,23 @@ pub async fn model_input(
             "the approved turn's tools are still running",
         ));
     }
+    if turn_index == run.turn_index && run.status() == RunStatus::Released {
+        return Err(ApiError::conflict(
+            "results_pending",
+            "the turn released calls to the worker, whose results are not all posted yet",
+        ));
+    }
     // Its reads in one transaction: behind PgBouncer a connection is only kept between statements inside one.
     let mut tx = state.pool.begin().await?;
-    let turn = resume::load_turn(&mut tx, state.pool.sealer(), run.id, turn_index).await?;
+    let turn = resume::load_turn(&mut tx, state.pool.sealer(), run.id, turn_index, None).await?;
     tx.commit().await?;
+    // A run cancelled while released keeps released calls without results: it has no model input either.
+    if turn.released.iter().any(|call| call.result.is_none()) {
+        return Err(ApiError::conflict(
+            "results_pending",
+            "the turn released calls to the worker whose results were never posted",
+        ));
+    }
     let model_input = render_turn(
         query.format.unwrap_or(turn.transcript.format()),
         run.id,

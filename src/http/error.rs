@@ -132,6 +132,7 @@ impl From<Refusal> for ApiError {
 
 impl From<ResumeError> for ApiError {
     fn from(error: ResumeError) -> Self {
+        let detail = error.to_string();
         match error {
             ResumeError::UnknownKey => ApiError::unauthorized("the key is unknown or revoked"),
             ResumeError::MissingScope(scope) => ApiError::missing_scope(&scope),
@@ -160,6 +161,14 @@ impl From<ResumeError> for ApiError {
                 "expired",
                 "the turn expired before it was decided; every call has the expired result",
             ),
+            ResumeError::RunCancelled => ApiError::conflict(
+                "run_cancelled",
+                "the run was cancelled; it takes no results",
+            ),
+            ResumeError::RepeatedResult(_) => ApiError::unprocessable("repeated_call", detail),
+            ResumeError::NotReleased(_) => ApiError::unprocessable("not_released", detail),
+            ResumeError::NotReleasedYet => ApiError::conflict("not_released", detail),
+            ResumeError::ResultConflict(_) => ApiError::conflict("result_conflict", detail),
             ResumeError::Verdicts(error) => {
                 ApiError::unprocessable(error.code(), error.to_string())
             }

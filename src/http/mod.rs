@@ -17,6 +17,7 @@ pub mod integer;
 pub mod json_pieces;
 pub mod ops;
 pub mod request_id;
+pub mod results;
 pub mod run_events;
 pub mod runs;
 pub mod turns;

@@ -19,7 +19,7 @@ use crate::domain::limits::TurnOverLimit;
 use crate::domain::model_input::ModelInputFormat;
 use crate::domain::transcript::{self, PendingCall, is_valid_tool_name};
 use crate::domain::transcript_text::TranscriptText;
-use crate::domain::vocabulary::{Effect, PrivacyLevel, RunStatus};
+use crate::domain::vocabulary::{Effect, ExecutorKind, PrivacyLevel, RunStatus};
 use crate::state::AppState;
 use crate::storage::runs::{self, DeclaredTool, Expiry, NewRun, RunRow};
 use crate::storage::{decision_record, outbox, users};
@@ -142,6 +142,13 @@ impl ExpiryBody {
 pub struct DeclaredToolBody {
     name: String,
     effect: Effect,
+    /// Who runs the tool's approved calls (docs/design.md §15); absent: the configuration's, else `service`. Left out
+    /// of the registration's hash when absent, so bodies from before it existed hash as they did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    executor: Option<ExecutorKind>,
+    /// Whether a decider may edit its arguments; absent: the configuration's, else `true`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    editable: Option<bool>,
 }
 
 pub async fn register_run(
@@ -294,6 +301,8 @@ fn declared_list(tools: &[DeclaredToolBody]) -> Vec<DeclaredTool> {
         .map(|tool| DeclaredTool {
             name: tool.name.clone(),
             effect: tool.effect,
+            executor: tool.executor,
+            editable: tool.editable,
         })
         .collect()
 }
@@ -390,6 +399,13 @@ async fn change_status(
             return Err(ApiError::conflict(
                 "not_resumed",
                 "a run waiting for approval cannot be completed",
+            ));
+        }
+        // Released calls wait for the worker's results (docs/design.md §15); a released run may be cancelled.
+        (RunStatus::Released, RunStatus::Completed) => {
+            return Err(ApiError::conflict(
+                "not_resumed",
+                "a released run waits for its results and cannot be completed",
             ));
         }
         (_, target) => {

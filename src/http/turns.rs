@@ -103,7 +103,7 @@ pub async fn append_turn(
         ));
     }
     // The turn ended by a decision or by expiry; either way every call has its stored result.
-    let resumed = load_turn(&mut tx, state.pool.sealer(), run.id, run.turn_index).await?;
+    let resumed = load_turn(&mut tx, state.pool.sealer(), run.id, run.turn_index, None).await?;
     let format = run.format();
     let (earlier_ids, earlier_calls) = if format == ModelInputFormat::OpenAiChat {
         let earlier = resumed

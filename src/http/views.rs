@@ -5,10 +5,14 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use crate::domain::model_input::ModelInputFormat;
+use crate::domain::released::ReleasedCall;
 use crate::domain::token_view;
 use crate::domain::verdicts::RecordedVerdict;
-use crate::domain::vocabulary::{DecidedBy, DenialReason, Effect, PrivacyLevel, RunStatus};
+use crate::domain::vocabulary::{
+    DecidedBy, DenialReason, Effect, ExecutorKind, PrivacyLevel, RunStatus,
+};
 use crate::executor::Executors;
+use crate::resume::released_calls;
 use crate::storage::StorageError;
 use crate::storage::decision_record::DecisionRow;
 use crate::storage::runs::{CallRow, RunRow};
@@ -28,6 +32,9 @@ pub struct RunView {
     pub turn: TurnView,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decision: Option<DecisionView>,
+    /// The current turn's calls released to the worker (docs/design.md §15), present whenever it has any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub released_calls: Vec<ReleasedCall>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -48,6 +55,9 @@ pub struct PendingCallView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub arguments: Option<String>,
     pub effect: Effect,
+    /// Who runs the call once approved, and whether a decider may edit it (docs/design.md §15).
+    pub executor: ExecutorKind,
+    pub editable: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -117,15 +127,26 @@ impl RunView {
                 digest: run.turn_digest.clone(),
                 pending_calls: calls
                     .iter()
-                    .map(|call| PendingCallView {
-                        id: call.call_id.clone(),
-                        name: call.tool.clone(),
-                        arguments: Some(call.arguments.clone()),
-                        effect: executors.effect(&call.tool, Some(call.effect())),
+                    .map(|call| {
+                        let declared = run.declared(&call.tool);
+                        PendingCallView {
+                            id: call.call_id.clone(),
+                            name: call.tool.clone(),
+                            arguments: Some(call.arguments.clone()),
+                            effect: executors.effect(&call.tool, Some(call.effect())),
+                            executor: executors
+                                .executor_kind(&call.tool, declared.and_then(|d| d.executor)),
+                            editable: executors
+                                .editable(&call.tool, declared.and_then(|d| d.editable)),
+                        }
                     })
                     .collect(),
             },
             decision: decision.map(DecisionView::of).transpose()?,
+            released_calls: released_calls(
+                calls,
+                decision.map(DecisionRow::decided_by).transpose()?,
+            ),
             created_at: run.created_at,
             updated_at: run.updated_at,
         })
@@ -143,6 +164,18 @@ impl RunView {
                 .take()
                 .and_then(|arguments| token_view::arguments(level, &arguments));
         }
+        hide_released_arguments(level, &mut self.released_calls);
         self
+    }
+}
+
+/// Released calls as a decision token sees them: their arguments filtered by the run's privacy level, as pending
+/// calls' are.
+pub fn hide_released_arguments(level: PrivacyLevel, released: &mut [ReleasedCall]) {
+    for call in released {
+        call.arguments = call
+            .arguments
+            .take()
+            .and_then(|arguments| token_view::arguments(level, &arguments));
     }
 }

@@ -15,7 +15,8 @@ use uuid::Uuid;
 
 use super::error::ResumeError;
 use super::resumer::Resumer;
-use super::turn::{Resumed, closing_event, stored_results, tool_events};
+use super::rules::runs_on_worker;
+use super::turn::{Resumed, closing_event, released_calls, stored_results, tool_events};
 use crate::domain::event_payloads;
 use crate::domain::privacy::ToolEvent;
 use crate::domain::results::{self, ToolResult};
@@ -100,7 +101,7 @@ pub(super) async fn finish_taken(
         store_kept(resumer, &run, &ran.last).await?;
         return close_locked(resumer, &run.tenant, run.id).await;
     }
-    let results = match close_taken(resumer, &run, &decision, &calls, &ran.last).await {
+    let results = match close_taken(resumer, &run, &decision, &mut calls, &ran.last).await {
         Ok(results) => results,
         Err(error) => {
             // Whatever stopped the close, the result it carried may not be stored: store it on its own if the
@@ -111,23 +112,29 @@ pub(super) async fn finish_taken(
             return Err(error);
         }
     };
-    tracing::info!(run_id = %run.id, turn = run.turn_index, calls = calls.len(), "approved turn resumed");
-    Resumed::from_reads(run.id, decision, results, transcript, &earlier_calls)
+    tracing::info!(run_id = %run.id, turn = run.turn_index, calls = calls.len(), "approved turn closed");
+    let released = released_calls(&calls, Some(decided_by));
+    Ok(
+        Resumed::from_reads(run.id, decision, results, transcript, &earlier_calls)?
+            .with_released(released),
+    )
 }
 
-/// Closes a taken turn whose calls all have an outcome (`kept`: the last one's, not stored yet) in one statement,
-/// only while this instance holds the lease; answers the turn's results.
+/// Closes a taken turn whose calls all have an outcome (`kept`: the last one's, not stored yet) but those released to
+/// the worker, in one statement, only while this instance holds the lease: resumed, or released when it released
+/// calls (marked so in `calls`); answers the results of the calls that have one.
 async fn close_taken(
     resumer: &Resumer,
     run: &RunRow,
     decision: &DecisionRow,
-    calls: &[CallRow],
+    calls: &mut [CallRow],
     kept: &Option<(i32, ToolResult)>,
 ) -> Result<Vec<ToolResult>, ResumeError> {
     let ApprovedClose {
         results,
         events,
         resumed_event,
+        released,
     } = approved_close(resumer, run, decision, calls).await?;
     // The last call's result is stored by the closing statement itself, whether or not it closes the turn: one
     // commit fewer per approval, and a turn taken over meanwhile still finds the result stored.
@@ -139,19 +146,36 @@ async fn close_taken(
         events: &events,
         resumed_event: &resumed_event,
     };
-    if !decision_statements::close_held_turn(&resumer.pool, &closing, resumer.instance_id).await? {
+    let closed = if released.is_empty() {
+        decision_statements::close_held_turn(&resumer.pool, &closing, resumer.instance_id).await?
+    } else {
+        let owner = resumer.instance_id;
+        decision_statements::release_held_turn(&resumer.pool, &closing, owner, &released).await?
+    };
+    if !closed {
         // Our lease ran out and another instance took the turn over (or already finished it).
         return Err(ResumeError::ResumeInProgress);
     }
+    mark_released(calls, &released);
     Ok(results)
 }
 
-/// What closing an approved turn writes, from its calls as they stand (every one with an outcome): their results,
-/// the tool events at the privacy level, and the `run.resumed` event with the decision's verdict.
+/// Marks the calls at `positions` released, as the statement that released them stored it.
+fn mark_released(calls: &mut [CallRow], positions: &[i32]) {
+    let now = chrono::Utc::now();
+    for call in calls.iter_mut().filter(|c| positions.contains(&c.position)) {
+        call.released_at = Some(now);
+    }
+}
+
+/// What closing an approved turn writes, from its calls as they stand (every one with an outcome but those released
+/// to the worker): their results, the tool events at the privacy level, and the `run.resumed` event with the
+/// decision's verdict, or `run.released` with the released calls' ids and positions (docs/design.md §15).
 struct ApprovedClose {
     results: Vec<ToolResult>,
     events: Vec<(i32, ToolEvent)>,
     resumed_event: event_payloads::EventData,
+    released: Vec<i32>,
 }
 
 async fn approved_close(
@@ -161,6 +185,22 @@ async fn approved_close(
     calls: &[CallRow],
 ) -> Result<ApprovedClose, ResumeError> {
     let decided_by = decision.decided_by()?;
+    // Only a turn that released calls to the worker has calls without an outcome here.
+    if calls.iter().any(|call| call.outcome.is_none()) {
+        let (with_results, released): (Vec<CallRow>, Vec<CallRow>) = calls
+            .iter()
+            .cloned()
+            .partition(|call| call.outcome.is_some());
+        let results = stored_results(&with_results)?;
+        let events = tool_events(resumer, run, &with_results, &results, decided_by).await?;
+        let ids = released.iter().map(|call| call.call_id.clone()).collect();
+        return Ok(ApprovedClose {
+            results,
+            events,
+            resumed_event: event_payloads::released_data(&run_facts(run, RunStatus::Released), ids),
+            released: released.iter().map(|call| call.position).collect(),
+        });
+    }
     let results = stored_results(calls)?;
     let events = tool_events(resumer, run, calls, &results, decided_by).await?;
     let resumed_event = closing_event(
@@ -176,7 +216,20 @@ async fn approved_close(
         results,
         events,
         resumed_event,
+        released: Vec::new(),
     })
+}
+
+/// The facts of `run` an event tells, in `status`.
+fn run_facts(run: &RunRow, status: RunStatus) -> event_payloads::RunFacts<'_> {
+    event_payloads::RunFacts {
+        run_id: run.id,
+        tenant: &run.tenant,
+        status,
+        format: run.format(),
+        turn_index: run.turn_index,
+        turn_digest: &run.turn_digest,
+    }
 }
 
 /// What [`run_calls`] did.
@@ -203,12 +256,14 @@ async fn run_calls(
         all_ours: true,
         last: None,
     };
+    // An approved call of a worker's tool is released, never sent (docs/design.md §15).
+    let to_run = |call: &CallRow| call.outcome.is_none() && !runs_on_worker(resumer, run, call);
     let last_to_run = calls
         .iter()
         .rev()
-        .find(|call| call.outcome.is_none())
+        .find(|call| to_run(call))
         .map(|call| call.position);
-    for call in calls.iter_mut().filter(|call| call.outcome.is_none()) {
+    for call in calls.iter_mut().filter(|call| to_run(call)) {
         let started = first_started == Some(call.position);
         // Only a result of a call this instance sends is kept back: one answered without being sent (no executor)
         // is stored at once, so that nobody finishing the turn sends it after all.
@@ -285,12 +340,13 @@ async fn close_locked(
         tx.rollback().await?;
         return Err(ResumeError::ResumeInProgress);
     }
-    let (calls, earlier_calls) =
+    let (mut calls, earlier_calls) =
         decision_statements::calls_through(&mut tx, sealer, run.id, run.turn_index).await?;
     let ApprovedClose {
         results,
         events,
         resumed_event,
+        released,
     } = approved_close(resumer, &run, &decision, &calls).await?;
     let closing = ClosingTurn {
         run: &run,
@@ -299,10 +355,21 @@ async fn close_locked(
         events: &events,
         resumed_event: &resumed_event,
     };
-    decision_statements::close_turn(&mut tx, &closing).await?;
+    if released.is_empty() {
+        decision_statements::close_turn(&mut tx, &closing).await?;
+    } else {
+        // Under the lock, with the lease seen ours: the release's condition holds.
+        let owner = resumer.instance_id;
+        decision_statements::release_held_turn(&mut *tx, &closing, owner, &released).await?;
+        mark_released(&mut calls, &released);
+    }
     tx.commit().await?;
-    tracing::info!(run_id = %run.id, turn = run.turn_index, calls = calls.len(), "approved turn resumed");
-    Resumed::from_reads(run.id, decision, results, transcript, &earlier_calls)
+    tracing::info!(run_id = %run.id, turn = run.turn_index, calls = calls.len(), "approved turn closed");
+    let released = released_calls(&calls, Some(decision.decided_by()?));
+    Ok(
+        Resumed::from_reads(run.id, decision, results, transcript, &earlier_calls)?
+            .with_released(released),
+    )
 }
 
 /// The outcome of one call that has none yet. `started`: this instance marked it started when it took the turn,
@@ -350,12 +417,12 @@ async fn run_call(
     Ok(result)
 }
 
-/// The call an approved turn sends first: the first without an outcome whose tool has an enabled executor (the
-/// calls before it get a result without being sent). `calls` are as the decision leaves them.
-pub(super) fn first_sent(resumer: &Resumer, calls: &[CallRow]) -> Option<i32> {
+/// The call an approved turn sends first: the first without an outcome whose tool has an enabled executor and is not
+/// the worker's (the calls before it get a result without being sent). `calls` are as the decision leaves them.
+pub(super) fn first_sent(resumer: &Resumer, run: &RunRow, calls: &[CallRow]) -> Option<i32> {
     calls
         .iter()
-        .filter(|call| call.outcome.is_none())
+        .filter(|call| call.outcome.is_none() && !runs_on_worker(resumer, run, call))
         .find(|call| call.started_at.is_none() && resumer.executors.enabled(&call.tool).is_some())
         .map(|call| call.position)
 }

@@ -98,7 +98,7 @@ async fn decide_under_lock(
             run.turn_index,
         )
         .await?;
-        let verdicts = Verdicts::resolve(&request.form, &turn_calls(resumer, &calls))?;
+        let verdicts = Verdicts::resolve(&request.form, &turn_calls(resumer, run, &calls))?;
         (calls, earlier_calls, Some(verdicts))
     } else {
         (Vec::new(), Vec::new(), None)

@@ -30,6 +30,16 @@ pub enum ResumeError {
     Expired,
     #[error("{0}")]
     Verdicts(#[from] VerdictError),
+    #[error("the run was cancelled")]
+    RunCancelled,
+    #[error("results names the call {0:?} more than once")]
+    RepeatedResult(String),
+    #[error("{0:?} is not a call the current turn released to the worker")]
+    NotReleased(String),
+    #[error("the turn is not decided yet: nothing is released")]
+    NotReleasedYet,
+    #[error("the call {0:?} already has another result")]
+    ResultConflict(String),
     #[error("the redaction of the tool events failed: {0}")]
     Redaction(String),
     #[error(transparent)]

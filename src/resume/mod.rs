@@ -17,6 +17,7 @@
 //! sweeper.rs       expiry: turns nobody decided in time
 //! periodic.rs      the loop the background tasks share
 //! rules.rs         who may decide, what an approver may release (docs/design.md §4); the actor and the request
+//! results.rs       the worker's results of released calls (docs/design.md §15), under the run's row lock
 //! turn.rs          a closed turn: the resumed answer read back, the closing and tool events
 //! resumer.rs       what the decision path shares (pool, executors, privacy floor, lease, denial writer)
 //! error.rs         how a decision fails
@@ -33,6 +34,7 @@ mod error;
 pub mod periodic;
 pub mod posted;
 mod record;
+pub mod results;
 mod resumer;
 mod rules;
 pub mod sweeper;
@@ -46,4 +48,4 @@ pub use posted::{Decided, Posted, Poster, read};
 pub use resumer::Resumer;
 pub use rules::{Actor, DecisionRequest};
 pub use sweeper::spawn_sweeper;
-pub use turn::{ClosedTurn, Resumed, load_resumed, load_turn};
+pub use turn::{ClosedTurn, Resumed, load_resumed, load_turn, released_calls};

@@ -54,7 +54,8 @@ impl ClearedDecision {
         if !waiting {
             return None;
         }
-        let verdicts = Verdicts::resolve(&request.form, &turn_calls(resumer, &calls)).ok()?;
+        let verdicts =
+            Verdicts::resolve(&request.form, &turn_calls(resumer, &facts.run, &calls)).ok()?;
         let decided_by = authorize_decider(
             actor,
             &facts,
@@ -147,7 +148,7 @@ impl ClearedDecision {
             // The calls as they are once this commits, so that nothing needs reading again before the turn closes.
             let mut calls = calls;
             as_taken(&mut calls, &positioned, &edits);
-            let first_sent = approve::first_sent(resumer, &calls);
+            let first_sent = approve::first_sent(resumer, &facts.run, &calls);
             let taking = TakingTurn {
                 decision: &new_decision,
                 sealer: resumer.pool.sealer(),

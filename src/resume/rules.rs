@@ -7,9 +7,9 @@ use super::resumer::Resumer;
 use crate::domain::authorize::{self, DecisionAsk, Refusal};
 use crate::domain::gate;
 use crate::domain::verdicts::{DecisionForm, TurnCall, Verdicts};
-use crate::domain::vocabulary::DecidedBy;
+use crate::domain::vocabulary::{DecidedBy, ExecutorKind};
 use crate::storage::decision_statements::RunForDecision;
-use crate::storage::runs::CallRow;
+use crate::storage::runs::{CallRow, RunRow};
 use uuid::Uuid;
 
 /// The client on whose behalf a decision is made.
@@ -31,18 +31,35 @@ pub struct DecisionRequest {
     pub form: DecisionForm,
 }
 
-/// The pending calls as the verdicts are resolved against them, each with the effect that applies.
-pub(super) fn turn_calls<'a>(resumer: &Resumer, calls: &'a [CallRow]) -> Vec<TurnCall<'a>> {
+/// The pending calls as the verdicts are resolved against them, each with the effect that applies and who runs it
+/// and whether it may be edited (the run's declaration, else the configuration's: docs/design.md §15).
+pub(super) fn turn_calls<'a>(
+    resumer: &Resumer,
+    run: &RunRow,
+    calls: &'a [CallRow],
+) -> Vec<TurnCall<'a>> {
     calls
         .iter()
-        .map(|call| TurnCall {
-            position: call.position,
-            call_id: &call.call_id,
-            tool: &call.tool,
-            arguments: &call.arguments,
-            effect: resumer.executors.effect(&call.tool, Some(call.effect())),
+        .map(|call| {
+            let declared = run.declared(&call.tool);
+            let executors = &resumer.executors;
+            TurnCall {
+                position: call.position,
+                call_id: &call.call_id,
+                tool: &call.tool,
+                arguments: &call.arguments,
+                effect: executors.effect(&call.tool, Some(call.effect())),
+                executor: executors.executor_kind(&call.tool, declared.and_then(|d| d.executor)),
+                editable: executors.editable(&call.tool, declared.and_then(|d| d.editable)),
+            }
         })
         .collect()
+}
+
+/// Whether an approved call of `run` is released to the worker rather than sent (docs/design.md §15).
+pub(super) fn runs_on_worker(resumer: &Resumer, run: &RunRow, call: &CallRow) -> bool {
+    let declared = run.declared(&call.tool).and_then(|d| d.executor);
+    resumer.executors.executor_kind(&call.tool, declared) == ExecutorKind::Worker
 }
 
 /// Applies §4 with the decider's row, read with the run under its lock.

@@ -11,6 +11,7 @@ use super::resumer::Resumer;
 use crate::domain::event_payloads;
 use crate::domain::model_input::ModelInputFormat;
 use crate::domain::privacy;
+use crate::domain::released::{self, PostedContent, ReleasedCall};
 use crate::domain::results::ToolResult;
 use crate::domain::transcript_text::TranscriptText;
 use crate::domain::vocabulary::{DecidedBy, PrivacyLevel, RunStatus};
@@ -29,9 +30,21 @@ pub struct Resumed {
     pub transcript: TranscriptText,
     /// The results this service wrote for the run's earlier turns (their tool messages are in `transcript`).
     pub earlier_results: Vec<ToolResult>,
+    /// The turn's calls released to the worker (docs/design.md §15), each with its result once posted; `results`
+    /// holds only the calls that have one. Empty for a turn that released nothing.
+    pub released: Vec<ReleasedCall>,
 }
 
 impl Resumed {
+    /// `released` while a released call waits for its result, `resumed` once every call has one.
+    pub fn status(&self) -> RunStatus {
+        if self.released.iter().any(|call| call.result.is_none()) {
+            RunStatus::Released
+        } else {
+            RunStatus::Resumed
+        }
+    }
+
     /// A turn resumed by this decision, answered from what it read of the run, so the answer is built
     /// from the very rows a replay later rebuilds it from ([`load_resumed`]), without reading them again.
     pub(super) fn from_reads(
@@ -47,7 +60,13 @@ impl Resumed {
             results,
             transcript,
             earlier_results: stored_results(earlier_calls)?,
+            released: Vec::new(),
         })
+    }
+
+    /// This turn with the calls it released.
+    pub(super) fn with_released(self, released: Vec<ReleasedCall>) -> Self {
+        Resumed { released, ..self }
     }
 }
 
@@ -61,34 +80,49 @@ pub async fn load_resumed(
     run_id: Uuid,
     decision: DecisionRow,
 ) -> Result<Resumed, ResumeError> {
-    let turn = load_turn(conn, sealer, run_id, decision.turn_index).await?;
+    let edited_by = Some(decision.decided_by()?);
+    let turn = load_turn(conn, sealer, run_id, decision.turn_index, edited_by).await?;
     Ok(Resumed {
         run_id,
         decision,
         results: turn.results,
         transcript: turn.transcript,
         earlier_results: turn.earlier_results,
+        released: turn.released,
     })
 }
 
-/// A turn with every result stored (decided or expired), as the model input is rendered from it.
+/// A turn with every result stored (decided or expired), as the model input is rendered from it; or a released turn
+/// (docs/design.md §15), whose released calls may still wait for theirs.
 #[derive(Debug, Clone)]
 pub struct ClosedTurn {
+    /// The results of the calls that have one, in the turn's order: every call's, but while released calls wait.
     pub results: Vec<ToolResult>,
     /// The transcript through the turn's assistant message.
     pub transcript: TranscriptText,
     pub earlier_results: Vec<ToolResult>,
+    /// The calls the turn released to the worker.
+    pub released: Vec<ReleasedCall>,
 }
 
-/// Reads a closed turn through the caller's connection (see [`load_resumed`]).
+/// Reads a closed (or released) turn through the caller's connection (see [`load_resumed`]). `edited_by`, who decided
+/// the turn, shows an edited released call's result without its edit note; `None` where the released calls are not
+/// looked at.
 pub async fn load_turn(
     conn: &mut PgConnection,
     sealer: &Sealer,
     run_id: Uuid,
     turn_index: i32,
+    edited_by: Option<DecidedBy>,
 ) -> Result<ClosedTurn, ResumeError> {
     let calls = runs::calls(&mut *conn, sealer, run_id, turn_index).await?;
-    let results = stored_results(&calls)?;
+    let released = released_calls(&calls, edited_by);
+    // A call without a result is a corrupt row, but a released one whose result the worker has not posted.
+    let results = calls
+        .iter()
+        .filter(|call| call.outcome.is_some() || !call.is_released())
+        .map(stored_result)
+        .collect::<Result<Vec<_>, _>>()?;
     let stored = runs::transcript_with_turns(&mut *conn, sealer, run_id).await?;
     let mut transcript = stored.transcript;
     if transcript.format() == ModelInputFormat::OpenAiChat {
@@ -114,7 +148,35 @@ pub async fn load_turn(
         results,
         transcript,
         earlier_results,
+        released,
     })
+}
+
+/// The calls of `calls` released to the worker, as they are shown (docs/design.md §15): the arguments to run, and the
+/// worker's result once posted (without the edit note of an edited call, when `edited_by` says who decided).
+pub fn released_calls(calls: &[CallRow], edited_by: Option<DecidedBy>) -> Vec<ReleasedCall> {
+    calls
+        .iter()
+        .filter(|call| call.is_released())
+        .map(|call| {
+            let edit = edited_by.zip(call.edited_arguments.as_deref());
+            let result = call
+                .content
+                .as_deref()
+                .zip(call.is_error)
+                .map(|(content, is_error)| PostedContent {
+                    content: released::posted_content(content, edit).to_owned(),
+                    is_error,
+                });
+            ReleasedCall {
+                call_id: call.call_id.clone(),
+                tool: call.tool.clone(),
+                arguments: Some(call.effective_arguments().to_owned()),
+                edited: call.edited_arguments.is_some(),
+                result,
+            }
+        })
+        .collect()
 }
 
 /// Cuts a transcript back to the assistant message that holds these calls, in case later turns were appended.

@@ -2,9 +2,10 @@
 
 use chrono::{DateTime, Utc};
 use sqlx::PgExecutor;
+use sqlx::types::Json;
 use uuid::Uuid;
 
-use super::runs::{StoredFormat, StoredLevel};
+use super::runs::{DeclaredTool, StoredFormat, StoredLevel};
 use super::sealed::{self, Column, Row};
 use super::{StorageError, sql};
 use crate::domain::vocabulary::Effect;
@@ -25,6 +26,15 @@ pub struct WaitingRun {
     pub turn_digest: String,
     pub expires_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
+    /// The run's declared tools: who runs each and whether it may be edited (docs/design.md §15).
+    pub tools: Json<Vec<DeclaredTool>>,
+}
+
+impl WaitingRun {
+    /// The run's own declaration of a tool, if it declared it.
+    pub fn declared(&self, tool: &str) -> Option<&DeclaredTool> {
+        self.tools.0.iter().find(|declared| declared.name == tool)
+    }
 }
 
 /// What the inbox is asked for.
@@ -48,7 +58,7 @@ pub async fn waiting_runs(
     let (after_at, after_id) = query.after.unzip();
     let rows = sql::query_as::<WaitingRun>(
         "select r.id, r.owner_uid, r.privacy_level, r.format, r.require_second_approver, r.turn_index, r.turn_digest,
-                r.expires_at, r.created_at
+                r.expires_at, r.created_at, r.tools
          from runs r
          where r.tenant = $1 and r.status = 'waiting_for_approval'
            and (r.expires_at is null or r.expires_at > now())

@@ -23,6 +23,7 @@ pub mod token_keys;
 pub mod turn_calls;
 pub mod users;
 pub mod webhooks;
+pub mod worker_results;
 pub mod worker_state;
 
 use sqlx::migrate::Migrator;

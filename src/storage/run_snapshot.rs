@@ -265,6 +265,9 @@ impl<'r> Decode<'r, Postgres> for CallRecord {
             finished_at: record.try_decode()?,
             edited_arguments: record.try_decode()?,
             edited_arguments_sealed: record.try_decode()?,
+            // Not read: the decision made from this snapshot is on a waiting turn, none of whose calls is released
+            // yet, and the earlier turns' calls serve only their results. The hot path reads no column it needs not.
+            released_at: None,
         }))
     }
 }

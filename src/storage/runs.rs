@@ -11,7 +11,7 @@ use super::sealed::{self, Column, Row};
 use super::{StorageError, row_text, sql};
 use crate::domain::model_input::ModelInputFormat;
 use crate::domain::transcript_text::TranscriptText;
-use crate::domain::vocabulary::{Effect, PrivacyLevel, RunStatus};
+use crate::domain::vocabulary::{Effect, ExecutorKind, PrivacyLevel, RunStatus};
 use crate::sealing::Sealer;
 
 // The calls have their own module; runs re-exports them so its callers keep their paths.
@@ -45,11 +45,16 @@ pub struct RunRow {
     pub updated_at: DateTime<Utc>,
 }
 
-/// A tool as the run declared it at registration.
+/// A tool as the run declared it at registration. `executor` and `editable` are left out of the stored JSON when the
+/// run did not declare them, so runs registered before they existed read as they were written.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DeclaredTool {
     pub name: String,
     pub effect: Effect,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executor: Option<ExecutorKind>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub editable: Option<bool>,
 }
 
 /// `RunStatus` read from its column; an unknown text is a corrupt row, not a panic.
@@ -102,6 +107,11 @@ impl RunRow {
 
     pub fn privacy_level(&self) -> PrivacyLevel {
         self.privacy_level.0
+    }
+
+    /// The run's own declaration of a tool, if it declared it.
+    pub fn declared(&self, tool: &str) -> Option<&DeclaredTool> {
+        self.tools.0.iter().find(|declared| declared.name == tool)
     }
 }
 

@@ -26,6 +26,8 @@ pub struct CallRow {
     pub finished_at: Option<DateTime<Utc>>,
     /// The arguments a decider approved the call with, when they differ from the proposed ones.
     pub edited_arguments: Option<String>,
+    /// When its approval released it to the worker (docs/design.md §15); `None` for every other call.
+    pub released_at: Option<DateTime<Utc>>,
 }
 
 /// A call as its row holds it: arguments and content in clear or sealed (storage::sealed).
@@ -46,12 +48,14 @@ pub(super) struct StoredCall {
     pub(super) finished_at: Option<DateTime<Utc>>,
     pub(super) edited_arguments: Option<String>,
     pub(super) edited_arguments_sealed: Option<Vec<u8>>,
+    pub(super) released_at: Option<DateTime<Utc>>,
 }
 
 /// The columns a [`StoredCall`] is read from.
 pub(super) const CALL_COLUMNS: &str =
     "turn_index, position, call_id, tool, arguments, arguments_sealed, effect,
-     started_at, outcome, is_error, content, content_sealed, finished_at, edited_arguments, edited_arguments_sealed";
+     started_at, outcome, is_error, content, content_sealed, finished_at, edited_arguments, edited_arguments_sealed,
+     released_at";
 
 impl StoredCall {
     /// The bytes of its text and binary values, as read.
@@ -109,6 +113,7 @@ impl StoredCall {
             outcome: self.outcome,
             is_error: self.is_error,
             finished_at: self.finished_at,
+            released_at: self.released_at,
         })
     }
 }
@@ -117,6 +122,11 @@ impl CallRow {
     /// The arguments the executor receives: the edited ones, if a decider edited them.
     pub fn effective_arguments(&self) -> &str {
         self.edited_arguments.as_deref().unwrap_or(&self.arguments)
+    }
+
+    /// Whether its approval released it to the worker, which posts its result (docs/design.md §15).
+    pub fn is_released(&self) -> bool {
+        self.released_at.is_some()
     }
 
     pub fn effect(&self) -> Effect {

@@ -31,6 +31,7 @@ mod webhook_fairness;
 mod webhook_secrets;
 mod webhook_statements;
 mod webhooks;
+mod worker_calls;
 mod worker_state;
 
 /// The support every test binary shares (tests/support/), included once.

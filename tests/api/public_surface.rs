@@ -151,6 +151,7 @@ fn run_statuses_keep_their_names_in_the_code_and_the_spec() {
     let snapshot = [
         (RunStatus::WaitingForApproval, "waiting_for_approval"),
         (RunStatus::Resuming, "resuming"),
+        (RunStatus::Released, "released"),
         (RunStatus::Resumed, "resumed"),
         (RunStatus::Cancelled, "cancelled"),
         (RunStatus::Completed, "completed"),
@@ -159,6 +160,7 @@ fn run_statuses_keep_their_names_in_the_code_and_the_spec() {
         match status {
             RunStatus::WaitingForApproval
             | RunStatus::Resuming
+            | RunStatus::Released
             | RunStatus::Resumed
             | RunStatus::Cancelled
             | RunStatus::Completed => assert_eq!(status.as_str(), *name),

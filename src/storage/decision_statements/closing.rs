@@ -25,7 +25,7 @@ use super::still_waiting;
 /// each its result now, so the times are known without reading the calls again; that read cost Postgres 8 % of the
 /// deny's write (`bench/postgres_instructions.sh deny`).
 #[derive(Debug, Clone, Copy)]
-enum CallTimes {
+pub(super) enum CallTimes {
     Stored,
     NeverStarted,
 }
@@ -62,12 +62,21 @@ impl CallTimes {
 /// takes them: the other expressions wait for `resumed`, but for [`CLOSE_HELD_TURN`]'s `stored`, which runs after it
 /// because the statement's own select reads `resumed` first and Postgres runs unreferenced expressions last.
 /// Built once per process (each statement is a `LazyLock`), so composing it costs a click nothing.
-fn close_turn_ctes(event_type: &str, moves: &str, stores: &str, call_times: CallTimes) -> String {
+///
+/// `status` is the run's new status: `resumed`, or `released` for a turn that released calls to the worker
+/// (`release`), whose statement reuses these expressions (`resumed` then names the run moved to `released`).
+pub(super) fn close_turn_ctes(
+    status: &str,
+    event_type: &str,
+    moves: &str,
+    stores: &str,
+    call_times: CallTimes,
+) -> String {
     let (select, join) = (call_times.select(), call_times.join());
     format!(
         "
     resumed as (
-        update runs set status = 'resumed', lease_owner = null, lease_until = null, updated_at = now()
+        update runs set status = '{status}', lease_owner = null, lease_until = null, updated_at = now()
         where id = {RUN_ID}{moves}
         returning id, tenant
     ), stored as (
@@ -98,25 +107,44 @@ fn close_turn_ctes(event_type: &str, moves: &str, stores: &str, call_times: Call
 }
 
 /// Binds the results and tool events to the expressions only once the run moved on.
-const STORES_IF_RESUMED: &str = " and exists (select from resumed)";
+pub(super) const STORES_IF_RESUMED: &str = " and exists (select from resumed)";
 
-static CLOSE_TURN: LazyLock<String> =
-    LazyLock::new(|| close_turn_ctes("run.resumed", "", STORES_IF_RESUMED, CallTimes::Stored));
-static CLOSE_EXPIRED_TURN: LazyLock<String> =
-    LazyLock::new(|| close_turn_ctes("run.expired", "", STORES_IF_RESUMED, CallTimes::Stored));
+static CLOSE_TURN: LazyLock<String> = LazyLock::new(|| {
+    close_turn_ctes(
+        "resumed",
+        "run.resumed",
+        "",
+        STORES_IF_RESUMED,
+        CallTimes::Stored,
+    )
+});
+static CLOSE_EXPIRED_TURN: LazyLock<String> = LazyLock::new(|| {
+    close_turn_ctes(
+        "resumed",
+        "run.expired",
+        "",
+        STORES_IF_RESUMED,
+        CallTimes::Stored,
+    )
+});
 
 /// The lease's owner [`CLOSE_HELD_TURN`] requires, its one parameter after the closing columns.
-const LEASE_OWNER: Param = AFTER_COLUMNS;
+pub(super) const LEASE_OWNER: Param = AFTER_COLUMNS;
+
+/// The condition under which a held turn moves on: it is `resuming` under [`LEASE_OWNER`]'s lease.
+pub(super) fn still_held() -> String {
+    format!(
+        " and {} and turn_index = {TURN_INDEX} and lease_owner = {LEASE_OWNER}",
+        sql::status_is!("resuming")
+    )
+}
 
 /// [`CLOSE_TURN`] without the run's lock: the run moves on only while [`LEASE_OWNER`] still holds its lease, and
 /// without that nothing but the results is written (no tool event, no `run.resumed`), because the turn belongs to
 /// whoever took it over, and a turn taken over must find the results stored like any other.
 static CLOSE_HELD_TURN: LazyLock<String> = LazyLock::new(|| {
-    let moves = format!(
-        " and {} and turn_index = {TURN_INDEX} and lease_owner = {LEASE_OWNER}",
-        sql::status_is!("resuming")
-    );
-    close_turn_ctes("run.resumed", &moves, "", CallTimes::Stored)
+    let moves = still_held();
+    close_turn_ctes("resumed", "run.resumed", &moves, "", CallTimes::Stored)
 });
 
 /// [`CLOSE_TURN`] for a turn decided from a read without the lock (`run_snapshot`): the run moves on only while it
@@ -125,6 +153,7 @@ static CLOSE_HELD_TURN: LazyLock<String> = LazyLock::new(|| {
 /// turn's expiry can still stop it.
 static CLOSE_WAITING_TURN: LazyLock<String> = LazyLock::new(|| {
     close_turn_ctes(
+        "resumed",
         "run.resumed",
         &still_waiting(TURN_INDEX),
         STORES_IF_RESUMED,
@@ -266,7 +295,7 @@ pub async fn record_expiry(
 }
 
 /// Binds the closing columns (`$1` to `$21`) of a closing statement, sealing what is stored encrypted.
-fn bind_closing<'q>(query: Query<'q>, closing: &ClosingTurn<'q>) -> Positional<'q> {
+pub(super) fn bind_closing<'q>(query: Query<'q>, closing: &ClosingTurn<'q>) -> Positional<'q> {
     ClosingColumns::of(closing).bind(query)
 }
 

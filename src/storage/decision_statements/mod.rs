@@ -7,17 +7,20 @@
 //!
 //! One file per job: `locked_read` (the run and its decision facts under the lock, and the calls), `closing` (the
 //! statements that close a turn: approve, held lease, deny, expiry), `closing_params` (the turn to close, its
-//! parameters' positions, named once, and the columns bound to them) and `take` (the approval's take of its turn).
+//! parameters' positions, named once, and the columns bound to them), `take` (the approval's take of its turn) and
+//! `release` (an approved turn moved to `released` once its service calls ran, docs/design.md §15).
 
 mod closing;
 mod closing_params;
 mod locked_read;
+mod release;
 mod take;
 
 pub use closing::{DenialWrite, close_held_turn, close_turn, record_denial, record_expiry};
 pub use closing_params::{ClosingColumns, ClosingTurn};
 pub use locked_read::{RunForDecision, calls_through, lock_run};
 pub(super) use locked_read::{run_for_decision, split_at_turn};
+pub use release::release_held_turn;
 pub use take::{TakingTurn, take_turn};
 
 use closing_params::Param;
