@@ -32,6 +32,8 @@ before(async () => {
             tasks: ["approvals:read", "runs:read", "decisions:write"],
         },
         "ai-sdk",
+        // Tool events keep their results, so the audit shows what the worker posted.
+        { PRIVACY_LEVEL: "full" },
     );
     client = new ApprovalResumeClient({ baseUrl: service.baseUrl, credential: service.keys.worker! });
     tasks = new ApprovalResumeClient({ baseUrl: service.baseUrl, credential: service.keys.tasks! });
@@ -132,7 +134,7 @@ test("an approval lets the SDK run the tool once with the proposed arguments, an
     const uid = await owner();
     const { tools, ran } = pageTools();
     const { model, prompts } = scriptedModel([callTool("call_a", WRITE_TOOL, PAGE), say("Done.")]);
-    const worker = new AiSdkWorker({ client, settings: { model, tools }, registration: { privacy_level: "full" } });
+    const worker = new AiSdkWorker({ client, settings: { model, tools } });
     const step = await worker.start({ ownerUid: uid, messages: [{ role: "user", content: "Describe page 12." }] });
     assert.ok(step.status === "suspended");
 
