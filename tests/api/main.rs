@@ -32,6 +32,7 @@ mod webhook_secrets;
 mod webhook_statements;
 mod webhooks;
 mod worker_calls;
+mod worker_races;
 mod worker_state;
 
 /// The support every test binary shares (tests/support/), included once.

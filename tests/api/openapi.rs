@@ -613,6 +613,19 @@ async fn resumed_run(app: &TestApp) -> Uuid {
     id
 }
 
+/// A run of owner 7 whose tools are the worker's, approved by them: released (docs/design.md §15).
+async fn released_run(app: &TestApp) -> Uuid {
+    let tools = json!([
+        {"name": "update_page_metadata", "effect": "write", "executor": "worker"},
+        {"name": "read_page", "effect": "read", "executor": "worker"},
+    ]);
+    app.user(7, false, false, false).await;
+    let (id, digest) = run_with(app, json!({"tools": tools})).await;
+    let answer = app.decide(id, true, Some(7), &digest).await;
+    assert_eq!(answer.body["status"], "released", "{:?}", answer.body);
+    id
+}
+
 /// A run of owner 7 registered from the native fixture of `format` (tests/fixtures/native); its id and digest.
 async fn native_run(app: &TestApp, format: &str) -> (Uuid, String) {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -1310,6 +1323,22 @@ async fn deciding_a_turn_answers_as_documented() {
         json!([{"call_id": "call_1", "approved": true, "arguments": large_arguments(&app)}]);
     op.expect(&path, per_call(too_large), "422 arguments_too_large")
         .await;
+    // A tool declared `editable: false` (docs/design.md §15).
+    let fixed_tools = json!([
+        {"name": "update_page_metadata", "effect": "write", "editable": false},
+        {"name": "read_page", "effect": "read"},
+    ]);
+    let (fixed, fixed_digest) = run_with(&app, json!({"tools": fixed_tools})).await;
+    let edit = json!({"decider_uid": 7, "turn_digest": fixed_digest, "calls": [
+        {"call_id": "call_1", "approved": true, "arguments": "{\"page\": 13}"},
+        {"call_id": "call_2", "approved": true},
+    ]});
+    op.expect(
+        &format!("/v1/runs/{fixed}/decision"),
+        edit,
+        "422 not_editable",
+    )
+    .await;
     let (late, late_digest) = owned_run(&app).await;
     sqlx::query("update runs set expires_at = now() - interval '1 second' where id = $1")
         .bind(late)
@@ -1418,6 +1447,13 @@ async fn reading_the_model_input_answers_as_documented() {
     .await;
     set_status(&app.pool, id, "resuming").await;
     op.expect(&path, None, "409 resume_in_progress").await;
+    let released = released_run(&app).await;
+    op.expect(
+        &format!("/v1/runs/{released}/model-input"),
+        None,
+        "409 results_pending",
+    )
+    .await;
     provoke_undecryptable(&op, &app).await;
     op.assert_every_documented_answer_was_seen();
 }
@@ -1598,6 +1634,68 @@ async fn cancelling_a_run_answers_as_documented() {
 
     op.provoke_auth_errors(&path, None).await;
     op.provoke_server_errors(&path, None).await;
+    provoke_undecryptable(&op, &app).await;
+    op.assert_every_documented_answer_was_seen();
+}
+
+#[tokio::test]
+async fn posting_results_answers_as_documented() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = app(pool).await;
+    let op = Op::new(&app, Method::POST, "/v1/runs/{id}/results");
+    let result = |call_id: &str, content: &str| json!({"results": [{"call_id": call_id, "content": content, "is_error": false}]});
+    let (waiting, _) = owned_run(&app).await;
+    op.expect(
+        &format!("/v1/runs/{waiting}/results"),
+        result("call_1", "x"),
+        "409 not_released",
+    )
+    .await;
+    let id = released_run(&app).await;
+    let path = format!("/v1/runs/{id}/results");
+    let answer = op.expect(&path, result("call_1", "saved"), "200").await;
+    assert_eq!(answer.body["status"], "released");
+    op.expect(&path, result("call_1", "other"), "409 result_conflict")
+        .await;
+    let twice = json!({"results": [
+        {"call_id": "call_2", "content": "a", "is_error": false},
+        {"call_id": "call_2", "content": "a", "is_error": false},
+    ]});
+    op.expect(&path, twice, "422 repeated_call").await;
+    op.expect(&path, result("call_9", "x"), "422 not_released")
+        .await;
+    op.expect(&path, json!({"results": []}), "422 invalid_body")
+        .await;
+    op.expect(
+        &path,
+        json!({"results": [{"call_id": "call_2"}]}),
+        "422 invalid_body",
+    )
+    .await;
+    let answer = op.expect(&path, result("call_2", "page"), "200").await;
+    assert_eq!(answer.body["status"], "resumed");
+    let cancelled = released_run(&app).await;
+    assert_ok(
+        &app.post(&format!("/v1/runs/{cancelled}/cancel"), json!({}))
+            .await,
+    );
+    op.expect(
+        &format!("/v1/runs/{cancelled}/results"),
+        result("call_1", "x"),
+        "409 run_cancelled",
+    )
+    .await;
+    op.expect(
+        &concrete("/v1/runs/{id}/results"),
+        result("call_1", "x"),
+        "404 not_found",
+    )
+    .await;
+    op.provoke_auth_errors(&path, Some(result("call_1", "x")))
+        .await;
+    op.provoke_server_errors(&path, Some(result("call_1", "x")))
+        .await;
+    op.provoke_body_errors(&path).await;
     provoke_undecryptable(&op, &app).await;
     op.assert_every_documented_answer_was_seen();
 }
@@ -2069,6 +2167,11 @@ async fn provoke_undecryptable(op: &Op<'_>, app: &TestApp) {
                     {"role": "assistant", "content": null,
                      "tool_calls": [call("call_9", "update_page_metadata", "{}")]},
                 ]})
+            });
+            let body = body.or_else(|| {
+                (template == "/v1/runs/{id}/results").then(|| {
+                    json!({"results": [{"call_id": "call_1", "content": "x", "is_error": false}]})
+                })
             });
             (path, body)
         }

@@ -212,22 +212,6 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/v1/runs/{id}/results": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        put?: never;
-        post: operations["postResults"];
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
     "/v1/runs/{id}/cancel": {
         parameters: {
             query?: never;
@@ -265,6 +249,34 @@ export interface paths {
          *     Scope: `runs:write`.
          */
         post: operations["completeRun"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/runs/{id}/results": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Post the results of calls released to the worker
+         * @description The worker's results of calls its run's decision released (tools declared `executor: worker`, DESIGN.md
+         *     §15), some or all at a time. Rules, in order: 409 `run_cancelled` for a cancelled run; 422 `repeated_call`
+         *     for a `call_id` named twice; 422 `not_released` for a `call_id` that is not a released call of the current
+         *     turn (409 `not_released` while the turn is still waiting for its decision or running it); a call that has a
+         *     result takes the same `content` and `is_error` again (a replay: nothing is written) and refuses another
+         *     (409 `result_conflict`). Nothing of a refused body is recorded. When every released call has its result, the
+         *     same transaction stores the results as the turn's (an edited call's content is the edit note, a blank line,
+         *     then the worker's content), writes their tool events (outcome `ok`, or `failed` for `is_error`) and moves
+         *     the run to `resumed` (`run.resumed`). Answers the run as `getRun` does. Scope: `runs:write` (API keys only).
+         */
+        post: operations["postResults"];
         delete?: never;
         options?: never;
         head?: never;
@@ -562,7 +574,7 @@ export interface components {
              *     the router for paths and methods it does not serve.
              * @enum {string}
              */
-            code: "unauthorized" | "format_not_representable" | "token_expired" | "token_not_yet_valid" | "token_bad_signature" | "token_unknown_kid" | "token_wrong_audience" | "token_client_revoked" | "token_client_lacks_scope" | "token_lifetime_too_long" | "token_invalid" | "missing_scope" | "token_not_allowed" | "decider_mismatch" | "body_timeout" | "not_found" | "method_not_allowed" | "malformed_json" | "bad_request" | "payload_too_large" | "worker_state_too_large" | "unsupported_media_type" | "invalid_body" | "invalid_query" | "invalid_cursor" | "invalid_subscription" | "webhook_url_refused" | "too_many_subscriptions" | "invalid_overlap" | "invalid_uid" | "invalid_username" | "invalid_owner" | "invalid_tool" | "invalid_transcript" | "unknown_owner" | "too_many_calls" | "arguments_too_large" | "reason_requires_denial" | "decider_uid_required" | "approved_and_calls" | "verdict_required" | "reason_with_calls" | "repeated_call" | "unknown_call" | "missing_call" | "arguments_require_approval" | "arguments_not_object" | "expiry_ambiguous" | "invalid_expires_at" | "expires_at_in_past" | "invalid_ttl" | "anonymous_decision_not_allowed" | "unknown_decider" | "decider_disabled" | "decider_not_permitted" | "second_approver_required" | "tool_not_approvable" | "anonymous_write_approval" | "anonymous_edit" | "transcript_not_shown" | "invalid_approvable_tools" | "run_exists" | "stale_turn" | "already_decided" | "not_awaiting_approval" | "resume_in_progress" | "expired" | "not_resumed" | "run_finished" | "internal" | "undecryptable" | "database_unavailable" | "timeout" | "not_migrated" | "too_many_waiting_readers" | "too_many_connections";
+            code: "unauthorized" | "format_not_representable" | "token_expired" | "token_not_yet_valid" | "token_bad_signature" | "token_unknown_kid" | "token_wrong_audience" | "token_client_revoked" | "token_client_lacks_scope" | "token_lifetime_too_long" | "token_invalid" | "missing_scope" | "token_not_allowed" | "decider_mismatch" | "body_timeout" | "not_found" | "method_not_allowed" | "malformed_json" | "bad_request" | "payload_too_large" | "worker_state_too_large" | "unsupported_media_type" | "invalid_body" | "invalid_query" | "invalid_cursor" | "invalid_subscription" | "webhook_url_refused" | "too_many_subscriptions" | "invalid_overlap" | "invalid_uid" | "invalid_username" | "invalid_owner" | "invalid_tool" | "invalid_transcript" | "unknown_owner" | "too_many_calls" | "arguments_too_large" | "reason_requires_denial" | "decider_uid_required" | "approved_and_calls" | "verdict_required" | "reason_with_calls" | "repeated_call" | "unknown_call" | "missing_call" | "arguments_require_approval" | "arguments_not_object" | "not_editable" | "not_released" | "expiry_ambiguous" | "invalid_expires_at" | "expires_at_in_past" | "invalid_ttl" | "anonymous_decision_not_allowed" | "unknown_decider" | "decider_disabled" | "decider_not_permitted" | "second_approver_required" | "tool_not_approvable" | "anonymous_write_approval" | "anonymous_edit" | "transcript_not_shown" | "invalid_approvable_tools" | "run_exists" | "stale_turn" | "already_decided" | "not_awaiting_approval" | "resume_in_progress" | "expired" | "not_resumed" | "results_pending" | "run_cancelled" | "result_conflict" | "run_finished" | "internal" | "undecryptable" | "database_unavailable" | "timeout" | "not_migrated" | "too_many_waiting_readers" | "too_many_connections";
             /** @description The request's `x-request-id`, on every problem (a 500 for a handler that panicked included). */
             request_id?: string;
         };
@@ -590,9 +602,10 @@ export interface components {
         Effect: "read" | "write";
         /**
          * @description The life of a run: `waiting_for_approval` --deny--> `resumed`; `waiting_for_approval` --approve-->
-         *     `resuming` --tools done--> `resumed`; `resumed` --new turn--> `waiting_for_approval`; cancel from
-         *     `waiting_for_approval` or `resumed` --> `cancelled`; `resumed` --complete--> `completed`. `cancelled` and
-         *     `completed` are final.
+         *     `resuming` --tools done--> `resumed`, or `released` when the approval released calls to the worker
+         *     (DESIGN.md §15) --every released call has its result--> `resumed`; `resumed` --new turn-->
+         *     `waiting_for_approval`; cancel from `waiting_for_approval`, `released` or `resumed` --> `cancelled`;
+         *     `resumed` --complete--> `completed`. `cancelled` and `completed` are final.
          * @enum {string}
          */
         RunStatus: "waiting_for_approval" | "resuming" | "released" | "resumed" | "cancelled" | "completed";
@@ -615,7 +628,8 @@ export interface components {
          */
         Scope: "runs:write" | "runs:read" | "users:write" | "decisions:write" | "decisions:anonymous" | "approvals:read" | "metrics:read" | "events:read" | "webhooks:write";
         /**
-         * @description `run.waiting`: a run was registered or got a new turn, and waits for a decision; `run.resumed`: a decided
+         * @description `run.waiting`: a run was registered or got a new turn, and waits for a decision; `run.released`: a decided
+         *     turn released calls to the worker, whose results it waits for (`released_call_ids`); `run.resumed`: a decided
          *     turn has all its results; `run.expired`: a turn nobody decided in time ended (not written yet: turns do not
          *     expire in this version); `run.cancelled`, `run.completed`: the run ended.
          * @enum {string}
@@ -659,6 +673,8 @@ export interface components {
             outcomes?: {
                 [key: string]: number;
             };
+            /** @description `run.released` only: the ids of the calls released to the worker (never their arguments). */
+            released_call_ids?: string[];
         };
         EventsPage: {
             events: components["schemas"]["Event"][];
@@ -840,9 +856,42 @@ export interface components {
         DeclaredTool: {
             name: components["schemas"]["ToolName"];
             effect: components["schemas"]["Effect"];
-            /** @enum {string} */
-            executor?: "service" | "worker";
+            /** @description Who runs the tool's approved calls (DESIGN.md §15); absent: the tool configuration's, else `service`. */
+            executor?: components["schemas"]["Executor"];
+            /**
+             * @description Whether a decider may edit the tool's arguments (an edit is refused 422 `not_editable` otherwise);
+             *     absent: the tool configuration's, else `true`.
+             */
             editable?: boolean;
+        };
+        /**
+         * @description Who runs an approved call: `service` (the configured HTTP executor) or `worker` (the call is released to the
+         *     worker, which posts its result with `postResults`).
+         * @enum {string}
+         */
+        Executor: "service" | "worker";
+        /** @description A call released to the worker (DESIGN.md §15). */
+        ReleasedCall: {
+            call_id: string;
+            tool: components["schemas"]["ToolName"];
+            /**
+             * @description The arguments to run: the edited ones where the decider edited them. Absent where the reader's view
+             *     hides arguments (a decision token below privacy level `full` shows them as it shows pending calls').
+             */
+            arguments?: string;
+            edited: boolean;
+            /** @description The worker's result as posted; absent until it is. */
+            result?: {
+                content: string;
+                is_error: boolean;
+            };
+        };
+        PostResults: {
+            results: {
+                call_id: string;
+                content: string;
+                is_error: boolean;
+            }[];
         };
         /**
          * @description `format` and that format's own members (DESIGN.md §14): `openai-chat` (the default) takes `messages`;
@@ -991,6 +1040,8 @@ export interface components {
              *     §2), else `read`.
              */
             effect: components["schemas"]["Effect"];
+            executor: components["schemas"]["Executor"];
+            editable: boolean;
         };
         TurnView: {
             index: number;
@@ -1038,33 +1089,17 @@ export interface components {
             turn: components["schemas"]["TurnView"];
             /** @description The current turn's decision; absent while it has none. */
             decision?: components["schemas"]["DecisionView"];
+            /** @description The current turn's calls released to the worker; present whenever it has any. */
+            released_calls?: components["schemas"]["ReleasedCall"][];
             /** Format: date-time */
             created_at: string;
             /** Format: date-time */
             updated_at: string;
-            released_calls?: components["schemas"]["ReleasedCall"][];
             /**
              * @description Only with `?include=worker_state`, to an API key: the worker's state as it sent it, byte for byte (any
              *     JSON value); `null` when the run has none.
              */
             worker_state?: unknown;
-        };
-        ReleasedCall: {
-            call_id: string;
-            tool: string;
-            arguments?: string;
-            edited: boolean;
-            result?: {
-                content: string;
-                is_error: boolean;
-            };
-        };
-        PostResults: {
-            results: {
-                call_id: string;
-                content: string;
-                is_error: boolean;
-            }[];
         };
         /** @description One result per pending call, in the turn's order. */
         ToolResult: {
@@ -1128,12 +1163,15 @@ export interface components {
             /** @description The format the run was registered in; `model_input` is in the one asked for (`?format=`). */
             format: components["schemas"]["ModelInputFormat"];
             /**
-             * @description The status the decision brought the run to; always `resumed`, even on a replay after the run moved on.
-             * @constant
+             * @description `resumed`, or `released` while calls the decision released to the worker (DESIGN.md §15) wait for their
+             *     results; then `results` holds the calls that have one, and `model_input` is absent.
+             * @enum {string}
              */
-            status: "resumed";
+            status: "released" | "resumed";
             decision: components["schemas"]["DecisionView"];
             results: components["schemas"]["ToolResult"][];
+            /** @description The calls the decision released to the worker; present whenever it released any. */
+            released_calls?: components["schemas"]["ReleasedCall"][];
             model_input?: components["schemas"]["ModelInput"];
         };
         /**
@@ -1406,6 +1444,8 @@ export interface components {
                     id: string;
                     name: components["schemas"]["ToolName"];
                     effect: components["schemas"]["Effect"];
+                    executor: components["schemas"]["Executor"];
+                    editable: boolean;
                     /**
                      * @description Whether the acting user may approve this call: false for a `write` call of a tool outside
                      *     their `approvable_tools`. While any call of the turn is false, an approval is refused 403
@@ -2132,7 +2172,7 @@ export interface operations {
                         /** @enum {integer} */
                         status?: 422;
                         /** @enum {unknown} */
-                        code?: "invalid_query" | "format_not_representable" | "invalid_body" | "invalid_uid" | "reason_requires_denial" | "decider_uid_required" | "approved_and_calls" | "verdict_required" | "reason_with_calls" | "repeated_call" | "unknown_call" | "missing_call" | "arguments_require_approval" | "arguments_not_object" | "arguments_too_large";
+                        code?: "invalid_query" | "format_not_representable" | "invalid_body" | "invalid_uid" | "reason_requires_denial" | "decider_uid_required" | "approved_and_calls" | "verdict_required" | "reason_with_calls" | "repeated_call" | "unknown_call" | "missing_call" | "arguments_require_approval" | "arguments_not_object" | "arguments_too_large" | "not_editable";
                     };
                 };
             };
@@ -2198,7 +2238,8 @@ export interface operations {
             404: components["responses"]["RunNotFound"];
             /**
              * @description `not_resumed`: no turn of the run has been decided yet; `resume_in_progress`: the approved turn's tools
-             *     are still running.
+             *     are still running; `results_pending`: the turn released calls to the worker (DESIGN.md §15) whose
+             *     results are not all posted.
              */
             409: {
                 headers: {
@@ -2210,7 +2251,7 @@ export interface operations {
                         /** @enum {integer} */
                         status?: 409;
                         /** @enum {unknown} */
-                        code?: "not_resumed" | "resume_in_progress";
+                        code?: "not_resumed" | "resume_in_progress" | "results_pending";
                     };
                 };
             };
@@ -2395,34 +2436,6 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    postResults: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                /** @description The run's id, chosen by the agent loop. A text that is no UUID names no run and is answered 404. */
-                id: components["parameters"]["RunId"];
-            };
-            cookie?: never;
-        };
-        requestBody: {
-            content: {
-                "application/json": components["schemas"]["PostResults"];
-            };
-        };
-        responses: {
-            /** @description The run. */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["RunView"];
-                };
-            };
-            404: components["responses"]["RunNotFound"];
-        };
-    };
     cancelRun: {
         parameters: {
             query?: never;
@@ -2524,6 +2537,86 @@ export interface operations {
                         status?: 409;
                         /** @enum {unknown} */
                         code?: "not_resumed" | "resume_in_progress" | "run_finished";
+                    };
+                };
+            };
+            500: components["responses"]["InternalOrUndecryptable"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    postResults: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The client's request id; echoed back, logged and carried in problems. Kept only in a short, safe form: 1 to
+                 *     64 characters of `A-Z a-z 0-9 . _ : -`, sent once. Any other (or none) is replaced by a new UUID, not
+                 *     refused.
+                 */
+                "x-request-id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The run's id, chosen by the agent loop. A text that is no UUID names no run and is answered 404. */
+                id: components["parameters"]["RunId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PostResults"];
+            };
+        };
+        responses: {
+            /** @description The run, `released` while results are missing, `resumed` once every released call has one. */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunView"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["MissingScope"];
+            404: components["responses"]["RunNotFound"];
+            408: components["responses"]["BodyTimeout"];
+            /**
+             * @description `run_cancelled`: the run was cancelled; `not_released`: the turn is not decided yet; `result_conflict`:
+             *     a call already has another result.
+             */
+            409: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {integer} */
+                        status?: 409;
+                        /** @enum {unknown} */
+                        code?: "run_cancelled" | "not_released" | "result_conflict";
+                    };
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            /**
+             * @description `invalid_body`: the body is not `{results: [...]}` with at least one result; `repeated_call`: a call
+             *     named twice; `not_released`: a call that is not released by the current turn.
+             */
+            422: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {integer} */
+                        status?: 422;
+                        /** @enum {unknown} */
+                        code?: "invalid_body" | "repeated_call" | "not_released";
                     };
                 };
             };
