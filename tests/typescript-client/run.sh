@@ -7,7 +7,13 @@
 # - node's own test runner drives `approval-resume` (a fresh database, migrate, clients add, serve on a free loopback
 #   port with WEBHOOK_ALLOW_PRIVATE_ADDRESSES=true, a loopback tool executor) through the built package, imported by
 #   its name as a user would: users, registration, the inbox, decisions whole and per call with an edit, the model
-#   input, turns, the feed with a file cursor across a restart of the reader, webhooks the service signed.
+#   input, turns, the feed with a file cursor across a restart of the reader, webhooks the service signed;
+# - the AI SDK adapter (`approval-resume/ai-sdk`, docs/design.md §16) with the SDK's own mock model (`ai/test`): a
+#   write tool suspends the run, a denial reaches the model as `execution-denied` with the exact ADR-200 text, an
+#   approval lets the SDK run the tool once and the adapter post its result, which the audit shows, a restart after
+#   the results were posted runs nothing again, and a second approval request appends a turn;
+# - examples/ai-sdk-worker type-checks with `tsc --strict` against the built package (its own pinned packages,
+#   `npm ci` into examples/ai-sdk-worker/node_modules, the package itself linked from clients/typescript).
 #
 # CI runs it after the Rust tests, which build the binary; locally: `cargo build --bin approval-resume && bash
 # tests/typescript-client/run.sh`. Needs Node.js 20+ with npm and the npm registry (the packages are pinned in
@@ -56,6 +62,16 @@ node_modules/.bin/tsc -p tsconfig.json --noCheck
 node_modules/.bin/tsc -p tsconfig.check.json --strict --noEmit
 node_modules/.bin/tsc -p tsconfig.test.json --noCheck
 echo "the package and its tests type-check"
+
+step "examples/ai-sdk-worker: tsc --strict against the built package"
+example=../../examples/ai-sdk-worker
+example_stamp="$example/node_modules/.installed-package-lock.json"
+if ! cmp -s "$example/package-lock.json" "$example_stamp"; then
+    (cd "$example" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+    cp "$example/package-lock.json" "$example_stamp"
+fi
+"$example/node_modules/.bin/tsc" -p "$example/tsconfig.json" --strict --noEmit
+echo "the example type-checks"
 
 step "Tests with node --test against $APPROVAL_RESUME_BIN"
 # One process per test file, one after another: each starts its own service and database, and the machine is small.

@@ -22,6 +22,7 @@ import type {
     InboxPage,
     ModelInput,
     ModelInputFormat,
+    PostedResult,
     PutUser,
     RegisterRun,
     RunAudit,
@@ -160,6 +161,23 @@ export class ApprovalResumeClient {
             this.#api.POST("/v1/runs/{id}/turns", {
                 params: { path: { id } },
                 body: turn,
+                ...options,
+            }),
+        );
+    }
+
+    /**
+     * Posts the results of released calls (docs/design.md §15; scope `runs:write`): the calls of tools declared
+     * `executor: "worker"` that a decision approved, which the worker ran itself, some or all at a time. The run
+     * answers `released` while a released call still lacks its result, `resumed` once none does. The same result
+     * again is accepted (a replay); a different one for a call that has one throws 409 `result_conflict`, a call that
+     * was not released 422 `not_released`.
+     */
+    postResults(id: string, results: readonly PostedResult[], options: CallOptions = {}): Promise<RunView> {
+        return unwrap(
+            this.#api.POST("/v1/runs/{id}/results", {
+                params: { path: { id } },
+                body: { results: [...results] },
                 ...options,
             }),
         );

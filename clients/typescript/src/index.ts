@@ -2,7 +2,7 @@
  * approval-resume's TypeScript client: {@link ApprovalResumeClient} for the HTTP API, {@link Feed} for the event
  * feed with a stored cursor, {@link WebhookVerifier} for webhook requests, {@link ApiError} for every refusal, and
  * the API's shapes as generated from openapi.yaml. `approval-resume/file-cursor-store` keeps a feed's place in a
- * file (Node.js); adapters for agent frameworks are to come as further entry points (`approval-resume/ai-sdk`).
+ * file (Node.js); `approval-resume/ai-sdk` is the Vercel AI SDK adapter (docs/design.md §16).
  * @module
  */
 export { ApprovalResumeClient, type CallOptions, type ClientOptions } from "./client.js";

@@ -36,6 +36,18 @@ export type DeclaredTool = Schemas["DeclaredTool"];
 export type RunView = Schemas["RunView"];
 export type RunStatus = Schemas["RunStatus"];
 export type PendingCall = Schemas["PendingCall"];
+/**
+ * An approved call of a tool the worker runs (`executor: "worker"`, docs/design.md §15), as `GET /v1/runs/{id}`
+ * shows it in `released_calls`: the arguments to run (edited where a decider edited them) and, once posted, its
+ * `result`.
+ */
+export type ReleasedCall = NonNullable<RunView["released_calls"]>[number];
+/** The body of `POST /v1/runs/{id}/results`. */
+export type PostResults = NonNullable<
+    paths["/v1/runs/{id}/results"]["post"]["requestBody"]
+>["content"]["application/json"];
+/** One released call's result as the worker posts it. */
+export type PostedResult = PostResults["results"][number];
 export type DecisionBody = Schemas["DecisionBody"];
 export type CallVerdictBody = Schemas["CallVerdictBody"];
 export type DecisionAnswer = Schemas["DecisionAnswer"];

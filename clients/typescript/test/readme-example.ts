@@ -1,6 +1,10 @@
-// The README's example, type-checked with the tests (tsc --strict) so it cannot drift from the package; not run.
+// The README's examples, type-checked with the tests (tsc --strict) so they cannot drift from the package; not run.
+import { stepCountIs, tool } from "ai";
+import { MockLanguageModelV3 } from "ai/test";
 import { ApiError, ApprovalResumeClient } from "approval-resume";
+import { AiSdkWorker } from "approval-resume/ai-sdk";
 import { FileCursorStore } from "approval-resume/file-cursor-store";
+import { z } from "zod";
 
 export async function example(): Promise<void> {
     const tasks = new ApprovalResumeClient({ baseUrl: "http://127.0.0.1:8080", credential: process.env.APPROVAL_RESUME_KEY! });
@@ -14,3 +18,24 @@ export async function example(): Promise<void> {
 }
 
 export const refusal = (error: unknown): string | null => (error instanceof ApiError ? error.code : null);
+
+// The AI SDK adapter's example of the README, with the SDK's mock model standing in for a provider's.
+
+const model = new MockLanguageModelV3();
+const tools = {
+    update_page_metadata: tool({
+        inputSchema: z.object({ page: z.number() }),
+        needsApproval: true,
+        execute: async ({ page }) => ({ updated: page }),
+    }),
+};
+
+export async function aiSdkExample(): Promise<void> {
+    const client = new ApprovalResumeClient({ baseUrl: "http://127.0.0.1:8080", credential: process.env.APPROVAL_RESUME_KEY! });
+    const worker = new AiSdkWorker({ client, settings: { model, tools, system: "You edit pages.", stopWhen: stepCountIs(5) } });
+    const step = await worker.start({ ownerUid: 7, messages: [{ role: "user", content: "Describe page 12." }] });
+    if (step.status === "suspended") console.log("waiting for a decision on", step.runId); // a registered run
+    // …on run.released or run.resumed for that run (the feed, a webhook), or after a restart:
+    const next = await worker.resume(step.runId!);  // "finished" (run completed), "suspended" (a new turn), "waiting"
+    if (next.status === "finished") console.log(next.result.text, next.messages.length);
+}

@@ -72,7 +72,7 @@ test("a request the service signed verifies, and a tampered or foreign-signed co
     assert.equal(event.data.turn.digest, run.turn.digest);
     // The same request as a fetch Headers object and the body as text verify alike.
     const asHeaders = new Headers(
-        Object.entries(request.headers).flatMap(([name, value]) => (typeof value === "string" ? [[name, value]] : [])),
+        Object.entries(request.headers).flatMap(([name, value]) => (typeof value === "string" ? [[name, value] as [string, string]] : [])),
     );
     assert.deepEqual(verifier.verify(request.body.toString("utf8"), asHeaders), event);
 

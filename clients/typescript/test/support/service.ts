@@ -42,8 +42,11 @@ export interface Service {
 /** The clients to add, by name: their scopes. */
 export type Clients = Record<string, string[]>;
 
-/** `name` names the log file (target/typescript-client/logs/{name}.service.log). */
-export async function startService(clients: Clients, name: string): Promise<Service> {
+/**
+ * `name` names the log file (target/typescript-client/logs/{name}.service.log); `settings` are further variables of
+ * `serve` (e.g. `PRIVACY_LEVEL`).
+ */
+export async function startService(clients: Clients, name: string, settings: Record<string, string> = {}): Promise<Service> {
     const binary = process.env.APPROVAL_RESUME_BIN ?? join(repository, "target", "debug", "approval-resume");
     const adminUrl = process.env.POSTGRES_ADMIN_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
     const database = `ts_client_${randomBytes(6).toString("hex")}`;
@@ -114,6 +117,7 @@ export async function startService(clients: Clients, name: string): Promise<Serv
                 // A failed delivery is retried soon, so a slow first receiver costs a second, not a minute.
                 WEBHOOK_BACKOFF_BASE_MS: "200",
                 WEBHOOK_BACKOFF_MAX_SECS: "2",
+                ...settings,
             },
             stdio: ["ignore", "ignore", "pipe"],
         });

@@ -1,0 +1,41 @@
+/**
+ * The adapter's `worker_state` (docs/design.md §15): the AI SDK's own messages of the run, through the assistant
+ * message that asks for approval, so a worker that restarts continues from the service alone. The SDK keeps the
+ * approval ids (`tool-approval-request` parts) in those messages, which the `tool-approval-response` parts must name.
+ * @module
+ */
+import { type ModelMessage, modelMessageSchema } from "ai";
+
+/** Marks the state as this adapter's, so a run another worker registered is refused rather than misread. */
+const KIND = "approval-resume/ai-sdk";
+
+export interface AiSdkWorkerState {
+    kind: typeof KIND;
+    version: 1;
+    /** The prompt's messages, then every message the SDK answered, ending with the turn that waits. */
+    messages: ModelMessage[];
+}
+
+export function workerState(messages: readonly ModelMessage[]): AiSdkWorkerState {
+    return { kind: KIND, version: 1, messages: [...messages] };
+}
+
+/**
+ * The SDK's messages from a run's `worker_state`, checked with the SDK's own message schema. Throws for a run
+ * without this adapter's state (registered by another worker, or its state replaced by a turn without one).
+ */
+export function messagesOf(runId: string, state: unknown): ModelMessage[] {
+    if (typeof state !== "object" || state === null || (state as { kind?: unknown }).kind !== KIND) {
+        throw new Error(`run ${runId} holds no worker_state of approval-resume/ai-sdk; it cannot be resumed here`);
+    }
+    const { version, messages } = state as { version?: unknown; messages?: unknown };
+    if (version !== 1) {
+        throw new Error(`run ${runId}: worker_state version ${String(version)} is not one this adapter reads`);
+    }
+    const parsed = modelMessageSchema.array().safeParse(messages);
+    if (!parsed.success) {
+        throw new Error(`run ${runId}: worker_state messages are not AI SDK messages: ${parsed.error.message}`);
+    }
+    // The messages as stored, not zod's copy: a member the schema does not name is kept for the SDK.
+    return messages as ModelMessage[];
+}
