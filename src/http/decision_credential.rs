@@ -7,7 +7,7 @@
 //! valid key (or without a decision scope) is told that and nothing else about its request.
 //!
 //! Deferring the lookup means the body is read and parsed before the key is checked. So that a caller without a valid
-//! key cannot make the service read a body at all (issue 34, item 8), the body is read first only for a key this
+//! key cannot make the service read a body at all, the body is read first only for a key this
 //! instance found live, with a decision scope, within the last minute (`crate::admitted_keys`), and only when the
 //! body says it is small (`Content-Length` at most [`DEFERRED_KEY_MAX_BODY`], far more than a decision needs). Any
 //! other request has its key looked up first, as on every other route: a key not of the form keys have is refused
