@@ -306,8 +306,8 @@ pub fn checked_origins(origins: &[String]) -> Result<Vec<String>, CommandError> 
 /// Migrates (over the direct migration URL) and connects: every subcommand works on an up-to-date schema.
 pub async fn open_database(config: &DatabaseConfig) -> Result<Database, StorageError> {
     let settings = config.pool_settings();
-    storage::migrate(&settings).await?;
-    storage::connect(&settings).await
+    storage::connect::migrate(&settings).await?;
+    storage::connect::connect(&settings).await
 }
 
 /// Purges what is older than `days` (or RETENTION_DAYS) and prints what was removed.

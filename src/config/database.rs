@@ -96,8 +96,8 @@ impl DatabaseConfig {
     }
 
     /// How the pool reaches Postgres.
-    pub fn pool_settings(&self) -> crate::storage::PoolSettings {
-        crate::storage::PoolSettings {
+    pub fn pool_settings(&self) -> crate::storage::connect::PoolSettings {
+        crate::storage::connect::PoolSettings {
             database_url: self.database_url.expose().to_owned(),
             migration_url: self
                 .database_migration_url

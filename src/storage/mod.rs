@@ -28,11 +28,8 @@ pub mod worker_state;
 
 use sqlx::migrate::Migrator;
 
-pub use connect::{PoolSettings, connect, migrate};
 pub use database::Database;
-
-/// A statement with its parameters bound so far, for functions that bind a group of parameters shared by statements.
-pub(crate) type Query<'q> = sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>;
+pub(crate) use sql::Query;
 
 /// The embedded migrations; they run at start-up and by `approval-resume migrate`.
 pub static MIGRATOR: Migrator = sqlx::migrate!("./migrations");

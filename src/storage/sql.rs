@@ -13,7 +13,8 @@ use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::query::{QueryAs, QueryScalar};
 use sqlx::{FromRow, Postgres, SqlSafeStr};
 
-use super::Query;
+/// A statement with its parameters bound so far, for functions that bind a group of parameters shared by statements.
+pub(crate) type Query<'q> = sqlx::query::Query<'q, Postgres, PgArguments>;
 
 /// Whether statements are named and cached per connection (the default, one round trip each once cached).
 static NAMED: AtomicBool = AtomicBool::new(true);

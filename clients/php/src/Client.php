@@ -14,6 +14,7 @@ use ApprovalResume\Http\Response;
 use ApprovalResume\Http\Transport;
 use ApprovalResume\Internal\Json;
 use ApprovalResume\Model\DecisionAnswer;
+use ApprovalResume\Model\DeclaredTool;
 use ApprovalResume\Model\InboxItem;
 use ApprovalResume\Model\InboxPage;
 use ApprovalResume\Model\ModelInput;
@@ -70,8 +71,9 @@ final class Client
      *
      * @param list<mixed> $transcript the run's transcript in `$format`: OpenAI chat or Anthropic `messages` (the last
      *                                the assistant's, with tool calls), Responses `input` items, or Gemini `contents`
-     * @param array<string, Effect> $tools each tool's effect by name; a tool the run declares no effect for is a read
-     *                                     unless the service's TOOLS_CONFIG makes it a write
+     * @param array<string, Effect|DeclaredTool> $tools each tool's effect (and, as a DeclaredTool, its executor and
+     *                                                  editability) by name; a tool the run declares no effect for is
+     *                                                  a read unless the service's TOOLS_CONFIG makes it a write
      * @param mixed $system the format's system member, if any: Anthropic `system` (a string or blocks), Responses
      *                      `instructions` (a string), Gemini `system_instruction` (a content); none in openai-chat
      */
@@ -96,8 +98,9 @@ final class Client
         }
         $body[self::transcriptMember($format)] = $transcript;
         $body['tools'] = [];
-        foreach ($tools as $name => $effect) {
-            $body['tools'][] = ['name' => (string) $name, 'effect' => $effect->value];
+        foreach ($tools as $name => $tool) {
+            $declared = $tool instanceof DeclaredTool ? $tool->toArray() : ['effect' => $tool->value];
+            $body['tools'][] = ['name' => (string) $name, ...$declared];
         }
         if ($privacyLevel !== null) {
             $body['privacy_level'] = $privacyLevel->value;

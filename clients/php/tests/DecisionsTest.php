@@ -9,9 +9,11 @@ use ApprovalResume\Decider;
 use ApprovalResume\Enum\DecidedBy;
 use ApprovalResume\Enum\DenialReason;
 use ApprovalResume\Enum\Effect;
+use ApprovalResume\Enum\Executor;
 use ApprovalResume\Enum\ModelInputFormat;
 use ApprovalResume\Enum\Outcome;
 use ApprovalResume\Enum\RunStatus;
+use ApprovalResume\Model\DeclaredTool;
 use ApprovalResume\Tests\Support\Runs;
 use ApprovalResume\Tests\Support\Service;
 use ApprovalResume\Verdict;
@@ -166,6 +168,48 @@ final class DecisionsTest extends TestCase
         self::assertSame(Outcome::NotPermitted, $answer->result('call_b')?->outcome);
         self::assertSame(ModelInputFormat::OpenAiResponses, $answer->modelInput->format);
         self::assertArrayHasKey('input', $answer->modelInput->body);
+    }
+
+    public function test_an_approval_releases_a_worker_s_call_and_the_answer_lists_it_without_a_model_input(): void
+    {
+        $service = Service::shared();
+        [$owner, $approver] = [Runs::newUid(), Runs::newUid()];
+        $service->worker()->putUser($owner, 'ada');
+        $service->worker()->putUser($approver, 'grace', canApproveOthers: true);
+        $run = $service->worker()->registerRun(Runs::newId(), $owner, [
+            ['role' => 'user', 'content' => 'Publish page 12.'],
+            ['role' => 'assistant', 'content' => null, 'tool_calls' => [
+                ['id' => 'call_w', 'type' => 'function', 'function' => [
+                    'name' => 'publish_page',
+                    'arguments' => '{"page": 12}',
+                ]],
+            ]],
+        ], ['publish_page' => new DeclaredTool(Effect::Write, Executor::Worker, editable: false)]);
+        $pending = $run->turn->pendingCalls[0];
+        self::assertSame([Executor::Worker, false], [$pending->executor, $pending->editable]);
+        $this->assertRefused(
+            422,
+            'not_editable',
+            fn () => $service->tasks()->decideCalls($run->id, $run->turn->digest, Decider::user($approver), [
+                Verdict::approveEdited('call_w', ['page' => 13]),
+            ]),
+        );
+
+        $answer = $service->tasks()->approveTurn($run->id, $run->turn->digest, Decider::user($approver));
+
+        self::assertSame(RunStatus::Released, $answer->status);
+        self::assertSame([], $answer->results, 'the worker has not posted its result yet');
+        self::assertNull($answer->modelInput, 'the model input exists only once every result is in');
+        self::assertCount(1, $answer->releasedCalls);
+        $released = $answer->releasedCalls[0];
+        self::assertSame(['call_w', 'publish_page', '{"page": 12}', false], [
+            $released->callId,
+            $released->tool,
+            $released->arguments,
+            $released->edited,
+        ]);
+        self::assertNull($released->resultContent);
+        self::assertSame(RunStatus::Released, $service->worker()->getRun($run->id)->status);
     }
 
     public function test_a_run_registered_in_anthropic_s_format_comes_back_in_it_with_its_thinking_block(): void

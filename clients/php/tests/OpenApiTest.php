@@ -41,7 +41,8 @@ final class OpenApiTest extends TestCase
     /** @return iterable<string, array{class-string<\BackedEnum>, list<string>}> */
     public static function enums(): iterable
     {
-        $names = ['DecidedBy', 'DenialReason', 'Outcome', 'Effect', 'RunStatus', 'PrivacyLevel', 'ModelInputFormat'];
+        $names = ['DecidedBy', 'DenialReason', 'Outcome', 'Effect', 'RunStatus', 'PrivacyLevel', 'ModelInputFormat',
+            'Executor'];
         foreach ([...$names, 'EventType'] as $name) {
             yield $name => ["ApprovalResume\\Enum\\{$name}", ['components', 'schemas', $name, 'enum']];
         }

@@ -11,6 +11,7 @@ namespace ApprovalResume\Enum;
 enum EventType: string
 {
     case RunWaiting = 'run.waiting';
+    case RunReleased = 'run.released';
     case RunResumed = 'run.resumed';
     case RunExpired = 'run.expired';
     case RunCancelled = 'run.cancelled';

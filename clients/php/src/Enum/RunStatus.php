@@ -9,6 +9,7 @@ enum RunStatus: string
 {
     case WaitingForApproval = 'waiting_for_approval';
     case Resuming = 'resuming';
+    case Released = 'released';
     case Resumed = 'resumed';
     case Cancelled = 'cancelled';
     case Completed = 'completed';

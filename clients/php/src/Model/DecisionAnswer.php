@@ -10,11 +10,16 @@ use ApprovalResume\Internal\Read;
 
 /**
  * The answer to a decision: what was recorded, one result per pending call, and the resumed model input (null to a
- * decision token where the run's privacy level hides it: `metadata`, `none`). `$format` is the run's own.
+ * decision token where the run's privacy level hides it: `metadata`, `none`). `$format` is the run's own. A decision
+ * that released calls to the worker (docs/design.md §15) lists them in `$releasedCalls`; while any waits for its
+ * result the status is `released`, `$results` holds the calls that have one, and the model input is null.
  */
 final readonly class DecisionAnswer
 {
-    /** @param list<ToolResult> $results in the turn's order */
+    /**
+     * @param list<ToolResult> $results in the turn's order
+     * @param list<ReleasedCall> $releasedCalls in the turn's order
+     */
     public function __construct(
         public string $runId,
         public RunStatus $status,
@@ -22,6 +27,7 @@ final readonly class DecisionAnswer
         public array $results,
         public ?ModelInput $modelInput,
         public ModelInputFormat $format,
+        public array $releasedCalls = [],
     ) {
     }
 
@@ -36,6 +42,9 @@ final readonly class DecisionAnswer
             array_map(ToolResult::fromArray(...), Read::listOfObjects($data, 'results')),
             $modelInput === null ? null : ModelInput::fromArray($modelInput),
             Read::enum($data, 'format', ModelInputFormat::class),
+            isset($data['released_calls'])
+                ? array_map(ReleasedCall::fromArray(...), Read::listOfObjects($data, 'released_calls'))
+                : [],
         );
     }
 

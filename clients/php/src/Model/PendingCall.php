@@ -5,11 +5,14 @@ declare(strict_types=1);
 namespace ApprovalResume\Model;
 
 use ApprovalResume\Enum\Effect;
+use ApprovalResume\Enum\Executor;
 use ApprovalResume\Internal\Read;
 
 /**
  * A call of the current turn, as the run view shows it: its arguments are the JSON text the model produced, always
- * there for an API key; null for a decision token where the run's privacy level hides payloads.
+ * there for an API key; null for a decision token where the run's privacy level hides payloads. `executor` says who
+ * runs it once approved (the service's executor, or the worker after a release, docs/design.md §15); `editable`
+ * whether an approval may change its arguments.
  */
 final readonly class PendingCall
 {
@@ -18,6 +21,8 @@ final readonly class PendingCall
         public string $name,
         public ?string $arguments,
         public Effect $effect,
+        public Executor $executor,
+        public bool $editable,
     ) {
     }
 
@@ -29,6 +34,8 @@ final readonly class PendingCall
             Read::string($data, 'name'),
             Read::optionalString($data, 'arguments'),
             Read::enum($data, 'effect', Effect::class),
+            Read::enum($data, 'executor', Executor::class),
+            Read::bool($data, 'editable'),
         );
     }
 }
