@@ -9,7 +9,7 @@ import pytest
 from conftest import Service, new_run_id
 
 from approval_resume import ApiError, AsyncClient, Client, approve_call, deny_call
-from approval_resume.models import ChatMessage, PutUser, RunView
+from approval_resume.models import ChatMessage, PostedResult, PutUser, RunView
 
 WORKER_TOOL = "save_page"
 ARGUMENTS = '{"page": 12, "description": "Fresh bread daily."}'
@@ -63,7 +63,7 @@ def test_an_approval_releases_the_call_and_its_posted_result_resumes_the_run_onc
         api.get_model_input(run["id"])
     assert (pending.value.status, pending.value.code) == (409, "results_pending")
 
-    result = {"call_id": "call_1", "content": "saved page 12", "is_error": False}
+    result: PostedResult = {"call_id": "call_1", "content": "saved page 12", "is_error": False}
     resumed = api.post_results(run["id"], [result])
     assert resumed["status"] == "resumed"
     assert resumed["released_calls"][0]["result"] == {"content": "saved page 12", "is_error": False}
