@@ -147,6 +147,25 @@ def test_a_mixed_turn_runs_and_posts_the_released_call_then_resumes_with_the_den
     assert outputs(model.last_call) == {"call_a": "updated page 12", "call_b": denied_text("run_owner")}
 
 
+def test_a_model_that_asks_again_after_a_denial_appends_a_turn_which_an_approval_then_resumes(
+    worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int
+) -> None:
+    model = ScriptedModel([write("call_1"), write("call_2"), [assistant_message("Done.")]])
+    worker = OpenAIAgentsWorker(worker_client, agent(ledger, model), run_config=CONFIG)
+    step = asyncio.run(worker.start(owner, "Write a meta description for page 12."))
+    assert step.run is not None and step.run_id is not None
+    decider.deny(step.run_id, step.run["turn"]["digest"], owner)
+    again = asyncio.run(worker.resume(step.run_id))
+    assert again.status == "suspended" and again.run is not None
+    assert (again.run["status"], again.run["turn"]["index"]) == ("waiting_for_approval", 1)
+    assert [call["id"] for call in again.run["turn"]["pending_calls"]] == ["call_2"]
+
+    decider.approve(step.run_id, again.run["turn"]["digest"], owner)
+    assert asyncio.run(worker.resume(step.run_id)).status == "finished"
+    assert ledger.runs() == [ARGUMENTS]
+    assert outputs(model.last_call) == {"call_1": denied_text("run_owner"), "call_2": "updated page 12"}
+
+
 def test_a_worker_that_dies_after_posting_is_replaced_by_one_that_runs_nothing_again(
     worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int
 ) -> None:

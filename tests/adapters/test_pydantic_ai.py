@@ -27,17 +27,19 @@ EDITED = {"page": 12, "description": "Rye on Sundays."}
 
 @dataclass
 class Script:
-    """The scripted model: the write calls first, then `answer` (or an error, as a worker that dies); it keeps every
-    request it was sent."""
+    """The scripted model: one response of write calls per group of `turns` (counted by the responses already in
+    the messages, so a fresh model in another worker goes on where the last one stopped), then `answer`, or an
+    error, as a worker that dies; it keeps every request it was sent."""
 
-    call_ids: tuple[str, ...] = ("call_write",)
+    turns: tuple[tuple[str, ...], ...] = (("call_write",),)
     answer: str | Exception = "Done."
     requests: list[list[ModelMessage]] = field(default_factory=list)
 
     def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         self.requests.append(messages)
-        if len(self.requests) == 1 and not any(isinstance(m, ModelResponse) for m in messages):
-            return ModelResponse(parts=[ToolCallPart(TOOL, ARGUMENTS, tool_call_id=i) for i in self.call_ids])
+        answered = sum(isinstance(message, ModelResponse) for message in messages)
+        if answered < len(self.turns):
+            return ModelResponse(parts=[ToolCallPart(TOOL, ARGUMENTS, tool_call_id=i) for i in self.turns[answered]])
         if isinstance(self.answer, Exception):
             raise self.answer
         return ModelResponse(parts=[TextPart(self.answer)])
@@ -140,7 +142,7 @@ def test_an_approval_with_edited_arguments_runs_the_tool_once_with_them_and_the_
 def test_a_mixed_turn_runs_and_posts_the_released_call_then_resumes_with_the_denied_text(
     worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int
 ) -> None:
-    script = Script(call_ids=("call_a", "call_b"))
+    script = Script(turns=(("call_a", "call_b"),))
     worker, step = suspend(worker_client, ledger, owner, script)
     assert step.run is not None and step.run_id is not None
     assert [call["id"] for call in step.run["turn"]["pending_calls"]] == ["call_a", "call_b"]
@@ -151,6 +153,30 @@ def test_a_mixed_turn_runs_and_posts_the_released_call_then_resumes_with_the_den
     assert script.last_returns() == {
         "call_a": "updated page 12: Fresh bread daily.",
         "call_b": denied_text("run_owner"),
+    }
+
+
+def test_a_model_that_asks_again_after_a_denial_appends_a_turn_which_an_approval_then_resumes(
+    worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int
+) -> None:
+    script = Script(turns=(("call_1",), ("call_2",)))
+    worker, step = suspend(worker_client, ledger, owner, script)
+    assert step.run is not None and step.run_id is not None
+    decider.deny(step.run_id, step.run["turn"]["digest"], owner)
+    again = asyncio.run(worker.resume(step.run_id))
+    assert again.status == "suspended" and again.run is not None
+    assert (again.run["status"], again.run["turn"]["index"]) == ("waiting_for_approval", 1)
+    assert [call["id"] for call in again.run["turn"]["pending_calls"]] == ["call_2"]
+    model_input = decider.get_model_input(step.run_id)
+    assert model_input["format"] == "openai-chat"
+    assert [message["role"] for message in model_input["messages"]] == ["system", "user", "assistant", "tool"]
+
+    decider.approve(step.run_id, again.run["turn"]["digest"], owner)
+    assert asyncio.run(worker.resume(step.run_id)).status == "finished"
+    assert ledger.runs() == [ARGUMENTS]
+    assert script.last_returns() == {
+        "call_1": denied_text("run_owner"),
+        "call_2": "updated page 12: Fresh bread daily.",
     }
 
 

@@ -151,11 +151,16 @@ class PydanticAIWorker(Generic[DepsT]):
             await self._client.complete_run(run_id)
             return WorkerStep("finished", run_id, output=result.output)
         messages = result.all_messages()
-        following = [
-            message
-            for message in openai_chat(messages[len(given) :], _pending(run_id, result.output))
-            if not (message.get("role") == "tool" and message.get("tool_call_id") in calls)
+        # What followed the decided turn's returns (Pydantic AI merges the requests that answer it into one).
+        answered = [
+            index
+            for index, message in enumerate(messages)
+            if isinstance(message, ModelRequest)
+            and any(isinstance(part, ToolReturnPart) and part.tool_call_id in calls for part in message.parts)
         ]
+        following = openai_chat(
+            messages[answered[-1] + 1 :] if answered else messages, _pending(run_id, result.output), system=False
+        )
         appended = await self._client.append_turn(
             run_id,
             {"messages": following, "worker_state": ModelMessagesTypeAdapter.dump_python(messages, mode="json")},
@@ -236,15 +241,16 @@ def _turn_calls(run: RunView, history: list[ModelMessage]) -> dict[str, ToolCall
     return calls
 
 
-def openai_chat(messages: Sequence[ModelMessage], pending: set[str]) -> list[ChatMessage]:
+def openai_chat(messages: Sequence[ModelMessage], pending: set[str], *, system: bool = True) -> list[ChatMessage]:
     """Pydantic AI's messages as the service's `openai-chat` transcript: what approvers and the audit read (the
     messages themselves stay the worker's truth, as `worker_state`). The last response's calls that wait are its
     last message; calls of that response that ran without approval move, with their returns, into an assistant
-    message before it, since the service takes every call of the waiting turn as pending."""
+    message before it, since the service takes every call of the waiting turn as pending. `system`: the first
+    request's instructions open the transcript (a registration; an appended turn has none)."""
     chat: list[ChatMessage] = []
     for message in messages:
         if isinstance(message, ModelRequest):
-            if message.instructions and not any(m.get("role") == "system" for m in chat):
+            if system and message.instructions and not any(m.get("role") == "system" for m in chat):
                 chat.append({"role": "system", "content": message.instructions})
             chat.extend(_request_messages(message))
         else:
