@@ -7,6 +7,7 @@ APPROVAL_RESUME_BIN is the binary (default target/debug/approval-resume); ADAPTE
 (default postgres://postgres@127.0.0.1:5432/postgres).
 """
 
+import asyncio
 import json
 import os
 import re
@@ -14,15 +15,16 @@ import signal
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import pytest
 
 from approval_resume import AsyncClient, Client
 
+T = TypeVar("T")
 REPO = Path(__file__).resolve().parents[2]
 BINARY = Path(os.environ.get("APPROVAL_RESUME_BIN", REPO / "target" / "debug" / "approval-resume"))
 ADMIN_URL = os.environ.get("ADAPTERS_ADMIN_URL", "postgres://postgres@127.0.0.1:5432/postgres")
@@ -121,10 +123,25 @@ def worker_key(service: Service) -> str:
     return service.add_key(WORKER_SCOPES)
 
 
+class Run(Protocol):
+    def __call__(self, coroutine: Coroutine[Any, Any, T], /) -> T: ...
+
+
 @pytest.fixture
-def worker_client(service: Service, worker_key: str) -> AsyncClient:
-    """A fresh asyncio client per test: each test runs its own event loop (`asyncio.run`)."""
-    return AsyncClient(service.base_url, worker_key)
+def on_loop() -> Iterator[Run]:
+    """Runs a coroutine on the test's one event loop (the worker's client keeps its connections on it)."""
+    with asyncio.Runner() as runner:
+        yield runner.run
+
+
+@pytest.fixture
+def worker_client(
+    service: Service, worker_key: str, on_loop: Run
+) -> Iterator[AsyncClient]:
+    """A worker's asyncio client, used and closed on the test's event loop (`on_loop`)."""
+    client = AsyncClient(service.base_url, worker_key)
+    yield client
+    on_loop(client.aclose())
 
 
 @pytest.fixture(scope="session")

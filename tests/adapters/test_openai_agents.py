@@ -4,14 +4,13 @@ an approver) reaches the model as the service's exact text, an approval runs the
 audit records its result, a mixed turn runs its released call first, and a worker that dies is replaced by another
 that finishes the run without running a call twice."""
 
-import asyncio
 import uuid
 from typing import Any
 
 import pytest
 from agents import Agent, RunConfig, function_tool
 from agents.testing import ModelCall, ScriptedModel, assistant_message, function_call
-from conftest import TOOL, Ledger, Service, denied_text
+from conftest import TOOL, Ledger, Run, Service, denied_text
 from examples import example_env, run_example, start_example
 
 from approval_resume import ApiError, AsyncClient, Client, approve_call, deny_call
@@ -49,19 +48,19 @@ def outputs(call: ModelCall | None) -> dict[str, str]:
     }
 
 
-def suspend(client: AsyncClient, ledger: Ledger, owner: int, *call_ids: str, **registration: Any) -> tuple[
-    OpenAIAgentsWorker, ScriptedModel, WorkerStep[Any]
-]:
+def suspend(
+    on_loop: Run, client: AsyncClient, ledger: Ledger, owner: int, *call_ids: str
+) -> tuple[OpenAIAgentsWorker, ScriptedModel, WorkerStep[Any]]:
     model = ScriptedModel([write(*(call_ids or ("call_write",))), [assistant_message("Done.")]])
-    worker = OpenAIAgentsWorker(client, agent(ledger, model), run_config=CONFIG, registration=registration)
-    step = asyncio.run(worker.start(owner, "Write a meta description for page 12."))
+    worker = OpenAIAgentsWorker(client, agent(ledger, model), run_config=CONFIG)
+    step = on_loop(worker.start(owner, "Write a meta description for page 12."))
     return worker, model, step
 
 
 def test_a_denial_by_the_owner_reaches_the_model_as_the_services_exact_text_and_nothing_runs(
-    worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int
+    on_loop: Run, worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int
 ) -> None:
-    worker, model, step = suspend(worker_client, ledger, owner)
+    worker, model, step = suspend(on_loop, worker_client, ledger, owner)
     assert step.status == "suspended" and step.run is not None and step.run_id is not None
     run = step.run
     assert (run["status"], run["format"], run["owner_uid"]) == ("waiting_for_approval", "openai-responses", owner)
@@ -72,7 +71,7 @@ def test_a_denial_by_the_owner_reaches_the_model_as_the_services_exact_text_and_
 
     answer = decider.deny(step.run_id, run["turn"]["digest"], owner)
     assert answer["results"][0]["content"] == denied_text("run_owner")
-    finished = asyncio.run(worker.resume(step.run_id))
+    finished = on_loop(worker.resume(step.run_id))
     assert (finished.status, finished.output) == ("finished", "Done.")
     assert outputs(model.last_call) == {"call_write": denied_text("run_owner")}
     assert ledger.runs() == []
@@ -80,29 +79,29 @@ def test_a_denial_by_the_owner_reaches_the_model_as_the_services_exact_text_and_
 
 
 def test_a_denial_by_an_approver_tells_the_model_another_user_declined(
-    worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int, approver: int
+    on_loop: Run, worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int, approver: int
 ) -> None:
-    worker, model, step = suspend(worker_client, ledger, owner)
+    worker, model, step = suspend(on_loop, worker_client, ledger, owner)
     assert step.run is not None and step.run_id is not None
     decider.deny(step.run_id, step.run["turn"]["digest"], approver)
-    assert asyncio.run(worker.resume(step.run_id)).status == "finished"
+    assert on_loop(worker.resume(step.run_id)).status == "finished"
     assert outputs(model.last_call) == {"call_write": denied_text("other_user")}
     assert ledger.runs() == []
 
 
 @pytest.mark.parametrize("privacy_level", ["full", "metadata"])
 def test_an_approval_runs_the_tool_once_in_the_worker_and_the_audit_keeps_its_result_at_the_runs_level(
-    worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int, privacy_level: str
+    on_loop: Run, worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int, privacy_level: str
 ) -> None:
     keys: list[str | None] = []
     model = ScriptedModel([write("call_write"), [assistant_message("Done.")]])
     worker = OpenAIAgentsWorker(
         worker_client, agent(ledger, model, keys), run_config=CONFIG, registration={"privacy_level": privacy_level}
     )
-    step = asyncio.run(worker.start(owner, "Write a meta description for page 12."))
+    step = on_loop(worker.start(owner, "Write a meta description for page 12."))
     assert step.run is not None and step.run_id is not None
     assert decider.approve(step.run_id, step.run["turn"]["digest"], owner)["status"] == "released"
-    assert asyncio.run(worker.resume(step.run_id)).status == "finished"
+    assert on_loop(worker.resume(step.run_id)).status == "finished"
 
     assert ledger.runs() == [ARGUMENTS]
     assert keys == [f"{step.run_id}:call_write"]
@@ -124,9 +123,9 @@ def test_an_approval_runs_the_tool_once_in_the_worker_and_the_audit_keeps_its_re
 
 
 def test_an_edit_is_refused_since_the_sdk_cannot_run_one(
-    worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int
+    on_loop: Run, worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int
 ) -> None:
-    _, _, step = suspend(worker_client, ledger, owner)
+    _, _, step = suspend(on_loop, worker_client, ledger, owner)
     assert step.run is not None and step.run_id is not None
     edit = approve_call("call_write", {"page": 12, "description": "Rye on Sundays."})
     with pytest.raises(ApiError) as refused:
@@ -135,52 +134,52 @@ def test_an_edit_is_refused_since_the_sdk_cannot_run_one(
 
 
 def test_a_mixed_turn_runs_and_posts_the_released_call_then_resumes_with_the_denied_text(
-    worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int
+    on_loop: Run, worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int
 ) -> None:
-    worker, model, step = suspend(worker_client, ledger, owner, "call_a", "call_b")
+    worker, model, step = suspend(on_loop, worker_client, ledger, owner, "call_a", "call_b")
     assert step.run is not None and step.run_id is not None
     assert [call["id"] for call in step.run["turn"]["pending_calls"]] == ["call_a", "call_b"]
     calls = [approve_call("call_a"), deny_call("call_b")]
     assert decider.decide_calls(step.run_id, step.run["turn"]["digest"], owner, calls)["status"] == "released"
-    assert asyncio.run(worker.resume(step.run_id)).status == "finished"
+    assert on_loop(worker.resume(step.run_id)).status == "finished"
     assert ledger.runs() == [ARGUMENTS]
     assert outputs(model.last_call) == {"call_a": "updated page 12", "call_b": denied_text("run_owner")}
 
 
 def test_a_model_that_asks_again_after_a_denial_appends_a_turn_which_an_approval_then_resumes(
-    worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int
+    on_loop: Run, worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int
 ) -> None:
     model = ScriptedModel([write("call_1"), write("call_2"), [assistant_message("Done.")]])
     worker = OpenAIAgentsWorker(worker_client, agent(ledger, model), run_config=CONFIG)
-    step = asyncio.run(worker.start(owner, "Write a meta description for page 12."))
+    step = on_loop(worker.start(owner, "Write a meta description for page 12."))
     assert step.run is not None and step.run_id is not None
     decider.deny(step.run_id, step.run["turn"]["digest"], owner)
-    again = asyncio.run(worker.resume(step.run_id))
+    again = on_loop(worker.resume(step.run_id))
     assert again.status == "suspended" and again.run is not None
     assert (again.run["status"], again.run["turn"]["index"]) == ("waiting_for_approval", 1)
     assert [call["id"] for call in again.run["turn"]["pending_calls"]] == ["call_2"]
 
     decider.approve(step.run_id, again.run["turn"]["digest"], owner)
-    assert asyncio.run(worker.resume(step.run_id)).status == "finished"
+    assert on_loop(worker.resume(step.run_id)).status == "finished"
     assert ledger.runs() == [ARGUMENTS]
     assert outputs(model.last_call) == {"call_1": denied_text("run_owner"), "call_2": "updated page 12"}
 
 
 def test_a_worker_that_dies_after_posting_is_replaced_by_one_that_runs_nothing_again(
-    worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int
+    on_loop: Run, worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int
 ) -> None:
     dying = ScriptedModel([write("call_write"), RuntimeError("the worker died before the model answered")])
     first = OpenAIAgentsWorker(worker_client, agent(ledger, dying), run_config=CONFIG)
-    step = asyncio.run(first.start(owner, "Write a meta description for page 12."))
+    step = on_loop(first.start(owner, "Write a meta description for page 12."))
     assert step.run is not None and step.run_id is not None
     decider.approve(step.run_id, step.run["turn"]["digest"], owner)
     with pytest.raises(RuntimeError, match="the worker died"):
-        asyncio.run(first.resume(step.run_id))
+        on_loop(first.resume(step.run_id))
     assert decider.get_run(step.run_id)["status"] == "resumed"
 
     model = ScriptedModel([[assistant_message("Done.")]])
     second = OpenAIAgentsWorker(worker_client, agent(ledger, model), run_config=CONFIG)
-    assert asyncio.run(second.resume(step.run_id)).status == "finished"
+    assert on_loop(second.resume(step.run_id)).status == "finished"
     assert ledger.runs() == [ARGUMENTS]
     assert outputs(model.last_call) == {"call_write": "updated page 12"}
 

@@ -4,14 +4,13 @@ binary: a tool with `requires_approval` suspends the run, a denial (by the owner
 audit records its result, a mixed turn runs its released call first, and a worker that dies is replaced by another
 that finishes the run without running a call twice."""
 
-import asyncio
 import json
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from conftest import TOOL, Ledger, Service, denied_text
+from conftest import TOOL, Ledger, Run, Service, denied_text
 from examples import example_env, run_example, start_example
 from pydantic_ai import Agent, DeferredToolRequests, RunContext
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
@@ -72,17 +71,18 @@ def agent(ledger: Ledger, script: Script, keys: list[str | None] | None = None) 
 
 
 def suspend(
+    on_loop: Run,
     client: AsyncClient, ledger: Ledger, owner: int, script: Script, keys: list[str | None] | None = None
 ) -> tuple[PydanticAIWorker[None], WorkerStep[Any]]:
     worker: PydanticAIWorker[None] = PydanticAIWorker(client, agent(ledger, script, keys))
-    return worker, asyncio.run(worker.start(owner, "Write a meta description for page 12."))
+    return worker, on_loop(worker.start(owner, "Write a meta description for page 12."))
 
 
 def test_a_denial_by_the_owner_reaches_the_model_as_tool_denied_with_the_exact_text(
-    worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int
+    on_loop: Run, worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int
 ) -> None:
     script = Script()
-    worker, step = suspend(worker_client, ledger, owner, script)
+    worker, step = suspend(on_loop, worker_client, ledger, owner, script)
     assert step.status == "suspended" and step.run is not None and step.run_id is not None
     run = step.run
     assert (run["status"], run["format"]) == ("waiting_for_approval", "openai-chat")
@@ -93,7 +93,7 @@ def test_a_denial_by_the_owner_reaches_the_model_as_tool_denied_with_the_exact_t
     assert isinstance(state, list) and state[-1]["kind"] == "response"
 
     decider.deny(step.run_id, run["turn"]["digest"], owner)
-    finished = asyncio.run(worker.resume(step.run_id))
+    finished = on_loop(worker.resume(step.run_id))
     assert (finished.status, finished.output) == ("finished", "Done.")
     assert script.last_returns() == {"call_write": denied_text("run_owner")}
     assert ledger.runs() == []
@@ -101,27 +101,27 @@ def test_a_denial_by_the_owner_reaches_the_model_as_tool_denied_with_the_exact_t
 
 
 def test_a_denial_by_an_approver_tells_the_model_another_user_declined(
-    worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int, approver: int
+    on_loop: Run, worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int, approver: int
 ) -> None:
     script = Script()
-    worker, step = suspend(worker_client, ledger, owner, script)
+    worker, step = suspend(on_loop, worker_client, ledger, owner, script)
     assert step.run is not None and step.run_id is not None
     decider.deny(step.run_id, step.run["turn"]["digest"], approver)
-    assert asyncio.run(worker.resume(step.run_id)).status == "finished"
+    assert on_loop(worker.resume(step.run_id)).status == "finished"
     assert script.last_returns() == {"call_write": denied_text("other_user")}
     assert ledger.runs() == []
 
 
 def test_an_approval_with_edited_arguments_runs_the_tool_once_with_them_and_the_audit_keeps_the_result(
-    worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int
+    on_loop: Run, worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int
 ) -> None:
     script, keys = Script(), list[str | None]()
-    worker, step = suspend(worker_client, ledger, owner, script, keys)
+    worker, step = suspend(on_loop, worker_client, ledger, owner, script, keys)
     assert step.run is not None and step.run_id is not None
     edit = approve_call("call_write", EDITED)
     answer = decider.decide_calls(step.run_id, step.run["turn"]["digest"], owner, [edit])
     assert answer["status"] == "released" and answer["released_calls"][0]["edited"] is True
-    assert asyncio.run(worker.resume(step.run_id)).status == "finished"
+    assert on_loop(worker.resume(step.run_id)).status == "finished"
 
     assert ledger.runs() == [EDITED]
     assert keys == [f"{step.run_id}:call_write"]
@@ -140,15 +140,15 @@ def test_an_approval_with_edited_arguments_runs_the_tool_once_with_them_and_the_
 
 
 def test_a_mixed_turn_runs_and_posts_the_released_call_then_resumes_with_the_denied_text(
-    worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int
+    on_loop: Run, worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int
 ) -> None:
     script = Script(turns=(("call_a", "call_b"),))
-    worker, step = suspend(worker_client, ledger, owner, script)
+    worker, step = suspend(on_loop, worker_client, ledger, owner, script)
     assert step.run is not None and step.run_id is not None
     assert [call["id"] for call in step.run["turn"]["pending_calls"]] == ["call_a", "call_b"]
     calls = [approve_call("call_a"), deny_call("call_b")]
     assert decider.decide_calls(step.run_id, step.run["turn"]["digest"], owner, calls)["status"] == "released"
-    assert asyncio.run(worker.resume(step.run_id)).status == "finished"
+    assert on_loop(worker.resume(step.run_id)).status == "finished"
     assert ledger.runs() == [ARGUMENTS]
     assert script.last_returns() == {
         "call_a": "updated page 12: Fresh bread daily.",
@@ -157,13 +157,13 @@ def test_a_mixed_turn_runs_and_posts_the_released_call_then_resumes_with_the_den
 
 
 def test_a_model_that_asks_again_after_a_denial_appends_a_turn_which_an_approval_then_resumes(
-    worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int
+    on_loop: Run, worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int
 ) -> None:
     script = Script(turns=(("call_1",), ("call_2",)))
-    worker, step = suspend(worker_client, ledger, owner, script)
+    worker, step = suspend(on_loop, worker_client, ledger, owner, script)
     assert step.run is not None and step.run_id is not None
     decider.deny(step.run_id, step.run["turn"]["digest"], owner)
-    again = asyncio.run(worker.resume(step.run_id))
+    again = on_loop(worker.resume(step.run_id))
     assert again.status == "suspended" and again.run is not None
     assert (again.run["status"], again.run["turn"]["index"]) == ("waiting_for_approval", 1)
     assert [call["id"] for call in again.run["turn"]["pending_calls"]] == ["call_2"]
@@ -172,7 +172,7 @@ def test_a_model_that_asks_again_after_a_denial_appends_a_turn_which_an_approval
     assert [message["role"] for message in model_input["messages"]] == ["system", "user", "assistant", "tool"]
 
     decider.approve(step.run_id, again.run["turn"]["digest"], owner)
-    assert asyncio.run(worker.resume(step.run_id)).status == "finished"
+    assert on_loop(worker.resume(step.run_id)).status == "finished"
     assert ledger.runs() == [ARGUMENTS]
     assert script.last_returns() == {
         "call_1": denied_text("run_owner"),
@@ -181,18 +181,18 @@ def test_a_model_that_asks_again_after_a_denial_appends_a_turn_which_an_approval
 
 
 def test_a_worker_that_dies_after_posting_is_replaced_by_one_that_runs_nothing_again(
-    worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int
+    on_loop: Run, worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int
 ) -> None:
-    first, step = suspend(worker_client, ledger, owner, Script(answer=RuntimeError("the worker died")))
+    first, step = suspend(on_loop, worker_client, ledger, owner, Script(answer=RuntimeError("the worker died")))
     assert step.run is not None and step.run_id is not None
     decider.approve(step.run_id, step.run["turn"]["digest"], owner)
     with pytest.raises(RuntimeError, match="the worker died"):
-        asyncio.run(first.resume(step.run_id))
+        on_loop(first.resume(step.run_id))
     assert decider.get_run(step.run_id)["status"] == "resumed"
 
     script = Script()
     second: PydanticAIWorker[None] = PydanticAIWorker(worker_client, agent(ledger, script))
-    assert asyncio.run(second.resume(step.run_id)).status == "finished"
+    assert on_loop(second.resume(step.run_id)).status == "finished"
     assert ledger.runs() == [ARGUMENTS]
     assert script.last_returns() == {"call_write": "updated page 12: Fresh bread daily."}
 

@@ -160,17 +160,19 @@ class OpenAIAgentsWorker:
             return WorkerStep("closed", run_id, run)
         if run["status"] not in _service.DECIDED:
             return WorkerStep("waiting", run_id, run)
+        # The run's answers after this (results posted) carry no worker_state: keep the one read here.
+        worker_state = run.get("worker_state")
         decided = await _service.verdicts(self._client, run)
         unrun = decided.unrun()
         if unrun:
-            run = await self._run_released(run, unrun)
+            run = await self._run_released(run, worker_state, unrun)
             if run["status"] != "resumed":
                 return WorkerStep("waiting", run_id, run)
             decided = await _service.verdicts(self._client, run)
         elif run["status"] != "resumed":
             return WorkerStep("waiting", run_id, run)
 
-        state, items = await self._restore(run)
+        state, items = await self._restore(run, worker_state)
         for call_id, item in items.items():
             if call_id in decided.released:
                 state.approve(item)
@@ -199,10 +201,10 @@ class OpenAIAgentsWorker:
         )
         return WorkerStep("suspended", run_id, appended)
 
-    async def _run_released(self, run: RunView, unrun: list[Any]) -> RunView:
+    async def _run_released(self, run: RunView, worker_state: Any, unrun: list[Any]) -> RunView:
         """The SDK runs the released calls without a result, and nothing else: they are approved, the turn's other
         calls left undecided (so the SDK stops on them), and a hook stops it before the model if it would go on."""
-        state, items = await self._restore(run)
+        state, items = await self._restore(run, worker_state)
         for call in unrun:
             item = items[call["call_id"]]
             _service.check_released_arguments(run["id"], call, _arguments(item))
@@ -224,9 +226,11 @@ class OpenAIAgentsWorker:
         ]
         return await self._client.post_results(run["id"], results)
 
-    async def _restore(self, run: RunView) -> tuple[RunState[Any, Agent[Any]], dict[str, ToolApprovalItem]]:
+    async def _restore(
+        self, run: RunView, worker_state: Any
+    ) -> tuple[RunState[Any, Agent[Any]], dict[str, ToolApprovalItem]]:
         """The run's state, and its interruption for each pending call of the service's turn."""
-        state = await RunState.from_string(self._agent, json.dumps(run.get("worker_state")))
+        state = await RunState.from_string(self._agent, json.dumps(worker_state))
         interruptions = {_call_id(item): item for item in state.get_interruptions()}
         items: dict[str, ToolApprovalItem] = {}
         for call in run["turn"]["pending_calls"]:
