@@ -23,10 +23,12 @@ python_venv "$venv" tests/adapters/requirements.txt
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --force-reinstall ./clients/python
 "$venv/bin/python" -m pip check --disable-pip-version-check
 
+# One cache, emptied first and shared by the three checks, so the frameworks (large) are analysed once per run.
 export MYPY_CACHE_DIR="$PWD/target/adapters-mypy-cache"
-(cd clients/python && "../../$venv/bin/mypy" --strict --no-incremental src/approval_resume/adapters)
-"$venv/bin/mypy" --strict --no-incremental examples/python
-(cd tests/adapters && "../../$venv/bin/mypy" --strict --no-incremental --explicit-package-bases .)
+rm -rf "$MYPY_CACHE_DIR"
+(cd clients/python && "../../$venv/bin/mypy" --strict src/approval_resume/adapters)
+"$venv/bin/mypy" --strict examples/python
+(cd tests/adapters && "../../$venv/bin/mypy" --strict --explicit-package-bases .)
 
 export APPROVAL_RESUME_BIN="${APPROVAL_RESUME_BIN:-$PWD/target/debug/approval-resume}"
 export PYTHONDONTWRITEBYTECODE=1
