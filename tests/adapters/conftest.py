@@ -23,6 +23,7 @@ from typing import Any, Protocol, TypeVar
 import pytest
 
 from approval_resume import AsyncClient, Client
+from approval_resume.models import PutUser
 
 T = TypeVar("T")
 REPO = Path(__file__).resolve().parents[2]
@@ -161,7 +162,8 @@ def approver(decider: Client) -> int:
 def owner(decider: Client) -> int:
     """A backend user of its own for each test."""
     uid = uuid.uuid4().int % 1_000_000_000 + 1000
-    decider.put_user(uid, {"username": f"owner-{uid}", "is_admin": False, "can_approve_others": False, "disabled": False})
+    user: PutUser = {"username": f"owner-{uid}", "is_admin": False, "can_approve_others": False, "disabled": False}
+    decider.put_user(uid, user)
     return uid
 
 

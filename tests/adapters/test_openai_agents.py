@@ -35,7 +35,8 @@ def agent(ledger: Ledger, model: ScriptedModel, keys: list[str | None] | None = 
             keys.append(current_idempotency_key())
         return f"updated page {page}"
 
-    return Agent(name="editor", instructions="You edit the bakery's website.", tools=[update_page_metadata], model=model)
+    instructions = "You edit the bakery's website."
+    return Agent(name="editor", instructions=instructions, tools=[update_page_metadata], model=model)
 
 
 def outputs(call: ModelCall | None) -> dict[str, str]:

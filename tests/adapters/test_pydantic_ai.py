@@ -54,8 +54,11 @@ class Script:
         return returns
 
 
-def agent(ledger: Ledger, script: Script, keys: list[str | None] | None = None) -> Agent[None, str | DeferredToolRequests]:
-    editor: Agent[None, str | DeferredToolRequests] = Agent(
+Editor = Agent[None, str | DeferredToolRequests]
+
+
+def agent(ledger: Ledger, script: Script, keys: list[str | None] | None = None) -> Editor:
+    editor: Editor = Agent(
         FunctionModel(script), output_type=[str, DeferredToolRequests], instructions="You edit the bakery's website."
     )
 

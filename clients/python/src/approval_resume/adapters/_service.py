@@ -118,7 +118,8 @@ async def result_texts(client: AsyncClient, run: RunView) -> dict[str, str]:
             if item.get("type") == "function_call_output" and isinstance(item.get("output"), str):
                 texts[item["call_id"]] = item["output"]
     else:
-        raise ValueError(f"run {run['id']}: the adapters read openai-chat or openai-responses, not {model_input['format']}")
+        found = model_input["format"]
+        raise ValueError(f"run {run['id']}: the adapters read openai-chat or openai-responses, not {found}")
     missing = [call["id"] for call in run["turn"]["pending_calls"] if call["id"] not in texts]
     if missing:
         raise ValueError(f"run {run['id']}: the model input holds no result for calls {missing}")

@@ -40,7 +40,8 @@ try:
     from agents.tool_context import ToolContext
 except ImportError as error:  # pragma: no cover - depends on the installed extras
     raise ImportError(
-        'approval_resume.adapters.openai_agents needs the OpenAI Agents SDK: pip install "approval-resume[openai-agents]"'
+        "approval_resume.adapters.openai_agents needs the OpenAI Agents SDK: "
+        'pip install "approval-resume[openai-agents]"'
     ) from error
 
 from ..async_client import AsyncClient
