@@ -24,7 +24,8 @@ its effect idempotent; inside a released call, `current_idempotency_key()` gives
 Limits: only function tools of the starting agent are wrapped and declared (hosted, MCP, shell or computer tools
 that need approval, and tools of handed-off agents, are refused with `ValueError` when they interrupt); a tool's
 result is posted with `is_error: false` (the SDK hands the model a failing tool's error message as its output and
-does not mark it).
+does not mark it); `start`'s run `context` travels in the state JSON as the SDK serializes it, and `resume` restores
+it without a deserializer of its own.
 """
 
 import copy
@@ -45,7 +46,7 @@ except ImportError as error:  # pragma: no cover - depends on the installed extr
     ) from error
 
 from ..async_client import AsyncClient
-from ..models import DeclaredTool, Effect, JsonObject, PostedResult, RegisterRun, RunView
+from ..models import DeclaredTool, Effect, JsonObject, PostedResult, RegisterRun, ReleasedCall, RunView
 from . import _service
 from ._service import CLOSED, WorkerStep
 
@@ -202,7 +203,7 @@ class OpenAIAgentsWorker:
         )
         return WorkerStep("suspended", run_id, appended)
 
-    async def _run_released(self, run: RunView, worker_state: Any, unrun: list[Any]) -> RunView:
+    async def _run_released(self, run: RunView, worker_state: Any, unrun: list[ReleasedCall]) -> RunView:
         """The SDK runs the released calls without a result, and nothing else: they are approved, the turn's other
         calls left undecided (so the SDK stops on them), and a hook stops it before the model if it would go on."""
         state, items = await self._restore(run, worker_state)
