@@ -57,6 +57,21 @@ def denied_text(token: str) -> str:
     )
 
 
+EXPIRED_TEXT = (
+    f'Error: approval_expired. No one decided on the approval for tool "{TOOL}" before it expired. Nothing was '
+    "executed. Tell the user that the approval request expired without a decision, not that anyone declined it, and "
+    "ask whether the change should be proposed again."
+)
+
+
+def wait_for_status(client: Client, run_id: str, status: str, timeout: float = 15.0) -> None:
+    """Waits until the run has `status` (the service's expiry sweep runs every second by default)."""
+    deadline = time.monotonic() + timeout
+    while client.get_run(run_id)["status"] != status:
+        assert time.monotonic() < deadline, f"run {run_id} did not become {status} within {timeout}s"
+        time.sleep(0.2)
+
+
 @dataclass
 class Service:
     base_url: str

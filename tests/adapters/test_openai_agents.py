@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from agents import Agent, RunConfig, function_tool
 from agents.testing import ModelCall, ScriptedModel, assistant_message, function_call
-from conftest import TOOL, Ledger, Run, Service, denied_text
+from conftest import EXPIRED_TEXT, TOOL, Ledger, Run, Service, denied_text, wait_for_status
 from examples import example_env, run_example, start_example
 
 from approval_resume import ApiError, AsyncClient, Client, approve_call, deny_call
@@ -121,6 +121,21 @@ def test_an_approval_runs_the_tool_once_in_the_worker_and_the_audit_keeps_its_re
     (event,) = decider.list_events(step.run_id)["tool_events"]
     assert (event["outcome"], event["privacy_level"], event["result_bytes"]) == ("ok", privacy_level, 15)
     assert event["result"] == ("updated page 12" if privacy_level == "full" else None)
+
+
+def test_a_turn_nobody_decided_in_time_reaches_the_model_as_the_expired_text(
+    on_loop: Run, worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int
+) -> None:
+    model = ScriptedModel([write("call_write"), [assistant_message("Done.")]])
+    worker = OpenAIAgentsWorker(
+        worker_client, agent(ledger, model), run_config=CONFIG, registration={"approval_ttl_secs": 1}
+    )
+    step = on_loop(worker.start(owner, "Write a meta description for page 12."))
+    assert step.run_id is not None
+    wait_for_status(decider, step.run_id, "resumed")
+    assert on_loop(worker.resume(step.run_id)).status == "finished"
+    assert outputs(model.last_call) == {"call_write": EXPIRED_TEXT}
+    assert ledger.runs() == []
 
 
 def test_an_edit_is_refused_since_the_sdk_cannot_run_one(

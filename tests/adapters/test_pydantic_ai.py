@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from conftest import TOOL, Ledger, Run, Service, denied_text
+from conftest import EXPIRED_TEXT, TOOL, Ledger, Run, Service, denied_text, wait_for_status
 from examples import example_env, run_example, start_example
 from pydantic_ai import Agent, DeferredToolRequests, RunContext
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
@@ -75,9 +75,14 @@ def agent(ledger: Ledger, script: Script, keys: list[str | None] | None = None) 
 
 def suspend(
     on_loop: Run,
-    client: AsyncClient, ledger: Ledger, owner: int, script: Script, keys: list[str | None] | None = None
+    client: AsyncClient,
+    ledger: Ledger,
+    owner: int,
+    script: Script,
+    keys: list[str | None] | None = None,
+    **registration: Any,
 ) -> tuple[PydanticAIWorker[None], WorkerStep[Any]]:
-    worker: PydanticAIWorker[None] = PydanticAIWorker(client, agent(ledger, script, keys))
+    worker: PydanticAIWorker[None] = PydanticAIWorker(client, agent(ledger, script, keys), registration=registration)
     return worker, on_loop(worker.start(owner, "Write a meta description for page 12."))
 
 
@@ -115,11 +120,24 @@ def test_a_denial_by_an_approver_tells_the_model_another_user_declined(
     assert ledger.runs() == []
 
 
-def test_an_approval_with_edited_arguments_runs_the_tool_once_with_them_and_the_audit_keeps_the_result(
+def test_a_turn_nobody_decided_in_time_reaches_the_model_as_the_expired_text(
     on_loop: Run, worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int
 ) -> None:
+    script = Script()
+    worker, step = suspend(on_loop, worker_client, ledger, owner, script, approval_ttl_secs=1)
+    assert step.run_id is not None
+    wait_for_status(decider, step.run_id, "resumed")
+    assert on_loop(worker.resume(step.run_id)).status == "finished"
+    assert script.last_returns() == {"call_write": EXPIRED_TEXT}
+    assert ledger.runs() == []
+
+
+@pytest.mark.parametrize("privacy_level", ["full", "metadata"])
+def test_an_approval_with_edited_arguments_runs_the_tool_once_with_them_and_the_audit_keeps_the_result(
+    on_loop: Run, worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int, privacy_level: str
+) -> None:
     script, keys = Script(), list[str | None]()
-    worker, step = suspend(on_loop, worker_client, ledger, owner, script, keys)
+    worker, step = suspend(on_loop, worker_client, ledger, owner, script, keys, privacy_level=privacy_level)
     assert step.run is not None and step.run_id is not None
     edit = approve_call("call_write", EDITED)
     answer = decider.decide_calls(step.run_id, step.run["turn"]["digest"], owner, [edit])
@@ -139,7 +157,8 @@ def test_an_approval_with_edited_arguments_runs_the_tool_once_with_them_and_the_
     assert run["status"] == "completed"
     assert run["released_calls"][0]["result"] == {"content": "updated page 12: Rye on Sundays.", "is_error": False}
     (event,) = decider.list_events(step.run_id)["tool_events"]
-    assert (event["outcome"], event["privacy_level"], event["result"]) == ("ok", "full", read)
+    assert (event["outcome"], event["privacy_level"], event["result_bytes"]) == ("ok", privacy_level, len(read))
+    assert event["result"] == (read if privacy_level == "full" else None)
 
 
 def test_a_mixed_turn_runs_and_posts_the_released_call_then_resumes_with_the_denied_text(
