@@ -1,5 +1,5 @@
 """approval-resume's Python client (docs/design.md §16): the HTTP API, the feed of events with a stored cursor, and
-webhook verification. Framework adapters will live in `approval_resume.adapters`."""
+webhook verification. Framework adapters live in `approval_resume.adapters` (optional extras)."""
 
 from . import models, verdicts
 from .async_client import AsyncClient

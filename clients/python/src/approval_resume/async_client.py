@@ -23,6 +23,7 @@ from .models import (
     InboxPage,
     ModelInput,
     ModelInputFormat,
+    PostedResult,
     PutUser,
     RegisterRun,
     RotateWebhookSecret,
@@ -110,6 +111,12 @@ class AsyncClient:
     async def list_events(self, run_id: str) -> EventsView:
         """The run's audit records (approval and tool events), not the feed (`follow_events`)."""
         return cast(EventsView, await self._send(operations.list_events(run_id)))
+
+    async def post_results(self, run_id: str, results: Iterable[PostedResult]) -> RunView:
+        """The worker's results of calls released to it (`run["released_calls"]`), some or all at a time. The same
+        result again is answered 200 (nothing written); once every released call has one, the run is `resumed`."""
+        request = operations.post_results(run_id, {"results": list(results)})
+        return cast(RunView, await self._send(request))
 
     async def cancel_run(self, run_id: str) -> RunView:
         return cast(RunView, await self._send(operations.cancel_run(run_id)))

@@ -26,6 +26,7 @@ from .models import (
     InboxPage,
     ModelInput,
     ModelInputFormat,
+    PostedResult,
     PutUser,
     RegisterRun,
     RotateWebhookSecret,
@@ -113,6 +114,12 @@ class Client:
     def list_events(self, run_id: str) -> EventsView:
         """The run's audit records (approval and tool events), not the feed (`follow_events`)."""
         return cast(EventsView, self._send(operations.list_events(run_id)))
+
+    def post_results(self, run_id: str, results: Iterable[PostedResult]) -> RunView:
+        """The worker's results of calls released to it (`run["released_calls"]`), some or all at a time. The same
+        result again is answered 200 (nothing written); once every released call has one, the run is `resumed`."""
+        request = operations.post_results(run_id, {"results": list(results)})
+        return cast(RunView, self._send(request))
 
     def cancel_run(self, run_id: str) -> RunView:
         return cast(RunView, self._send(operations.cancel_run(run_id)))

@@ -18,7 +18,10 @@ DecidedBy = Literal["run_owner", "other_user", "unknown"]
 DenialReason = Literal["variant", "skip"]
 Outcome = Literal["ok", "failed", "denied", "not_permitted", "interrupted", "expired"]
 Effect = Literal["read", "write"]
-RunStatus = Literal["waiting_for_approval", "resuming", "resumed", "cancelled", "completed"]
+Executor = Literal["service", "worker"]
+"""Who runs an approved call: the service's configured HTTP executor, or the worker, which posts its result
+(docs/design.md §15)."""
+RunStatus = Literal["waiting_for_approval", "resuming", "released", "resumed", "cancelled", "completed"]
 PrivacyLevel = Literal["none", "metadata", "redacted", "full"]
 Scope = Literal[
     "runs:write",
@@ -31,7 +34,7 @@ Scope = Literal[
     "events:read",
     "webhooks:write",
 ]
-EventType = Literal["run.waiting", "run.resumed", "run.expired", "run.cancelled", "run.completed"]
+EventType = Literal["run.waiting", "run.released", "run.resumed", "run.expired", "run.cancelled", "run.completed"]
 ModelInputFormat = Literal["openai-chat", "anthropic", "openai-responses", "gemini"]
 
 ChatMessage = JsonObject
@@ -70,6 +73,10 @@ class UserView(TypedDict):
 class DeclaredTool(TypedDict):
     name: str
     effect: Effect
+    #: `worker`: an approved call is released to the worker, which posts its result (`post_results`).
+    executor: NotRequired[Executor]
+    #: `False`: a verdict that edits the arguments is refused 422 `not_editable` (the loop cannot run edits).
+    editable: NotRequired[bool]
 
 
 class RegisterRun(TypedDict):
@@ -114,6 +121,8 @@ class PendingCall(TypedDict):
     name: str
     arguments: NotRequired[str]
     effect: Effect
+    executor: Executor
+    editable: bool
 
 
 class TurnView(TypedDict):
@@ -139,6 +148,24 @@ class DecisionView(TypedDict):
     calls: list[CallVerdictView]
 
 
+class ReleasedResult(TypedDict):
+    """The worker's result of a released call, as posted."""
+
+    content: str
+    is_error: bool
+
+
+class ReleasedCall(TypedDict):
+    """A call released to the worker (docs/design.md §15): run it with `arguments` (the edited ones where
+    `edited`), once, then post its result; `result` is present once it has been posted."""
+
+    call_id: str
+    tool: str
+    arguments: NotRequired[str]
+    edited: bool
+    result: NotRequired[ReleasedResult]
+
+
 class RunView(TypedDict):
     id: str
     owner_uid: int
@@ -149,6 +176,8 @@ class RunView(TypedDict):
     expires_at: str | None
     turn: TurnView
     decision: NotRequired[DecisionView]
+    #: The current turn's calls released to the worker; present whenever it has any.
+    released_calls: NotRequired[list[ReleasedCall]]
     created_at: str
     updated_at: str
     #: Only from `get_run(..., include_worker_state=True)` with an API key; `None` when the run has none.
@@ -171,6 +200,18 @@ class DecisionBody(TypedDict):
     turn_digest: str
     reason: NotRequired[DenialReason | None]
     calls: NotRequired[list[CallVerdictBody]]
+
+
+class PostedResult(TypedDict):
+    """The worker's result of one released call."""
+
+    call_id: str
+    content: str
+    is_error: bool
+
+
+class PostResults(TypedDict):
+    results: list[PostedResult]
 
 
 class ToolResult(TypedDict):
@@ -218,6 +259,8 @@ class DecisionAnswer(TypedDict):
     format: ModelInputFormat
     decision: DecisionView
     results: list[ToolResult]
+    #: The calls the decision released to the worker; `model_input` is absent until their results are posted.
+    released_calls: NotRequired[list[ReleasedCall]]
     model_input: NotRequired[ModelInput]
 
 
@@ -229,6 +272,8 @@ class InboxCall(TypedDict):
     approvable: bool
     arguments: NotRequired[str]
     arguments_omitted: NotRequired[bool]
+    executor: Executor
+    editable: bool
 
 
 class InboxTurn(TypedDict):
@@ -327,6 +372,8 @@ class EventData(TypedDict):
     turn: EventTurn
     decision: NotRequired[EventDecision]
     outcomes: NotRequired[dict[Outcome, int]]
+    #: `run.released` only: the ids of the calls released to the worker.
+    released_call_ids: NotRequired[list[str]]
 
 
 class Event(TypedDict):

@@ -12,6 +12,7 @@ from .models import (
     CreateWebhook,
     DecisionBody,
     ModelInputFormat,
+    PostResults,
     PutUser,
     RegisterRun,
     RotateWebhookSecret,
@@ -48,6 +49,8 @@ OPERATIONS: dict[str, Operation] = {
     "list_events": _op("listEvents", "GET", "/v1/runs/{id}/events", True),
     "cancel_run": _op("cancelRun", "POST", "/v1/runs/{id}/cancel", True),
     "complete_run": _op("completeRun", "POST", "/v1/runs/{id}/complete", True),
+    # Idempotent: the same result again answers 200 and records nothing (another one is 409 `result_conflict`).
+    "post_results": _op("postResults", "POST", "/v1/runs/{id}/results", True),
     "list_approvals": _op("listApprovals", "GET", "/v1/approvals", True),
     "follow_events": _op("followEvents", "GET", "/v1/events", True),
     "list_webhooks": _op("listWebhooks", "GET", "/v1/webhooks", True),
@@ -120,6 +123,10 @@ def cancel_run(run_id: str) -> Request:
 
 def complete_run(run_id: str) -> Request:
     return _request("complete_run", {"id": run_id})
+
+
+def post_results(run_id: str, body: PostResults) -> Request:
+    return _request("post_results", {"id": run_id}, json=body)
 
 
 def list_approvals(

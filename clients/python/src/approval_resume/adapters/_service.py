@@ -1,0 +1,135 @@
+"""What every adapter asks of the service, whatever its framework (docs/design.md §15, §16): register a suspended
+run, wait until its turn is released or resumed, read the verdicts and the exact texts the model is to read, post
+the released calls' results, append the next turn or complete the run.
+
+The adapters keep nothing of their own between calls: a run's state lives in the service (`worker_state`, the
+released calls and their results, the model input), so any process, a restarted one included, continues a run from
+its id alone.
+"""
+
+import asyncio
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, TypeVar
+
+from ..async_client import AsyncClient
+from ..models import DeclaredTool, Effect, ReleasedCall, RunStatus, RunView
+
+OutputT = TypeVar("OutputT")
+
+#: Where a run stands for its worker: decided (`released` or `resumed`), still waiting, or over.
+DECIDED: frozenset[RunStatus] = frozenset({"released", "resumed"})
+CLOSED: frozenset[RunStatus] = frozenset({"cancelled", "completed"})
+
+
+@dataclass(frozen=True)
+class WorkerStep(Generic[OutputT]):
+    """Where a run stands after an adapter's `start` or `resume`.
+
+    - `suspended`: the model asked for approval; the run waits for a decision (registered, or a new turn appended);
+    - `waiting`: nothing to do yet (no decision, or the service still runs its own tools);
+    - `closed`: the run is over without this worker (cancelled, or completed before);
+    - `finished`: the model answered without asking for approval, `output` is its answer, the run (if any) is
+      completed.
+    """
+
+    status: Literal["suspended", "waiting", "closed", "finished"]
+    run_id: str | None
+    run: RunView | None = None
+    output: OutputT | None = None
+
+
+@dataclass(frozen=True)
+class Verdicts:
+    """A decided turn, as the worker needs it.
+
+    `released`: the calls released to the worker, by id, with the arguments to run and, once posted, their result.
+    `texts`: for every call of the turn, once the run is `resumed`, the exact text the service wrote as its result
+    (the denial or expiry of docs/design.md §3, or a released call's result with the edit note before it), read from
+    the model input; empty while the run is `released` (the model input answers 409 until every result is posted).
+    """
+
+    run: RunView
+    released: dict[str, ReleasedCall]
+    texts: dict[str, str] = field(default_factory=dict)
+
+    def unrun(self) -> list[ReleasedCall]:
+        """The released calls that have no result yet: the ones the worker has to run, in the turn's order."""
+        return [call for call in self.released.values() if "result" not in call]
+
+    def denied(self) -> list[str]:
+        """The ids of the turn's calls that were not released (denied or expired), in the turn's order."""
+        return [call["id"] for call in self.run["turn"]["pending_calls"] if call["id"] not in self.released]
+
+
+def declared_tool(name: str, effect: Effect) -> DeclaredTool:
+    """A tool of the worker's framework: run by the worker, never with edited arguments unless the adapter says so."""
+    return {"name": name, "effect": effect, "executor": "worker"}
+
+
+def idempotency_key(run_id: str, call_id: str) -> str:
+    """The key a tool may use to make a released call's effect happen once (`{run_id}:{call_id}`, as the service's
+    own executors get it, docs/design.md §9): a worker that died after the tool ran and before its result was posted
+    runs the call again, and a tool that passes this key to what it changes can make that second run a no-op."""
+    return f"{run_id}:{call_id}"
+
+
+async def load(client: AsyncClient, run_id: str) -> RunView:
+    """The run with its `worker_state`."""
+    return await client.get_run(run_id, include_worker_state=True)
+
+
+async def wait_until_decided(
+    client: AsyncClient, run_id: str, *, poll_interval: float = 1.0, timeout: float | None = None
+) -> RunView:
+    """Polls the run until it is released, resumed, cancelled or completed; the feed (`approval_resume.Feed`) or a
+    webhook says the same without polling. Raises `TimeoutError` after `timeout` seconds."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        run = await client.get_run(run_id)
+        if run["status"] in DECIDED or run["status"] in CLOSED:
+            return run
+        if deadline is not None and time.monotonic() >= deadline:
+            raise TimeoutError(f"run {run_id} is still {run['status']} after {timeout}s")
+        await asyncio.sleep(poll_interval)
+
+
+async def verdicts(client: AsyncClient, run: RunView) -> Verdicts:
+    """The decided turn of `run` (released or resumed), with the exact texts once it is resumed."""
+    released = {call["call_id"]: call for call in run.get("released_calls", [])}
+    if run["status"] != "resumed":
+        return Verdicts(run, released)
+    return Verdicts(run, released, await result_texts(client, run))
+
+
+async def result_texts(client: AsyncClient, run: RunView) -> dict[str, str]:
+    """Each call of the decided turn and the text its result holds in the run's own model input: what the model
+    reads, word for word (`openai-chat` tool messages, `openai-responses` function call outputs)."""
+    model_input: Mapping[str, Any] = await client.get_model_input(run["id"])
+    texts: dict[str, str] = {}
+    if model_input["format"] == "openai-chat":
+        for message in model_input["messages"]:
+            if message.get("role") == "tool" and isinstance(message.get("content"), str):
+                texts[message["tool_call_id"]] = message["content"]
+    elif model_input["format"] == "openai-responses":
+        for item in model_input["input"]:
+            if item.get("type") == "function_call_output" and isinstance(item.get("output"), str):
+                texts[item["call_id"]] = item["output"]
+    else:
+        found = model_input["format"]
+        raise ValueError(f"run {run['id']}: the adapters read openai-chat or openai-responses, not {found}")
+    missing = [call["id"] for call in run["turn"]["pending_calls"] if call["id"] not in texts]
+    if missing:
+        raise ValueError(f"run {run['id']}: the model input holds no result for calls {missing}")
+    return {call["id"]: texts[call["id"]] for call in run["turn"]["pending_calls"]}
+
+
+def check_released_arguments(run_id: str, call: ReleasedCall, proposed: str) -> None:
+    """Refuses to run a released call with other arguments than the model proposed, for a framework that cannot run
+    an edit (its tools are registered `editable: false`, so the service releases the proposed arguments; anything
+    else would run arguments nobody approved)."""
+    arguments = call.get("arguments")
+    if arguments is not None and json.loads(arguments) != json.loads(proposed or "{}"):
+        raise ValueError(f"run {run_id}: released call {call['call_id']} has arguments the model did not propose")

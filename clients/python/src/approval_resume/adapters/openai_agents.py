@@ -1,0 +1,273 @@
+"""The OpenAI Agents SDK (`openai-agents`) in the loop of approval-resume (docs/design.md §15, §16).
+
+`OpenAIAgentsWorker.start` runs the agent; when it stops on interruptions (function tools with `needs_approval`),
+the worker registers a run in `openai-responses` (the SDK's input list, the pending calls last), the SDK's
+`RunState` JSON (`state.to_json()`) as its `worker_state`, and every function tool of the agent `executor: "worker"`,
+`editable: false` (the SDK runs an approved call with the arguments the model proposed; it cannot run an edit).
+
+`OpenAIAgentsWorker.resume`, called when the run is released or resumed (the feed, a webhook, or
+`wait_until_decided`), reads only the service, so any process continues a run:
+
+1. released: the state is restored (`RunState.from_string`), the released calls without a result are approved
+   (`state.approve`) and the SDK runs them, stopped before it calls the model (the model may go on only once the
+   service holds every result); the worker posts their results (`POST /v1/runs/{id}/results`);
+2. resumed: the state is restored again, each released call approved with its recorded result (the SDK does not
+   run it again: the agent's function tools are wrapped to answer a recorded call from the service), each denied or
+   expired call rejected with the service's exact text (`state.reject(item, rejection_message=…)`), and the SDK
+   runs on. New interruptions append a turn (`POST /v1/runs/{id}/turns`, with the new state); a final output
+   completes the run.
+
+A worker that dies after a tool ran and before its result was posted runs that call again on restart; after the
+post, never. `approval_resume.adapters.idempotency_key(run_id, call_id)` names the call for a tool that can make
+its effect idempotent; inside a released call, `current_idempotency_key()` gives it.
+
+Limits: only function tools of the starting agent are wrapped and declared (hosted, MCP, shell or computer tools
+that need approval, and tools of handed-off agents, are refused with `ValueError` when they interrupt); a tool's
+result is posted with `is_error: false` (the SDK hands the model a failing tool's error message as its output and
+does not mark it); `start`'s run `context` travels in the state JSON as the SDK serializes it, and `resume` restores
+it without a deserializer of its own.
+"""
+
+import copy
+import json
+import uuid
+from collections.abc import Mapping
+from contextvars import ContextVar
+from typing import Any
+
+try:
+    from agents import Agent, FunctionTool, RunConfig, RunHooks, Runner, RunState, ToolApprovalItem
+    from agents.result import RunResult
+    from agents.tool_context import ToolContext
+except ImportError as error:  # pragma: no cover - depends on the installed extras
+    raise ImportError(
+        "approval_resume.adapters.openai_agents needs the OpenAI Agents SDK: "
+        'pip install "approval-resume[openai-agents]"'
+    ) from error
+
+from ..async_client import AsyncClient
+from ..models import DeclaredTool, Effect, JsonObject, PostedResult, RegisterRun, ReleasedCall, RunView
+from . import _service
+from ._service import CLOSED, WorkerStep
+
+#: Results of released calls the service holds, by call id: a wrapped tool answers these without running.
+_RECORDED: ContextVar[Mapping[str, str]] = ContextVar("approval_resume_recorded", default={})
+#: Where a wrapped tool leaves what it ran in this resume, by call id (None: outside a resume).
+_RAN: ContextVar[dict[str, str] | None] = ContextVar("approval_resume_ran", default=None)
+_RUN_ID: ContextVar[str | None] = ContextVar("approval_resume_run_id", default=None)
+_CALL_KEY: ContextVar[str | None] = ContextVar("approval_resume_call_key", default=None)
+
+
+def current_idempotency_key() -> str | None:
+    """Inside a released call run by this adapter: `{run_id}:{call_id}`; elsewhere `None`."""
+    return _CALL_KEY.get()
+
+
+class _ReleasedCallsRan(Exception):
+    """Raised before the model is called once the SDK has run the released calls (see `OpenAIAgentsWorker._run`)."""
+
+
+class _StopBeforeModel(RunHooks[Any]):
+    async def on_llm_start(self, context: Any, agent: Any, system_prompt: Any, input_items: Any) -> None:
+        raise _ReleasedCallsRan()
+
+
+def _output_text(output: Any) -> str:
+    return output if isinstance(output, str) else json.dumps(output, default=str)
+
+
+def _guarded(tool: FunctionTool) -> FunctionTool:
+    """The tool, answering a call whose result the service holds with that result, and noting what it runs."""
+    invoke = tool.on_invoke_tool
+
+    async def on_invoke_tool(context: ToolContext[Any], arguments: str) -> Any:
+        call_id = context.tool_call_id
+        recorded = _RECORDED.get()
+        if call_id in recorded:
+            return recorded[call_id]
+        run_id = _RUN_ID.get()
+        token = _CALL_KEY.set(None if run_id is None else _service.idempotency_key(run_id, call_id))
+        try:
+            output = await invoke(context, arguments)
+        finally:
+            _CALL_KEY.reset(token)
+        ran = _RAN.get()
+        if ran is not None:
+            ran[call_id] = _output_text(output)
+        return output
+
+    guarded = copy.copy(tool)
+    guarded.on_invoke_tool = on_invoke_tool
+    return guarded
+
+
+def _waiting_last(items: list[JsonObject], pending: set[str]) -> list[JsonObject]:
+    """The items with the pending function calls last: the service takes the calls after the last user message or
+    function call output as the waiting turn, and the SDK lists the outputs of calls it ran without approval (in the
+    same model response) after them."""
+    waiting = [item for item in items if item.get("type") == "function_call" and item.get("call_id") in pending]
+    return [item for item in items if item not in waiting] + waiting
+
+
+class OpenAIAgentsWorker:
+    """Runs one agent for many runs. `client` needs an API key with `runs:write` and `runs:read`."""
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        agent: Agent[Any],
+        *,
+        run_config: RunConfig | None = None,
+        effects: Mapping[str, Effect] | None = None,
+        registration: Mapping[str, Any] | None = None,
+    ) -> None:
+        """`effects`: each tool's effect (absent: `write` for a tool with `needs_approval`, else `read`).
+        `registration`: further members of every registration (`privacy_level`, `approval_ttl_secs`, …)."""
+        self._client = client
+        self._agent = agent.clone(
+            tools=[_guarded(tool) if isinstance(tool, FunctionTool) else tool for tool in agent.tools]
+        )
+        self._run_config = run_config or RunConfig()
+        self._effects = dict(effects or {})
+        self._registration = dict(registration or {})
+
+    async def start(
+        self, owner_uid: int, input: str | list[Any], *, run_id: str | None = None, context: Any = None
+    ) -> WorkerStep[Any]:
+        """Runs the agent on `input` for `owner_uid`; on interruptions registers the run (`run_id`, or a random UUID)
+        and answers `suspended`; otherwise `finished` with the final output and no run."""
+        result = await Runner.run(self._agent, input, run_config=self._run_config, context=context)
+        if not result.interruptions:
+            return WorkerStep("finished", None, output=result.final_output)
+        run_id = run_id or str(uuid.uuid4())
+        pending = self._pending(run_id, result.interruptions)
+        body: RegisterRun = {
+            **self._registration,  # type: ignore[typeddict-item]
+            "id": run_id,
+            "owner_uid": owner_uid,
+            "format": "openai-responses",
+            "input": _waiting_last(self._items(result), pending),
+            "tools": self._declared_tools(),
+            "worker_state": result.to_state().to_json(),
+        }
+        if isinstance(self._agent.instructions, str):
+            body["instructions"] = self._agent.instructions
+        return WorkerStep("suspended", run_id, await self._client.register_run(body))
+
+    async def resume(self, run_id: str) -> WorkerStep[Any]:
+        """Continues the run from what the service holds (see the module's docstring). Safe to call again after a crash
+        at any point, and in any process."""
+        run = await _service.load(self._client, run_id)
+        if run["status"] in CLOSED:
+            return WorkerStep("closed", run_id, run)
+        if run["status"] not in _service.DECIDED:
+            return WorkerStep("waiting", run_id, run)
+        # The run's answers after this (results posted) carry no worker_state: keep the one read here.
+        worker_state = run.get("worker_state")
+        decided = await _service.verdicts(self._client, run)
+        unrun = decided.unrun()
+        if unrun:
+            run = await self._run_released(run, worker_state, unrun)
+            if run["status"] != "resumed":
+                return WorkerStep("waiting", run_id, run)
+            decided = await _service.verdicts(self._client, run)
+        elif run["status"] != "resumed":
+            return WorkerStep("waiting", run_id, run)
+
+        state, items = await self._restore(run, worker_state)
+        for call_id, item in items.items():
+            if call_id in decided.released:
+                state.approve(item)
+            else:
+                state.reject(item, rejection_message=decided.texts[call_id])
+        recorded = _RECORDED.set({call_id: decided.texts[call_id] for call_id in decided.released})
+        try:
+            result = await Runner.run(self._agent, state, run_config=self._run_config)
+        finally:
+            _RECORDED.reset(recorded)
+        if not result.interruptions:
+            await self._client.complete_run(run_id)
+            return WorkerStep("finished", run_id, output=result.final_output)
+        pending = self._pending(run_id, result.interruptions)
+        decided_ids = set(items)
+        everything = self._items(result)
+        answered = [
+            index
+            for index, item in enumerate(everything)
+            if item.get("type") == "function_call_output" and item.get("call_id") in decided_ids
+        ]
+        following = everything[answered[-1] + 1 :] if answered else everything
+        appended = await self._client.append_turn(
+            run_id,
+            {"input": _waiting_last(following, pending), "worker_state": result.to_state().to_json()},
+        )
+        return WorkerStep("suspended", run_id, appended)
+
+    async def _run_released(self, run: RunView, worker_state: Any, unrun: list[ReleasedCall]) -> RunView:
+        """The SDK runs the released calls without a result, and nothing else: they are approved, the turn's other
+        calls left undecided (so the SDK stops on them), and a hook stops it before the model if it would go on."""
+        state, items = await self._restore(run, worker_state)
+        for call in unrun:
+            item = items[call["call_id"]]
+            _service.check_released_arguments(run["id"], call, _arguments(item))
+            state.approve(item)
+        ran: dict[str, str] = {}
+        tokens = (_RAN.set(ran), _RUN_ID.set(run["id"]))
+        try:
+            await Runner.run(self._agent, state, run_config=self._run_config, hooks=_StopBeforeModel())
+        except _ReleasedCallsRan:
+            pass
+        finally:
+            _RAN.reset(tokens[0])
+            _RUN_ID.reset(tokens[1])
+        missing = [call["call_id"] for call in unrun if call["call_id"] not in ran]
+        if missing:
+            raise RuntimeError(f"run {run['id']}: the SDK did not run the released calls {missing}")
+        results: list[PostedResult] = [
+            {"call_id": call["call_id"], "content": ran[call["call_id"]], "is_error": False} for call in unrun
+        ]
+        return await self._client.post_results(run["id"], results)
+
+    async def _restore(
+        self, run: RunView, worker_state: Any
+    ) -> tuple[RunState[Any, Agent[Any]], dict[str, ToolApprovalItem]]:
+        """The run's state, and its interruption for each pending call of the service's turn."""
+        state = await RunState.from_string(self._agent, json.dumps(worker_state))
+        interruptions = {_call_id(item): item for item in state.get_interruptions()}
+        items: dict[str, ToolApprovalItem] = {}
+        for call in run["turn"]["pending_calls"]:
+            if call["id"] not in interruptions:
+                raise ValueError(f"run {run['id']}: its worker_state has no interruption for call {call['id']}")
+            items[call["id"]] = interruptions[call["id"]]
+        return state, items
+
+    def _pending(self, run_id: str, interruptions: list[ToolApprovalItem]) -> set[str]:
+        names = {tool.name for tool in self._agent.tools if isinstance(tool, FunctionTool)}
+        for item in interruptions:
+            if item.tool_name not in names:
+                raise ValueError(f"run {run_id}: {item.tool_name!r} is not a function tool of the agent")
+        return {_call_id(item) for item in interruptions}
+
+    @staticmethod
+    def _items(result: RunResult) -> list[JsonObject]:
+        return [dict(item) for item in result.to_input_list()]
+
+    def _declared_tools(self) -> list[DeclaredTool]:
+        declared: list[DeclaredTool] = []
+        for tool in self._agent.tools:
+            if isinstance(tool, FunctionTool):
+                effect: Effect = self._effects.get(tool.name) or ("read" if tool.needs_approval is False else "write")
+                declared.append({**_service.declared_tool(tool.name, effect), "editable": False})
+        return declared
+
+
+def _call_id(item: ToolApprovalItem) -> str:
+    call_id = item.call_id
+    if not isinstance(call_id, str):
+        raise ValueError(f"the interruption of {item.tool_name!r} has no call id")
+    return call_id
+
+
+def _arguments(item: ToolApprovalItem) -> str:
+    arguments = item.arguments
+    return arguments if isinstance(arguments, str) else "{}"

@@ -1,0 +1,308 @@
+"""Pydantic AI (`pydantic-ai-slim`) deferred tools in the loop of approval-resume (docs/design.md §15, §16).
+
+`PydanticAIWorker.start` runs the agent (whose `output_type` includes `DeferredToolRequests`); when it ends on
+`DeferredToolRequests` (tools with `requires_approval=True`), the worker registers a run in `openai-chat` built from
+the agent's messages, every function tool of the agent `executor: "worker"`, and the messages themselves
+(`ModelMessagesTypeAdapter`, JSON) as its `worker_state`. Pydantic AI runs an approval with other arguments
+(`ToolApproved(override_args=…)`), so the tools stay editable.
+
+`PydanticAIWorker.resume`, called when the run is released or resumed, reads only the service, so any process
+continues a run:
+
+1. released: the released calls without a result go to the agent as `ToolApproved` (with `override_args` where the
+   decider edited them), the agent runs them and is stopped before its next model request (`Agent.iter`), and the
+   worker posts their results (`POST /v1/runs/{id}/results`);
+2. resumed: the released calls' results, as the service wrote them (an edited call's with the edit note before
+   it), are added to the messages as tool returns, so nothing runs again; each denied or expired call becomes
+   `ToolDenied(message=…)` with the service's exact text; the agent runs on. A new `DeferredToolRequests` appends a
+   turn (`POST /v1/runs/{id}/turns`); a final output completes the run.
+
+A worker that dies after a tool ran and before its result was posted runs that call again on restart; after the
+post, never. Inside a released call, `current_idempotency_key(ctx.tool_call_id)` gives `{run_id}:{call_id}`.
+
+Limits: external calls (`CallDeferred`, `DeferredToolRequests.calls`) are refused with `ValueError`; a tool's result
+is posted with `is_error: true` only when Pydantic AI marks it failed or asks the model to retry.
+"""
+
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
+from typing import Any, Generic, TypeVar
+
+try:
+    from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
+    from pydantic_ai.messages import (
+        ModelMessage,
+        ModelMessagesTypeAdapter,
+        ModelRequest,
+        ModelResponse,
+        RetryPromptPart,
+        SystemPromptPart,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+        UserPromptPart,
+    )
+    from pydantic_ai.toolsets import FunctionToolset
+except ImportError as error:  # pragma: no cover - depends on the installed extras
+    raise ImportError(
+        'approval_resume.adapters.pydantic_ai needs Pydantic AI: pip install "approval-resume[pydantic-ai]"'
+    ) from error
+
+from ..async_client import AsyncClient
+from ..models import ChatMessage, DeclaredTool, Effect, PostedResult, RegisterRun, ReleasedCall, RunView
+from . import _service
+from ._service import CLOSED, WorkerStep
+
+DepsT = TypeVar("DepsT")
+
+_RUN_ID: ContextVar[str | None] = ContextVar("approval_resume_pydantic_run_id", default=None)
+#: What a call that is not run in the released step is answered with: it never reaches the model, since the agent is
+#: stopped before its next request, but Pydantic AI wants a result for every deferred call.
+_NOT_RUN_HERE = "not run in this step: the service holds this call's result"
+
+
+def current_idempotency_key(tool_call_id: str) -> str | None:
+    """Inside a released call run by this adapter, given the tool's `ctx.tool_call_id`: `{run_id}:{call_id}`;
+    elsewhere `None`."""
+    run_id = _RUN_ID.get()
+    return None if run_id is None else _service.idempotency_key(run_id, tool_call_id)
+
+
+class PydanticAIWorker(Generic[DepsT]):
+    """Runs one agent for many runs. `client` needs an API key with `runs:write` and `runs:read`."""
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        agent: Agent[DepsT, Any],
+        *,
+        deps: DepsT = None,  # type: ignore[assignment]
+        effects: Mapping[str, Effect] | None = None,
+        registration: Mapping[str, Any] | None = None,
+    ) -> None:
+        """`effects`: each tool's effect (absent: `write` for a tool with `requires_approval`, else `read`).
+        `registration`: further members of every registration (`privacy_level`, `approval_ttl_secs`, …)."""
+        self._client = client
+        self._agent = agent
+        self._deps = deps
+        self._effects = dict(effects or {})
+        self._registration = dict(registration or {})
+
+    async def start(
+        self,
+        owner_uid: int,
+        prompt: str,
+        *,
+        run_id: str | None = None,
+        message_history: Sequence[ModelMessage] | None = None,
+    ) -> WorkerStep[Any]:
+        """Runs the agent on `prompt` for `owner_uid`; on `DeferredToolRequests` registers the run (`run_id`, or a
+        random UUID) and answers `suspended`; otherwise `finished` with the output and no run."""
+        result = await self._agent.run(prompt, message_history=message_history, deps=self._deps)
+        if not isinstance(result.output, DeferredToolRequests):
+            return WorkerStep("finished", None, output=result.output)
+        run_id = run_id or str(uuid.uuid4())
+        messages = result.all_messages()
+        body: RegisterRun = {
+            **self._registration,  # type: ignore[typeddict-item]
+            "id": run_id,
+            "owner_uid": owner_uid,
+            "messages": openai_chat(messages, _pending(run_id, result.output)),
+            "tools": self._declared_tools(),
+            "worker_state": ModelMessagesTypeAdapter.dump_python(messages, mode="json"),
+        }
+        return WorkerStep("suspended", run_id, await self._client.register_run(body))
+
+    async def resume(self, run_id: str) -> WorkerStep[Any]:
+        """Continues the run from what the service holds (see the module's docstring). Safe to call again after a crash
+        at any point, and in any process."""
+        run = await _service.load(self._client, run_id)
+        if run["status"] in CLOSED:
+            return WorkerStep("closed", run_id, run)
+        if run["status"] not in _service.DECIDED:
+            return WorkerStep("waiting", run_id, run)
+        history = ModelMessagesTypeAdapter.validate_python(run.get("worker_state"))
+        calls = _turn_calls(run, history)
+        decided = await _service.verdicts(self._client, run)
+        unrun = decided.unrun()
+        if unrun:
+            run = await self._run_released(run, history, calls, unrun)
+            if run["status"] != "resumed":
+                return WorkerStep("waiting", run_id, run)
+            decided = await _service.verdicts(self._client, run)
+        elif run["status"] != "resumed":
+            return WorkerStep("waiting", run_id, run)
+
+        recorded = [
+            ToolReturnPart(calls[call_id].tool_name, decided.texts[call_id], tool_call_id=call_id)
+            for call_id in calls
+            if call_id in decided.released
+        ]
+        denied = {call_id: ToolDenied(message=decided.texts[call_id]) for call_id in decided.denied()}
+        given = [*history, ModelRequest(parts=recorded)] if recorded else history
+        result = await self._agent.run(
+            message_history=given,
+            deferred_tool_results=DeferredToolResults(approvals=dict(denied)) if denied else None,
+            deps=self._deps,
+        )
+        if not isinstance(result.output, DeferredToolRequests):
+            await self._client.complete_run(run_id)
+            return WorkerStep("finished", run_id, output=result.output)
+        messages = result.all_messages()
+        # What followed the decided turn's returns (Pydantic AI merges the requests that answer it into one).
+        answered = [
+            index
+            for index, message in enumerate(messages)
+            if isinstance(message, ModelRequest)
+            and any(isinstance(part, ToolReturnPart) and part.tool_call_id in calls for part in message.parts)
+        ]
+        following = openai_chat(
+            messages[answered[-1] + 1 :] if answered else messages, _pending(run_id, result.output), system=False
+        )
+        appended = await self._client.append_turn(
+            run_id,
+            {"messages": following, "worker_state": ModelMessagesTypeAdapter.dump_python(messages, mode="json")},
+        )
+        return WorkerStep("suspended", run_id, appended)
+
+    async def _run_released(
+        self, run: RunView, history: list[ModelMessage], calls: dict[str, ToolCallPart], unrun: list[ReleasedCall]
+    ) -> RunView:
+        """The agent runs the released calls without a result (edited ones with the decider's arguments) and is stopped
+        before its next model request, which holds their returns."""
+        wanted = {call["call_id"] for call in unrun}
+        approvals: dict[str, bool | ToolApproved | ToolDenied] = {
+            call_id: ToolDenied(message=_NOT_RUN_HERE) for call_id in calls if call_id not in wanted
+        }
+        for call in unrun:
+            edited = call["edited"] and "arguments" in call
+            approvals[call["call_id"]] = ToolApproved(override_args=json.loads(call["arguments"]) if edited else None)
+        returns: dict[str, PostedResult] = {}
+        token = _RUN_ID.set(run["id"])
+        try:
+            async with self._agent.iter(
+                message_history=history, deferred_tool_results=DeferredToolResults(approvals=approvals), deps=self._deps
+            ) as agent_run:
+                async for node in agent_run:
+                    if Agent.is_model_request_node(node):
+                        for part in node.request.parts:
+                            result = _posted(part)
+                            if result is not None and result["call_id"] in wanted:
+                                returns[result["call_id"]] = result
+                        break
+        finally:
+            _RUN_ID.reset(token)
+        missing = sorted(wanted - set(returns))
+        if missing:
+            raise RuntimeError(f"run {run['id']}: the agent did not run the released calls {missing}")
+        return await self._client.post_results(run["id"], [returns[call["call_id"]] for call in unrun])
+
+    def _declared_tools(self) -> list[DeclaredTool]:
+        declared: list[DeclaredTool] = []
+        for toolset in self._agent.toolsets:
+            if isinstance(toolset, FunctionToolset):
+                for name, tool in toolset.tools.items():
+                    effect: Effect = self._effects.get(name) or ("write" if tool.requires_approval else "read")
+                    declared.append(_service.declared_tool(name, effect))
+        return declared
+
+
+def _posted(part: Any) -> PostedResult | None:
+    """A tool's return as the worker posts it."""
+    if isinstance(part, ToolReturnPart):
+        return {
+            "call_id": part.tool_call_id,
+            "content": part.model_response_str(),
+            "is_error": part.outcome == "failed",
+        }
+    if isinstance(part, RetryPromptPart) and part.tool_name is not None:
+        return {"call_id": part.tool_call_id, "content": part.model_response(), "is_error": True}
+    return None
+
+
+def _pending(run_id: str, requests: DeferredToolRequests) -> set[str]:
+    if requests.calls:
+        raise ValueError(f"run {run_id}: external deferred calls are not supported, only approvals")
+    return {call.tool_call_id for call in requests.approvals}
+
+
+def _turn_calls(run: RunView, history: list[ModelMessage]) -> dict[str, ToolCallPart]:
+    """The tool call of the messages' last response for each pending call of the service's turn, in the turn's
+    order; raises when the state does not hold the turn the service waits on."""
+    responses = [message for message in history if isinstance(message, ModelResponse)]
+    parts = {part.tool_call_id: part for part in (responses[-1].tool_calls if responses else [])}
+    calls: dict[str, ToolCallPart] = {}
+    for call in run["turn"]["pending_calls"]:
+        if call["id"] not in parts:
+            raise ValueError(f"run {run['id']}: its worker_state has no tool call {call['id']}")
+        calls[call["id"]] = parts[call["id"]]
+    return calls
+
+
+def openai_chat(messages: Sequence[ModelMessage], pending: set[str], *, system: bool = True) -> list[ChatMessage]:
+    """Pydantic AI's messages as the service's `openai-chat` transcript: what approvers and the audit read (the
+    messages themselves stay the worker's truth, as `worker_state`). The last response's calls that wait are its
+    last message; calls of that response that ran without approval move, with their returns, into an assistant
+    message before it, since the service takes every call of the waiting turn as pending. `system`: the first
+    request's instructions open the transcript (a registration; an appended turn has none)."""
+    chat: list[ChatMessage] = []
+    for message in messages:
+        if isinstance(message, ModelRequest):
+            if system and message.instructions and not any(m.get("role") == "system" for m in chat):
+                chat.append({"role": "system", "content": message.instructions})
+            chat.extend(_request_messages(message))
+        else:
+            text = "".join(part.content for part in message.parts if isinstance(part, TextPart))
+            calls = [_chat_call(part) for part in message.tool_calls]
+            assistant: ChatMessage = {"role": "assistant", "content": text or None}
+            if calls:
+                assistant["tool_calls"] = calls
+            chat.append(assistant)
+    return _waiting_last(chat, pending)
+
+
+def _request_messages(request: ModelRequest) -> list[ChatMessage]:
+    out: list[ChatMessage] = []
+    for part in request.parts:
+        if isinstance(part, SystemPromptPart):
+            out.append({"role": "system", "content": part.content})
+        elif isinstance(part, UserPromptPart):
+            content = part.content if isinstance(part.content, str) else json.dumps(part.content, default=str)
+            out.append({"role": "user", "content": content})
+        elif isinstance(part, ToolReturnPart):
+            out.append({"role": "tool", "tool_call_id": part.tool_call_id, "content": part.model_response_str()})
+        elif isinstance(part, RetryPromptPart):
+            if part.tool_name is None:
+                out.append({"role": "user", "content": part.model_response()})
+            else:
+                out.append({"role": "tool", "tool_call_id": part.tool_call_id, "content": part.model_response()})
+    return out
+
+
+def _chat_call(part: ToolCallPart) -> dict[str, Any]:
+    return {
+        "id": part.tool_call_id,
+        "type": "function",
+        "function": {"name": part.tool_name, "arguments": part.args_as_json_str()},
+    }
+
+
+def _waiting_last(chat: list[ChatMessage], pending: set[str]) -> list[ChatMessage]:
+    last = max((i for i, m in enumerate(chat) if m.get("role") == "assistant"), default=None)
+    if last is None or not pending:
+        return chat
+    turn = chat[last]
+    calls = turn.get("tool_calls", [])
+    waiting = [call for call in calls if call["id"] in pending]
+    ran = [call for call in calls if call["id"] not in pending]
+    after = chat[last + 1 :]
+    if not waiting:
+        return chat
+    head = chat[:last]
+    if ran:
+        head.append({**turn, "tool_calls": ran})
+        head.extend(after)
+        return [*head, {"role": "assistant", "content": None, "tool_calls": waiting}]
+    return [*head, *after, {**turn, "tool_calls": waiting}]

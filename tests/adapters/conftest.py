@@ -1,0 +1,203 @@
+"""The real service for the adapters' tests (as tests/python-client/conftest.py starts it, without the loopback
+executor and receiver those tests need): a fresh database, `approval-resume migrate`, API keys from `clients add`,
+and `serve` on a free loopback port. Also the users, the exact texts of docs/design.md §3, and a tool that counts its
+runs in a file, so that runs in other processes count too.
+
+APPROVAL_RESUME_BIN is the binary (default target/debug/approval-resume); ADAPTERS_ADMIN_URL the maintenance database
+(default postgres://postgres@127.0.0.1:5432/postgres).
+"""
+
+import asyncio
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Coroutine, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+import pytest
+
+from approval_resume import AsyncClient, Client
+from approval_resume.models import PutUser
+
+T = TypeVar("T")
+REPO = Path(__file__).resolve().parents[2]
+BINARY = Path(os.environ.get("APPROVAL_RESUME_BIN", REPO / "target" / "debug" / "approval-resume"))
+ADMIN_URL = os.environ.get("ADAPTERS_ADMIN_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+#: A worker's key: registers, reads (with the worker state), posts results, appends turns, completes.
+WORKER_SCOPES = ["runs:write", "runs:read", "users:write"]
+#: The deciders' key (the chat backend and the AI Tasks module), and the audit's.
+DECIDER_SCOPES = ["users:write", "runs:read", "decisions:write", "approvals:read"]
+TOOL = "update_page_metadata"
+OWNER_WHO = "by the user who started this run, the person you are talking to"
+OTHER_WHO = "by another backend user, not the person you are talking to"
+
+
+def denied_text(token: str) -> str:
+    """The denied result of docs/design.md §3, for a denial without a reason."""
+    who, advice = {
+        "run_owner": (
+            OWNER_WHO,
+            "Tell them that they declined the approval themselves, not the system or an operator, and ask whether "
+            "the change should be proposed again.",
+        ),
+        "other_user": (
+            OTHER_WHO,
+            "Tell the user that another backend user declined the approval; do not describe it as a system error.",
+        ),
+    }[token]
+    return (
+        f'Error: approval_denied (decided_by: {token}). The approval for tool "{TOOL}" was declined {who}. '
+        f"Nothing was executed. {advice}"
+    )
+
+
+EXPIRED_TEXT = (
+    f'Error: approval_expired. No one decided on the approval for tool "{TOOL}" before it expired. Nothing was '
+    "executed. Tell the user that the approval request expired without a decision, not that anyone declined it, and "
+    "ask whether the change should be proposed again."
+)
+
+
+def wait_for_status(client: Client, run_id: str, status: str, timeout: float = 15.0) -> None:
+    """Waits until the run has `status` (the service's expiry sweep runs every second by default)."""
+    deadline = time.monotonic() + timeout
+    while client.get_run(run_id)["status"] != status:
+        assert time.monotonic() < deadline, f"run {run_id} did not become {status} within {timeout}s"
+        time.sleep(0.2)
+
+
+@dataclass
+class Service:
+    base_url: str
+    env: dict[str, str]
+
+    def add_key(self, scopes: list[str]) -> str:
+        command = [str(BINARY), "clients", "add", f"adapters-{uuid.uuid4().hex[:12]}", "--tenant", "default"]
+        for scope in scopes:
+            command += ["--scope", scope]
+        key = subprocess.run(command, env=self.env, check=True, capture_output=True, text=True).stdout.strip()
+        assert key.startswith("ar_"), key
+        return key
+
+
+def psql(sql: str) -> None:
+    subprocess.run(["psql", ADMIN_URL, "-qAtc", sql], check=True, capture_output=True)
+
+
+@pytest.fixture(scope="session")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    if not BINARY.is_file():
+        pytest.fail(f"no binary at {BINARY}: build it (cargo build --bin approval-resume) or set APPROVAL_RESUME_BIN")
+    work = tmp_path_factory.mktemp("service")
+    database = f"approval_resume_adapters_{os.getpid()}"
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "DATABASE_URL": f"{ADMIN_URL.rsplit('/', 1)[0]}/{database}",
+        "LOG_FORMAT": "json",
+        "LISTEN_ADDR": "127.0.0.1:0",
+        "SHUTDOWN_GRACE_SECS": "5",
+        # The loosest level, so that a run's own level is the one that applies.
+        "PRIVACY_LEVEL": "full",
+    }
+    psql(f'drop database if exists "{database}" with (force)')
+    psql(f'create database "{database}"')
+    log_path = work / "service.log"
+    process = None
+    try:
+        subprocess.run([str(BINARY), "migrate"], env=env, check=True, capture_output=True)
+        with open(log_path, "wb") as log:
+            process = subprocess.Popen([str(BINARY), "serve"], env=env, stdout=subprocess.DEVNULL, stderr=log)
+        address = None
+        for _ in range(200):
+            found = re.search(r'"address":"([^"]+)"', log_path.read_text(errors="replace"))
+            if found:
+                address = found.group(1)
+                break
+            if process.poll() is not None:
+                break
+            time.sleep(0.05)
+        if address is None:
+            pytest.fail(f"the service did not start:\n{log_path.read_text(errors='replace')}")
+        yield Service(f"http://{address}", env)
+    finally:
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=15)
+        psql(f'drop database if exists "{database}" with (force)')
+    log_text = log_path.read_text(errors="replace")
+    assert "panicked" not in log_text, log_text
+
+
+@pytest.fixture(scope="session")
+def worker_key(service: Service) -> str:
+    return service.add_key(WORKER_SCOPES)
+
+
+class Run(Protocol):
+    def __call__(self, coroutine: Coroutine[Any, Any, T], /) -> T: ...
+
+
+@pytest.fixture
+def on_loop() -> Iterator[Run]:
+    """Runs a coroutine on the test's one event loop (the worker's client keeps its connections on it)."""
+    with asyncio.Runner() as runner:
+        yield runner.run
+
+
+@pytest.fixture
+def worker_client(
+    service: Service, worker_key: str, on_loop: Run
+) -> Iterator[AsyncClient]:
+    """A worker's asyncio client, used and closed on the test's event loop (`on_loop`)."""
+    client = AsyncClient(service.base_url, worker_key)
+    yield client
+    on_loop(client.aclose())
+
+
+@pytest.fixture(scope="session")
+def decider(service: Service) -> Iterator[Client]:
+    with Client(service.base_url, service.add_key(DECIDER_SCOPES)) as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
+def approver(decider: Client) -> int:
+    """A backend user of the AI Tasks module who may decide others' runs."""
+    decider.put_user(3, {"username": "grace", "is_admin": False, "can_approve_others": True, "disabled": False})
+    return 3
+
+
+@pytest.fixture
+def owner(decider: Client) -> int:
+    """A backend user of its own for each test."""
+    uid = uuid.uuid4().int % 1_000_000_000 + 1000
+    user: PutUser = {"username": f"owner-{uid}", "is_admin": False, "can_approve_others": False, "disabled": False}
+    decider.put_user(uid, user)
+    return uid
+
+
+@dataclass
+class Ledger:
+    """What the write tool did, one JSON line per run, in a file: a tool run in another process counts too."""
+
+    path: Path
+
+    def write(self, **arguments: Any) -> None:
+        with open(self.path, "a", encoding="utf-8") as ledger:
+            ledger.write(json.dumps(arguments, sort_keys=True) + "\n")
+
+    def runs(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        return [json.loads(line) for line in self.path.read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Ledger:
+    return Ledger(tmp_path / "pages.jsonl")
