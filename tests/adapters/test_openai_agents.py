@@ -1,24 +1,32 @@
 """`approval_resume.adapters.openai_agents` with the OpenAI Agents SDK's own scripted model
 (`agents.testing.ScriptedModel`), against the real binary: a write tool suspends the run, a denial (by the owner, by
 an approver) reaches the model as the service's exact text, an approval runs the tool once in the worker and the
-audit records its result, a mixed turn runs its released call first, and a worker that dies is replaced by another
-that finishes the run without running a call twice."""
+audit records its result, a mixed turn runs its released call first, a released tool that raises is posted failed
+while the other released call runs once, a recorded result answers only its own call, once, and a worker that dies
+is replaced by another that finishes the run without running a call twice."""
 
+import json
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from agents import Agent, RunConfig, function_tool
+from agents import Agent, FunctionTool, RunConfig, function_tool
+from agents.result import RunResult
+from agents.tool_context import ToolContext
 from agents.testing import ModelCall, ScriptedModel, assistant_message, function_call
 from conftest import EXPIRED_TEXT, TOOL, Ledger, Run, Service, denied_text, wait_for_status
 from examples import example_env, run_example, start_example
 
 from approval_resume import ApiError, AsyncClient, Client, approve_call, deny_call
-from approval_resume.adapters import WorkerStep
+from approval_resume.adapters import WorkerStep, openai_agents
 from approval_resume.adapters.openai_agents import OpenAIAgentsWorker, current_idempotency_key
+from approval_resume.models import JsonObject
 
 ARGUMENTS = {"page": 12, "description": "Fresh bread daily."}
 CONFIG = RunConfig(tracing_disabled=True)
+#: The service's text for a call whose tool failed (docs/design.md §3), which the adapter posts for a tool that raised.
+PUBLISH_FAILED = 'Error: tool "publish_page" failed.'
 
 
 def write(*call_ids: str) -> list[Any]:
@@ -26,7 +34,9 @@ def write(*call_ids: str) -> list[Any]:
     return [function_call(TOOL, ARGUMENTS, call_id=call_id) for call_id in call_ids]
 
 
-def agent(ledger: Ledger, model: ScriptedModel, keys: list[str | None] | None = None) -> Agent[None]:
+def agent(
+    ledger: Ledger, model: ScriptedModel, keys: list[str | None] | None = None, more: Sequence[FunctionTool] = ()
+) -> Agent[None]:
     @function_tool(name_override=TOOL, needs_approval=True)
     def update_page_metadata(page: int, description: str) -> str:
         """Sets a page's meta description."""
@@ -36,7 +46,7 @@ def agent(ledger: Ledger, model: ScriptedModel, keys: list[str | None] | None = 
         return f"updated page {page}"
 
     instructions = "You edit the bakery's website."
-    return Agent(name="editor", instructions=instructions, tools=[update_page_metadata], model=model)
+    return Agent(name="editor", instructions=instructions, tools=[update_page_metadata, *more], model=model)
 
 
 def outputs(call: ModelCall | None) -> dict[str, str]:
@@ -179,6 +189,99 @@ def test_a_model_that_asks_again_after_a_denial_appends_a_turn_which_an_approval
     assert on_loop(worker.resume(step.run_id)).status == "finished"
     assert ledger.runs() == [ARGUMENTS]
     assert outputs(model.last_call) == {"call_1": denied_text("run_owner"), "call_2": "updated page 12"}
+
+
+def test_a_released_tool_that_raises_is_posted_failed_and_resuming_twice_runs_the_other_released_call_once(
+    on_loop: Run, worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int
+) -> None:
+    @function_tool(name_override="publish_page", needs_approval=True, failure_error_function=None)
+    def publish_page(page: int) -> str:
+        """Publishes a page."""
+        raise RuntimeError("the CMS is down")
+
+    turn = [*write("call_write"), function_call("publish_page", {"page": 12}, call_id="call_publish")]
+    model = ScriptedModel([turn, [assistant_message("Done.")]])
+    worker = OpenAIAgentsWorker(worker_client, agent(ledger, model, more=[publish_page]), run_config=CONFIG)
+    step = on_loop(worker.start(owner, "Update page 12 and publish it."))
+    assert step.run is not None and step.run_id is not None
+    assert decider.approve(step.run_id, step.run["turn"]["digest"], owner)["status"] == "released"
+
+    assert on_loop(worker.resume(step.run_id)).status == "finished"
+    assert on_loop(worker.resume(step.run_id)).status == "closed"
+    assert ledger.runs() == [ARGUMENTS]
+    run = decider.get_run(step.run_id)
+    assert {call["call_id"]: call.get("result") for call in run["released_calls"]} == {
+        "call_write": {"content": "updated page 12", "is_error": False},
+        "call_publish": {"content": PUBLISH_FAILED, "is_error": True},
+    }
+    assert outputs(model.last_call) == {"call_write": "updated page 12", "call_publish": PUBLISH_FAILED}
+    events = {event["call_id"]: event["outcome"] for event in decider.list_events(step.run_id)["tool_events"]}
+    assert events == {"call_write": "ok", "call_publish": "failed"}
+
+
+def test_a_recorded_result_answers_its_own_tools_call_once_and_a_reused_call_id_runs_its_tool(
+    on_loop: Run, worker_client: AsyncClient, ledger: Ledger
+) -> None:
+    """The SDK (0.24.0) refuses a call id reused for another invocation itself (`ModelBehaviorError`), so no model
+    can drive this: the worker's wrapped tools are called as the SDK calls them, in the resumed step, with the
+    service's result of `call_1` recorded."""
+    reads: list[int] = []
+
+    @function_tool(name_override="read_page")
+    def read_page(page: int) -> str:
+        """Reads a page."""
+        reads.append(page)
+        return f"page {page}: the bakery"
+
+    worker = OpenAIAgentsWorker(worker_client, agent(ledger, ScriptedModel([]), more=[read_page]), run_config=CONFIG)
+    tools = {tool.name: tool for tool in worker._agent.tools if isinstance(tool, FunctionTool)}
+
+    recorded = {"call_1": (TOOL, "updated page 12 (recorded)")}
+
+    def call(name: str, arguments: dict[str, Any]) -> Any:
+        text = json.dumps(arguments)
+        context = ToolContext(None, tool_name=name, tool_call_id="call_1", tool_arguments=text)
+
+        async def invoke() -> Any:
+            token = openai_agents._RECORDED.set(recorded)
+            try:
+                return await tools[name].on_invoke_tool(context, text)
+            finally:
+                openai_agents._RECORDED.reset(token)
+
+        return on_loop(invoke())
+
+    assert call("read_page", {"page": 12}) == "page 12: the bakery"
+    assert reads == [12]
+    assert call(TOOL, ARGUMENTS) == "updated page 12 (recorded)"
+    assert ledger.runs() == []
+    assert call(TOOL, ARGUMENTS) == "updated page 12"
+    assert ledger.runs() == [ARGUMENTS]
+
+
+def test_a_resume_whose_history_lost_the_decided_outputs_appends_no_turn(
+    on_loop: Run,
+    worker_client: AsyncClient,
+    decider: Client,
+    ledger: Ledger,
+    owner: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    model = ScriptedModel([write("call_1"), write("call_2"), [assistant_message("Done.")]])
+    worker = OpenAIAgentsWorker(worker_client, agent(ledger, model), run_config=CONFIG)
+    step = on_loop(worker.start(owner, "Write a meta description for page 12."))
+    assert step.run is not None and step.run_id is not None
+    decider.deny(step.run_id, step.run["turn"]["digest"], owner)
+
+    def without_outputs(result: RunResult) -> list[JsonObject]:
+        items = [dict(item) for item in result.to_input_list()]
+        return [item for item in items if item.get("type") != "function_call_output"]
+
+    monkeypatch.setattr(worker, "_items", without_outputs)
+    with pytest.raises(ValueError, match="holds no result of the decided calls"):
+        on_loop(worker.resume(step.run_id))
+    run = decider.get_run(step.run_id)
+    assert (run["status"], run["turn"]["index"]) == ("resumed", 0)
 
 
 def test_a_worker_that_dies_after_posting_is_replaced_by_one_that_runs_nothing_again(

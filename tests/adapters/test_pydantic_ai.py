@@ -1,8 +1,9 @@
 """`approval_resume.adapters.pydantic_ai` with Pydantic AI's own scripted model (`FunctionModel`), against the real
 binary: a tool with `requires_approval` suspends the run, a denial (by the owner, by an approver) reaches the model as
 `ToolDenied` with the service's exact text, an approval with edited arguments runs the tool once with them and the
-audit records its result, a mixed turn runs its released call first, and a worker that dies is replaced by another
-that finishes the run without running a call twice."""
+audit records its result, a mixed turn runs its released call first, a released tool that raises is posted failed
+(and reaches the model as a failed return) while the other released call runs once, and a worker that dies is
+replaced by another that finishes the run without running a call twice."""
 
 import json
 import uuid
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 from conftest import EXPIRED_TEXT, TOOL, Ledger, Run, Service, denied_text, wait_for_status
 from examples import example_env, run_example, start_example
-from pydantic_ai import Agent, DeferredToolRequests, RunContext
+from pydantic_ai import Agent, AgentRunResult, DeferredToolRequests, RunContext
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
@@ -22,23 +23,29 @@ from approval_resume.adapters.pydantic_ai import PydanticAIWorker, current_idemp
 
 ARGUMENTS = {"page": 12, "description": "Fresh bread daily."}
 EDITED = {"page": 12, "description": "Rye on Sundays."}
+#: The service's text for a call whose tool failed (docs/design.md §3), which the adapter posts for a tool that raised.
+PUBLISH_FAILED = 'Error: tool "publish_page" failed.'
 
 
 @dataclass
 class Script:
     """The scripted model: one response of write calls per group of `turns` (counted by the responses already in
     the messages, so a fresh model in another worker goes on where the last one stopped), then `answer`, or an
-    error, as a worker that dies; it keeps every request it was sent."""
+    error, as a worker that dies; it keeps every request it was sent. A call is of the write tool unless `tools`
+    names another for its id."""
 
     turns: tuple[tuple[str, ...], ...] = (("call_write",),)
     answer: str | Exception = "Done."
+    tools: dict[str, str] = field(default_factory=dict)
     requests: list[list[ModelMessage]] = field(default_factory=list)
 
     def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         self.requests.append(messages)
         answered = sum(isinstance(message, ModelResponse) for message in messages)
         if answered < len(self.turns):
-            return ModelResponse(parts=[ToolCallPart(TOOL, ARGUMENTS, tool_call_id=i) for i in self.turns[answered]])
+            return ModelResponse(
+                parts=[ToolCallPart(self.tools.get(i, TOOL), ARGUMENTS, tool_call_id=i) for i in self.turns[answered]]
+            )
         if isinstance(self.answer, Exception):
             raise self.answer
         return ModelResponse(parts=[TextPart(self.answer)])
@@ -200,6 +207,64 @@ def test_a_model_that_asks_again_after_a_denial_appends_a_turn_which_an_approval
         "call_1": denied_text("run_owner"),
         "call_2": "updated page 12: Fresh bread daily.",
     }
+
+
+def test_a_released_tool_that_raises_is_posted_failed_and_resuming_twice_runs_the_other_released_call_once(
+    on_loop: Run, worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int
+) -> None:
+    script = Script(turns=(("call_write", "call_publish"),), tools={"call_publish": "publish_page"})
+    editor = agent(ledger, script)
+
+    @editor.tool(name="publish_page", requires_approval=True)
+    def publish_page(ctx: RunContext[None], page: int, description: str) -> str:
+        """Publishes a page."""
+        raise RuntimeError("the CMS is down")
+
+    worker: PydanticAIWorker[None] = PydanticAIWorker(worker_client, editor)
+    step = on_loop(worker.start(owner, "Update page 12 and publish it."))
+    assert step.run is not None and step.run_id is not None
+    assert decider.approve(step.run_id, step.run["turn"]["digest"], owner)["status"] == "released"
+
+    assert on_loop(worker.resume(step.run_id)).status == "finished"
+    assert on_loop(worker.resume(step.run_id)).status == "closed"
+    assert ledger.runs() == [ARGUMENTS]
+    run = decider.get_run(step.run_id)
+    assert {call["call_id"]: call.get("result") for call in run["released_calls"]} == {
+        "call_write": {"content": "updated page 12: Fresh bread daily.", "is_error": False},
+        "call_publish": {"content": PUBLISH_FAILED, "is_error": True},
+    }
+    returns = script.last_returns()
+    assert returns["call_write"] == "updated page 12: Fresh bread daily."
+    # Handed back as Pydantic AI's failed return, which it sends a model without an error flag wrapped.
+    assert json.loads(returns["call_publish"]) == {"error": PUBLISH_FAILED}
+    events = {event["call_id"]: event["outcome"] for event in decider.list_events(step.run_id)["tool_events"]}
+    assert events == {"call_write": "ok", "call_publish": "failed"}
+
+
+def test_a_resume_whose_history_lost_the_decided_returns_appends_no_turn(
+    on_loop: Run,
+    worker_client: AsyncClient,
+    decider: Client,
+    ledger: Ledger,
+    owner: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    script = Script(turns=(("call_1",), ("call_2",)))
+    worker, step = suspend(on_loop, worker_client, ledger, owner, script)
+    assert step.run is not None and step.run_id is not None
+    decider.deny(step.run_id, step.run["turn"]["digest"], owner)
+
+    def without_returns(result: AgentRunResult[Any]) -> list[ModelMessage]:
+        def answers(message: ModelMessage) -> bool:
+            return isinstance(message, ModelRequest) and any(isinstance(p, ToolReturnPart) for p in message.parts)
+
+        return [message for message in result.all_messages() if not answers(message)]
+
+    monkeypatch.setattr(worker, "_history", without_returns)
+    with pytest.raises(ValueError, match="holds no result of the decided calls"):
+        on_loop(worker.resume(step.run_id))
+    run = decider.get_run(step.run_id)
+    assert (run["status"], run["turn"]["index"]) == ("resumed", 0)
 
 
 def test_a_worker_that_dies_after_posting_is_replaced_by_one_that_runs_nothing_again(

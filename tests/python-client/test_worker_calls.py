@@ -3,6 +3,7 @@ worker tool's call, the worker posts its result with `post_results` (sync and as
 first, another result is refused, and the audit records the worker's result."""
 
 import asyncio
+import json
 import uuid
 
 import pytest
@@ -89,7 +90,7 @@ def test_an_edited_release_runs_the_edit_and_the_model_reads_the_note_before_the
         run["id"], run["turn"]["digest"], owner, [approve_call("call_1", edited), deny_call("call_2")]
     )
     (released,) = answer["released_calls"]
-    assert released["edited"] is True and released["arguments"] is not None
+    assert released["edited"] is True and json.loads(released["arguments"]) == edited
     assert [result["call_id"] for result in answer["results"]] == ["call_2"]
 
     view = api.post_results(run["id"], [{"call_id": "call_1", "content": "saved", "is_error": True}])

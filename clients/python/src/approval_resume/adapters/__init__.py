@@ -12,9 +12,10 @@
 Both are built on `AsyncClient` and the shared steps of `_service` (register, wait for the decision, read the
 verdicts and exact texts, post the released calls' results); each imports its framework only when imported itself,
 so the base package never does. A worker keeps nothing between calls: `resume(run_id)` continues a run in any
-process from the service alone, and runs no released call whose result was posted. A worker that dies after a tool
-ran and before its result was posted runs that call again; `idempotency_key(run_id, call_id)` names the call for a
-tool that can make its effect idempotent.
+process from the service alone, and runs no released call whose result was posted. A released tool that raises is
+posted failed (the service's `Error: tool "{name}" failed.`, `is_error: true`) rather than left to run again. A
+worker that dies after a tool ran and before its result was posted runs that call again;
+`idempotency_key(run_id, call_id)` names the call for a tool that can make its effect idempotent.
 """
 
 from ._service import WorkerStep, idempotency_key, wait_until_decided

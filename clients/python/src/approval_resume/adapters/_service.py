@@ -9,18 +9,23 @@ its id alone.
 
 import asyncio
 import json
+import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
 from ..async_client import AsyncClient
-from ..models import DeclaredTool, Effect, ReleasedCall, RunStatus, RunView
+from ..models import DeclaredTool, Effect, PostedResult, ReleasedCall, RunStatus, RunView
 
 OutputT = TypeVar("OutputT")
 
-#: Where a run stands for its worker: decided (`released` or `resumed`), still waiting, or over.
+logger = logging.getLogger("approval_resume.adapters")
+
+#: The statuses in which a run's turn is decided and the worker has something to do: run and post the released
+#: calls (`released`), or hand the verdicts to the framework and run on (`resumed`).
 DECIDED: frozenset[RunStatus] = frozenset({"released", "resumed"})
+#: The statuses in which a run is over (cancelled, or completed before): `resume` answers `closed`, runs nothing.
 CLOSED: frozenset[RunStatus] = frozenset({"cancelled", "completed"})
 
 
@@ -67,6 +72,53 @@ class Verdicts:
 def declared_tool(name: str, effect: Effect) -> DeclaredTool:
     """A tool of the worker's framework: run by the worker, never with edited arguments unless the adapter says so."""
     return {"name": name, "effect": effect, "executor": "worker"}
+
+
+def failed_result(call_id: str, tool: str) -> PostedResult:
+    """What the worker posts for a released call whose tool raised: the service's own text for an executor that
+    failed (docs/design.md §3, `Error: tool "{tool}" failed.`), `is_error: true`. Posted rather than left without a
+    result, since a call that began may have taken effect and the worker runs a released call at most once (§15);
+    the exception itself goes to the log, not to the model or the audit."""
+    return {"call_id": call_id, "content": f'Error: tool "{tool}" failed.', "is_error": True}
+
+
+def interrupted_result(call_id: str, tool: str) -> PostedResult:
+    """What the worker posts for a released call whose tool was cancelled while it ran (the worker's task cancelled,
+    or the framework cancelling it): the service's text for an interrupted call (docs/design.md §3), `is_error:
+    true`, since whether it took effect is unknown and it must not run again."""
+    return {
+        "call_id": call_id,
+        "content": f'Error: tool "{tool}" was interrupted; whether it took effect is unknown.',
+        "is_error": True,
+    }
+
+
+async def post_completed(
+    client: AsyncClient, run_id: str, unrun: list[ReleasedCall], completed: Mapping[str, PostedResult]
+) -> None:
+    """On an error that escaped the framework's run of the released calls: posts the results of those that did
+    complete, in the turn's order, so that the next `resume` runs only the others. A post that fails is logged, so
+    that the caller sees the first error, not this one."""
+    results = [completed[call["call_id"]] for call in unrun if call["call_id"] in completed]
+    if not results:
+        return
+    try:
+        await client.post_results(run_id, results)
+    except Exception:
+        logger.exception("run %s: could not post the results of the released calls that completed", run_id)
+
+
+def start_of_next_turn(run_id: str, answering: Sequence[int], decided: Iterable[str]) -> int:
+    """Where what the framework added after the decided turn begins, given the indices (in its history after the
+    resume) of the items or messages that hold the decided calls' results: just after the last of them. Raises when
+    there is none: the history would then be appended whole as the new turn, repeating the transcript the service
+    already holds, so nothing is appended and the run stays `resumed`."""
+    if not answering:
+        raise ValueError(
+            f"run {run_id}: the framework's history after the resume holds no result of the decided calls "
+            f"{sorted(decided)}, so the new turn cannot be told apart from the transcript before it; nothing appended"
+        )
+    return answering[-1] + 1
 
 
 def idempotency_key(run_id: str, call_id: str) -> str:

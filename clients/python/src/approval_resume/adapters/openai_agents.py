@@ -17,15 +17,21 @@ the worker registers a run in `openai-responses` (the SDK's input list, the pend
    runs on. New interruptions append a turn (`POST /v1/runs/{id}/turns`, with the new state); a final output
    completes the run.
 
+Each released call's result is recorded as its tool completes. A released tool that raises (one built with
+`failure_error_function=None`; the SDK's default turns the error into an ordinary output, posted as such with
+`is_error: false`) gets the service's text for a failed call, `Error: tool "{name}" failed.`, `is_error: true` (the
+exception goes to the log), so the other released calls go on and nothing runs twice; one cancelled while it runs
+gets the interrupted text. If an error still escapes the SDK, the results of the calls that completed are posted
+before it is raised again.
+
 A worker that dies after a tool ran and before its result was posted runs that call again on restart; after the
 post, never. `approval_resume.adapters.idempotency_key(run_id, call_id)` names the call for a tool that can make
-its effect idempotent; inside a released call, `current_idempotency_key()` gives it.
+its effect idempotent; inside a released call, `current_idempotency_key()` (no argument) gives it.
 
 Limits: only function tools of the starting agent are wrapped and declared (hosted, MCP, shell or computer tools
-that need approval, and tools of handed-off agents, are refused with `ValueError` when they interrupt); a tool's
-result is posted with `is_error: false` (the SDK hands the model a failing tool's error message as its output and
-does not mark it); `start`'s run `context` travels in the state JSON as the SDK serializes it, and `resume` restores
-it without a deserializer of its own.
+that need approval, and tools of handed-off agents, are refused with `ValueError` when they interrupt); a result the
+SDK's failure handler wrote is posted `is_error: false` (the SDK does not mark it); `start`'s run `context` travels
+in the state JSON as the SDK serializes it, and `resume` restores it without a deserializer of its own.
 """
 
 import copy
@@ -50,11 +56,16 @@ from ..models import DeclaredTool, Effect, JsonObject, PostedResult, RegisterRun
 from . import _service
 from ._service import CLOSED, WorkerStep
 
-#: Results of released calls the service holds, by call id: a wrapped tool answers these without running.
-_RECORDED: ContextVar[Mapping[str, str]] = ContextVar("approval_resume_recorded", default={})
-#: Where a wrapped tool leaves what it ran in this resume, by call id (None: outside a resume).
-_RAN: ContextVar[dict[str, str] | None] = ContextVar("approval_resume_ran", default=None)
+#: In the resumed step, the released calls' results the service holds, by call id: (tool name, text). A wrapped
+#: tool answers a call of that id and tool with the text instead of running, once: the entry is then removed, so a
+#: later call that reuses the id runs (None: outside the resumed step).
+_RECORDED: ContextVar[dict[str, tuple[str, str]] | None] = ContextVar("approval_resume_recorded", default=None)
+#: In the released step, where a wrapped tool leaves each released call's result, by call id, as the call completes
+#: (None: outside that step).
+_RAN: ContextVar[dict[str, PostedResult] | None] = ContextVar("approval_resume_ran", default=None)
+#: In the released step, the id of the run whose released calls the SDK runs (None: outside that step).
 _RUN_ID: ContextVar[str | None] = ContextVar("approval_resume_run_id", default=None)
+#: While a wrapped tool runs a released call: `{run_id}:{call_id}`, what `current_idempotency_key()` answers.
 _CALL_KEY: ContextVar[str | None] = ContextVar("approval_resume_call_key", default=None)
 
 
@@ -68,32 +79,46 @@ class _ReleasedCallsRan(Exception):
 
 
 class _StopBeforeModel(RunHooks[Any]):
+    """Run hooks for the released step: the SDK runs the approved calls, then raises `_ReleasedCallsRan` where it
+    would call the model, which may read the turn only once the service holds every released call's result."""
+
     async def on_llm_start(self, context: Any, agent: Any, system_prompt: Any, input_items: Any) -> None:
         raise _ReleasedCallsRan()
 
 
 def _output_text(output: Any) -> str:
+    """A tool's output as the worker posts it: a string as it is, anything else as JSON."""
     return output if isinstance(output, str) else json.dumps(output, default=str)
 
 
 def _guarded(tool: FunctionTool) -> FunctionTool:
-    """The tool, answering a call whose result the service holds with that result, and noting what it runs."""
+    """The tool, for a worker: in the resumed step, a released call whose result the service holds is answered with
+    that result, once, without running (`_RECORDED`); in the released step, each call's result is recorded as it
+    completes (`_RAN`), and an exception becomes the failed result (a cancellation the interrupted one, raised on);
+    elsewhere the tool runs as it is."""
     invoke = tool.on_invoke_tool
 
     async def on_invoke_tool(context: ToolContext[Any], arguments: str) -> Any:
         call_id = context.tool_call_id
         recorded = _RECORDED.get()
-        if call_id in recorded:
-            return recorded[call_id]
-        run_id = _RUN_ID.get()
-        token = _CALL_KEY.set(None if run_id is None else _service.idempotency_key(run_id, call_id))
+        if recorded is not None and call_id in recorded and recorded[call_id][0] == tool.name:
+            return recorded.pop(call_id)[1]
+        ran, run_id = _RAN.get(), _RUN_ID.get()
+        if ran is None or run_id is None:
+            return await invoke(context, arguments)
+        token = _CALL_KEY.set(_service.idempotency_key(run_id, call_id))
         try:
             output = await invoke(context, arguments)
+        except Exception:
+            _service.logger.exception("run %s: released call %s (%s) raised; posted failed", run_id, call_id, tool.name)
+            ran[call_id] = _service.failed_result(call_id, tool.name)
+            return ran[call_id]["content"]
+        except BaseException:
+            ran[call_id] = _service.interrupted_result(call_id, tool.name)
+            raise
         finally:
             _CALL_KEY.reset(token)
-        ran = _RAN.get()
-        if ran is not None:
-            ran[call_id] = _output_text(output)
+        ran[call_id] = {"call_id": call_id, "content": _output_text(output), "is_error": False}
         return output
 
     guarded = copy.copy(tool)
@@ -180,7 +205,9 @@ class OpenAIAgentsWorker:
                 state.approve(item)
             else:
                 state.reject(item, rejection_message=decided.texts[call_id])
-        recorded = _RECORDED.set({call_id: decided.texts[call_id] for call_id in decided.released})
+        recorded = _RECORDED.set(
+            {call_id: (call["tool"], decided.texts[call_id]) for call_id, call in decided.released.items()}
+        )
         try:
             result = await Runner.run(self._agent, state, run_config=self._run_config)
         finally:
@@ -196,7 +223,7 @@ class OpenAIAgentsWorker:
             for index, item in enumerate(everything)
             if item.get("type") == "function_call_output" and item.get("call_id") in decided_ids
         ]
-        following = everything[answered[-1] + 1 :] if answered else everything
+        following = everything[_service.start_of_next_turn(run_id, answered, decided_ids) :]
         appended = await self._client.append_turn(
             run_id,
             {"input": _waiting_last(following, pending), "worker_state": result.to_state().to_json()},
@@ -205,28 +232,31 @@ class OpenAIAgentsWorker:
 
     async def _run_released(self, run: RunView, worker_state: Any, unrun: list[ReleasedCall]) -> RunView:
         """The SDK runs the released calls without a result, and nothing else: they are approved, the turn's other
-        calls left undecided (so the SDK stops on them), and a hook stops it before the model if it would go on."""
+        calls left undecided (so the SDK stops on them), and a hook stops it before the model if it would go on. The
+        wrapped tools record each result as it completes; if an error escapes the SDK anyway, the completed ones are
+        posted before it is raised again, so the next `resume` runs only the others."""
         state, items = await self._restore(run, worker_state)
         for call in unrun:
             item = items[call["call_id"]]
             _service.check_released_arguments(run["id"], call, _arguments(item))
             state.approve(item)
-        ran: dict[str, str] = {}
+        ran: dict[str, PostedResult] = {}
         tokens = (_RAN.set(ran), _RUN_ID.set(run["id"]))
         try:
             await Runner.run(self._agent, state, run_config=self._run_config, hooks=_StopBeforeModel())
         except _ReleasedCallsRan:
             pass
+        except BaseException:
+            await _service.post_completed(self._client, run["id"], unrun, ran)
+            raise
         finally:
             _RAN.reset(tokens[0])
             _RUN_ID.reset(tokens[1])
         missing = [call["call_id"] for call in unrun if call["call_id"] not in ran]
         if missing:
+            await _service.post_completed(self._client, run["id"], unrun, ran)
             raise RuntimeError(f"run {run['id']}: the SDK did not run the released calls {missing}")
-        results: list[PostedResult] = [
-            {"call_id": call["call_id"], "content": ran[call["call_id"]], "is_error": False} for call in unrun
-        ]
-        return await self._client.post_results(run["id"], results)
+        return await self._client.post_results(run["id"], [ran[call["call_id"]] for call in unrun])
 
     async def _restore(
         self, run: RunView, worker_state: Any
@@ -242,6 +272,8 @@ class OpenAIAgentsWorker:
         return state, items
 
     def _pending(self, run_id: str, interruptions: list[ToolApprovalItem]) -> set[str]:
+        """The call ids of the interruptions, the calls the run waits on; refuses an interruption that is not a
+        function tool of the agent (the adapter declares and wraps only those)."""
         names = {tool.name for tool in self._agent.tools if isinstance(tool, FunctionTool)}
         for item in interruptions:
             if item.tool_name not in names:
@@ -250,6 +282,7 @@ class OpenAIAgentsWorker:
 
     @staticmethod
     def _items(result: RunResult) -> list[JsonObject]:
+        """The SDK's input list after a run (`to_input_list()`): the items the service's `openai-responses` takes."""
         return [dict(item) for item in result.to_input_list()]
 
     def _declared_tools(self) -> list[DeclaredTool]:

@@ -13,26 +13,55 @@ continues a run:
    decider edited them), the agent runs them and is stopped before its next model request (`Agent.iter`), and the
    worker posts their results (`POST /v1/runs/{id}/results`);
 2. resumed: the released calls' results, as the service wrote them (an edited call's with the edit note before
-   it), are added to the messages as tool returns, so nothing runs again; each denied or expired call becomes
-   `ToolDenied(message=…)` with the service's exact text; the agent runs on. A new `DeferredToolRequests` appends a
-   turn (`POST /v1/runs/{id}/turns`); a final output completes the run.
+   it), are added to the messages as tool returns (`outcome="failed"` for one posted `is_error: true`), so nothing
+   runs again; each denied or expired call becomes `ToolDenied(message=…)` with the service's exact text; the agent
+   runs on. A new `DeferredToolRequests` appends a turn (`POST /v1/runs/{id}/turns`); a final output completes the
+   run.
+
+In the released step a run capability (`_ReleasedStep`) wraps each released call's execution: a tool that raises
+gets the service's text for a failed call, `Error: tool "{name}" failed.`, as a `ToolFailed` (Pydantic AI's failed
+return, posted `is_error: true`; the exception goes to the log), so the other released calls go on and nothing runs
+twice; one cancelled while it runs gets the interrupted text. Each result is recorded as it completes, and if an
+error still escapes the agent, those are posted before it is raised again.
 
 A worker that dies after a tool ran and before its result was posted runs that call again on restart; after the
-post, never. Inside a released call, `current_idempotency_key(ctx.tool_call_id)` gives `{run_id}:{call_id}`.
+post, never. Inside a released call, `current_idempotency_key(ctx.tool_call_id)` (the call id is an argument here,
+unlike the OpenAI adapter's) gives `{run_id}:{call_id}`.
 
 Limits: external calls (`CallDeferred`, `DeferredToolRequests.calls`) are refused with `ValueError`; a tool's result
-is posted with `is_error: true` only when Pydantic AI marks it failed or asks the model to retry.
+is posted with `is_error: true` when Pydantic AI marks it failed or asks the model to retry (`ERROR_OUTCOMES`), its
+content without Pydantic AI's `{"error": …}` wrapper (the service carries `is_error` itself); a retried call comes
+back on resume as a failed return, since the service keeps only `is_error`.
 """
 
 import json
 import uuid
 from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 try:
-    from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
+    from pydantic_ai import (
+        Agent,
+        DeferredToolRequests,
+        DeferredToolResults,
+        ModelRetry,
+        RunContext,
+        ToolApproved,
+        ToolDenied,
+        ToolFailed,
+    )
+    from pydantic_ai.capabilities import AbstractCapability, ValidatedToolArgs, WrapToolExecuteHandler
+    from pydantic_ai.exceptions import (
+        ApprovalRequired,
+        CallDeferred,
+        SkipToolExecution,
+        ToolFailedError,
+        ToolRetryError,
+    )
     from pydantic_ai.messages import (
+        ERROR_OUTCOMES,
         ModelMessage,
         ModelMessagesTypeAdapter,
         ModelRequest,
@@ -41,9 +70,12 @@ try:
         SystemPromptPart,
         TextPart,
         ToolCallPart,
+        ToolReturn,
         ToolReturnPart,
         UserPromptPart,
     )
+    from pydantic_ai.run import AgentRunResult
+    from pydantic_ai.tools import ToolDefinition
     from pydantic_ai.toolsets import FunctionToolset
 except ImportError as error:  # pragma: no cover - depends on the installed extras
     raise ImportError(
@@ -57,6 +89,8 @@ from ._service import CLOSED, WorkerStep
 
 DepsT = TypeVar("DepsT")
 
+#: In the released step, the id of the run whose released calls the agent runs (None: outside that step); gives
+#: `current_idempotency_key`.
 _RUN_ID: ContextVar[str | None] = ContextVar("approval_resume_pydantic_run_id", default=None)
 #: What a call that is not run in the released step is answered with: it never reaches the model, since the agent is
 #: stopped before its next request, but Pydantic AI wants a result for every deferred call.
@@ -65,9 +99,67 @@ _NOT_RUN_HERE = "not run in this step: the service holds this call's result"
 
 def current_idempotency_key(tool_call_id: str) -> str | None:
     """Inside a released call run by this adapter, given the tool's `ctx.tool_call_id`: `{run_id}:{call_id}`;
-    elsewhere `None`."""
+    elsewhere `None`. Unlike the OpenAI adapter's `current_idempotency_key()`, it takes the call id: the tool reads it
+    from its `RunContext`."""
     run_id = _RUN_ID.get()
     return None if run_id is None else _service.idempotency_key(run_id, tool_call_id)
+
+
+@dataclass
+class _ReleasedStep(AbstractCapability[Any]):
+    """The released step's hook around each released call's execution (`wrap_tool_execute`): the call's result is
+    recorded in `completed` as it completes, and an exception of its tool becomes Pydantic AI's failed return
+    (`ToolFailed` with the service's failed text), so that it neither stops the agent, nor has the siblings
+    cancelled, nor leaves the call without a result; a cancellation is recorded as interrupted and raised on.
+    Pydantic AI's own signals (retry, failure, deferral) pass through. `completed` is posted only when an error
+    escapes the agent: otherwise the returns of the agent's next request are (a success recorded here is the
+    return value rendered as Pydantic AI renders a plain one)."""
+
+    released: frozenset[str]
+    completed: dict[str, PostedResult] = field(default_factory=dict)
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        return None
+
+    async def wrap_tool_execute(
+        self,
+        ctx: RunContext[Any],
+        *,
+        call: ToolCallPart,
+        tool_def: ToolDefinition,
+        args: ValidatedToolArgs,
+        handler: WrapToolExecuteHandler,
+    ) -> Any:
+        call_id, tool = call.tool_call_id, call.tool_name
+        if call_id not in self.released:
+            return await handler(args)
+        try:
+            result = await handler(args)
+        except (ToolRetryError, ToolFailedError) as signal:
+            part = signal.tool_retry if isinstance(signal, ToolRetryError) else signal.tool_failed
+            posted = _posted(part)
+            if posted is not None:
+                self.completed[call_id] = posted
+            raise
+        except (ToolFailed, ModelRetry) as signal:
+            self.completed[call_id] = {"call_id": call_id, "content": signal.message, "is_error": True}
+            raise
+        except (ApprovalRequired, CallDeferred, SkipToolExecution):
+            raise
+        except Exception as error:
+            run_id = _RUN_ID.get()
+            _service.logger.exception("run %s: released call %s (%s) raised; posted failed", run_id, call_id, tool)
+            failed = _service.failed_result(call_id, tool)
+            self.completed[call_id] = failed
+            raise ToolFailed(failed["content"]) from error
+        except BaseException:
+            self.completed[call_id] = _service.interrupted_result(call_id, tool)
+            raise
+        value = result.return_value if isinstance(result, ToolReturn) else result
+        content = ToolReturnPart(tool, value, tool_call_id=call_id).model_response_str()
+        self.completed[call_id] = {"call_id": call_id, "content": content, "is_error": False}
+        return result
 
 
 class PydanticAIWorker(Generic[DepsT]):
@@ -104,7 +196,7 @@ class PydanticAIWorker(Generic[DepsT]):
         if not isinstance(result.output, DeferredToolRequests):
             return WorkerStep("finished", None, output=result.output)
         run_id = run_id or str(uuid.uuid4())
-        messages = result.all_messages()
+        messages = self._history(result)
         body: RegisterRun = {
             **self._registration,  # type: ignore[typeddict-item]
             "id": run_id,
@@ -136,7 +228,12 @@ class PydanticAIWorker(Generic[DepsT]):
             return WorkerStep("waiting", run_id, run)
 
         recorded = [
-            ToolReturnPart(calls[call_id].tool_name, decided.texts[call_id], tool_call_id=call_id)
+            ToolReturnPart(
+                calls[call_id].tool_name,
+                decided.texts[call_id],
+                tool_call_id=call_id,
+                outcome="failed" if _posted_as_error(decided.released[call_id]) else "success",
+            )
             for call_id in calls
             if call_id in decided.released
         ]
@@ -150,7 +247,7 @@ class PydanticAIWorker(Generic[DepsT]):
         if not isinstance(result.output, DeferredToolRequests):
             await self._client.complete_run(run_id)
             return WorkerStep("finished", run_id, output=result.output)
-        messages = result.all_messages()
+        messages = self._history(result)
         # What followed the decided turn's returns (Pydantic AI merges the requests that answer it into one).
         answered = [
             index
@@ -158,9 +255,8 @@ class PydanticAIWorker(Generic[DepsT]):
             if isinstance(message, ModelRequest)
             and any(isinstance(part, ToolReturnPart) and part.tool_call_id in calls for part in message.parts)
         ]
-        following = openai_chat(
-            messages[answered[-1] + 1 :] if answered else messages, _pending(run_id, result.output), system=False
-        )
+        start = _service.start_of_next_turn(run_id, answered, calls)
+        following = openai_chat(messages[start:], _pending(run_id, result.output), system=False)
         appended = await self._client.append_turn(
             run_id,
             {"messages": following, "worker_state": ModelMessagesTypeAdapter.dump_python(messages, mode="json")},
@@ -171,7 +267,9 @@ class PydanticAIWorker(Generic[DepsT]):
         self, run: RunView, history: list[ModelMessage], calls: dict[str, ToolCallPart], unrun: list[ReleasedCall]
     ) -> RunView:
         """The agent runs the released calls without a result (edited ones with the decider's arguments) and is stopped
-        before its next model request, which holds their returns."""
+        before its next model request, which holds their returns; those are posted. `_ReleasedStep` turns a tool's
+        exception into a failed return and records each result as it completes; if an error escapes the agent
+        anyway, the completed ones are posted before it is raised again, so the next `resume` runs only the others."""
         wanted = {call["call_id"] for call in unrun}
         approvals: dict[str, bool | ToolApproved | ToolDenied] = {
             call_id: ToolDenied(message=_NOT_RUN_HERE) for call_id in calls if call_id not in wanted
@@ -180,10 +278,14 @@ class PydanticAIWorker(Generic[DepsT]):
             edited = call["edited"] and "arguments" in call
             approvals[call["call_id"]] = ToolApproved(override_args=json.loads(call["arguments"]) if edited else None)
         returns: dict[str, PostedResult] = {}
+        step = _ReleasedStep(frozenset(wanted))
         token = _RUN_ID.set(run["id"])
         try:
             async with self._agent.iter(
-                message_history=history, deferred_tool_results=DeferredToolResults(approvals=approvals), deps=self._deps
+                message_history=history,
+                deferred_tool_results=DeferredToolResults(approvals=approvals),
+                deps=self._deps,
+                capabilities=[step],
             ) as agent_run:
                 async for node in agent_run:
                     if Agent.is_model_request_node(node):
@@ -192,14 +294,26 @@ class PydanticAIWorker(Generic[DepsT]):
                             if result is not None and result["call_id"] in wanted:
                                 returns[result["call_id"]] = result
                         break
+        except BaseException:
+            await _service.post_completed(self._client, run["id"], unrun, step.completed)
+            raise
         finally:
             _RUN_ID.reset(token)
         missing = sorted(wanted - set(returns))
         if missing:
+            await _service.post_completed(self._client, run["id"], unrun, {**step.completed, **returns})
             raise RuntimeError(f"run {run['id']}: the agent did not run the released calls {missing}")
         return await self._client.post_results(run["id"], [returns[call["call_id"]] for call in unrun])
 
+    @staticmethod
+    def _history(result: AgentRunResult[Any]) -> list[ModelMessage]:
+        """The agent's messages after a run (`all_messages()`): the worker state, and where the transcript comes
+        from."""
+        return result.all_messages()
+
     def _declared_tools(self) -> list[DeclaredTool]:
+        """Every tool of the agent's function toolsets, run by the worker; its effect from `effects`, else `write`
+        for a tool that requires approval and `read` for one that does not."""
         declared: list[DeclaredTool] = []
         for toolset in self._agent.toolsets:
             if isinstance(toolset, FunctionToolset):
@@ -210,19 +324,29 @@ class PydanticAIWorker(Generic[DepsT]):
 
 
 def _posted(part: Any) -> PostedResult | None:
-    """A tool's return as the worker posts it."""
+    """A tool's return as the worker posts it: `is_error` for a return Pydantic AI sends the model as an error
+    (`failed`, `retried`), its text without the `{"error": …}` wrapper Pydantic AI adds for providers that have no
+    error flag (the service keeps `is_error` itself); `None` for a part that answers no tool call."""
     if isinstance(part, ToolReturnPart):
         return {
             "call_id": part.tool_call_id,
-            "content": part.model_response_str(),
-            "is_error": part.outcome == "failed",
+            "content": part.model_response_str(wrap_if_error=False),
+            "is_error": part.outcome in ERROR_OUTCOMES,
         }
     if isinstance(part, RetryPromptPart) and part.tool_name is not None:
         return {"call_id": part.tool_call_id, "content": part.model_response(), "is_error": True}
     return None
 
 
+def _posted_as_error(call: ReleasedCall) -> bool:
+    """Whether the released call's result was posted `is_error: true`."""
+    result = call.get("result")
+    return result is not None and result["is_error"]
+
+
 def _pending(run_id: str, requests: DeferredToolRequests) -> set[str]:
+    """The ids of the calls the run waits on: the deferred calls that need approval. Refuses external calls
+    (`CallDeferred`), which the service cannot decide."""
     if requests.calls:
         raise ValueError(f"run {run_id}: external deferred calls are not supported, only approvals")
     return {call.tool_call_id for call in requests.approvals}
@@ -260,10 +384,12 @@ def openai_chat(messages: Sequence[ModelMessage], pending: set[str], *, system: 
             if calls:
                 assistant["tool_calls"] = calls
             chat.append(assistant)
-    return _waiting_last(chat, pending)
+    return _waiting_calls_in_their_own_message(chat, pending)
 
 
 def _request_messages(request: ModelRequest) -> list[ChatMessage]:
+    """One request's parts as `openai-chat` messages: system prompts, user prompts, tool returns as `tool` messages
+    (with the text the model reads), and retry prompts (as `tool` messages when they answer a call, else `user`)."""
     out: list[ChatMessage] = []
     for part in request.parts:
         if isinstance(part, SystemPromptPart):
@@ -282,6 +408,7 @@ def _request_messages(request: ModelRequest) -> list[ChatMessage]:
 
 
 def _chat_call(part: ToolCallPart) -> dict[str, Any]:
+    """A tool call as an `openai-chat` assistant message's `tool_calls` item (its arguments as JSON text)."""
     return {
         "id": part.tool_call_id,
         "type": "function",
@@ -289,7 +416,11 @@ def _chat_call(part: ToolCallPart) -> dict[str, Any]:
     }
 
 
-def _waiting_last(chat: list[ChatMessage], pending: set[str]) -> list[ChatMessage]:
+def _waiting_calls_in_their_own_message(chat: list[ChatMessage], pending: set[str]) -> list[ChatMessage]:
+    """The transcript with the pending calls alone in its last message: the service takes every call of the last
+    assistant message as the waiting turn, so calls of that message that ran without approval move, with their
+    `tool` messages, into an assistant message before it. (The OpenAI adapter's `_waiting_last` moves items of a flat
+    input list instead.)"""
     last = max((i for i, m in enumerate(chat) if m.get("role") == "assistant"), default=None)
     if last is None or not pending:
         return chat
