@@ -133,6 +133,17 @@ async def load(client: AsyncClient, run_id: str) -> RunView:
     return await client.get_run(run_id, include_worker_state=True)
 
 
+async def load_decided(client: AsyncClient, run_id: str) -> tuple[RunView, WorkerStep[Any] | None]:
+    """The run with its `worker_state`, and the step a worker's `resume` answers at once when the run is not decided:
+    `closed` once it ended, `waiting` while nobody decided it; None when it is released or resumed, to go on."""
+    run = await load(client, run_id)
+    if run["status"] in CLOSED:
+        return run, WorkerStep("closed", run_id, run)
+    if run["status"] not in DECIDED:
+        return run, WorkerStep("waiting", run_id, run)
+    return run, None
+
+
 async def wait_until_decided(
     client: AsyncClient, run_id: str, *, poll_interval: float = 1.0, timeout: float | None = None
 ) -> RunView:

@@ -54,7 +54,7 @@ except ImportError as error:  # pragma: no cover - depends on the installed extr
 from ..async_client import AsyncClient
 from ..models import DeclaredTool, Effect, JsonObject, PostedResult, RegisterRun, ReleasedCall, RunView
 from . import _service
-from ._service import CLOSED, WorkerStep
+from ._service import WorkerStep
 
 #: In the resumed step, the released calls' results the service holds, by call id: (tool name, text). A wrapped
 #: tool answers a call of that id and tool with the text instead of running, once: the entry is then removed, so a
@@ -182,11 +182,9 @@ class OpenAIAgentsWorker:
     async def resume(self, run_id: str) -> WorkerStep[Any]:
         """Continues the run from what the service holds (see the module's docstring). Safe to call again after a crash
         at any point, and in any process."""
-        run = await _service.load(self._client, run_id)
-        if run["status"] in CLOSED:
-            return WorkerStep("closed", run_id, run)
-        if run["status"] not in _service.DECIDED:
-            return WorkerStep("waiting", run_id, run)
+        run, undecided = await _service.load_decided(self._client, run_id)
+        if undecided is not None:
+            return undecided
         # The run's answers after this (results posted) carry no worker_state: keep the one read here.
         worker_state = run.get("worker_state")
         decided = await _service.verdicts(self._client, run)

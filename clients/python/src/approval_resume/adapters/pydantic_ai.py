@@ -85,7 +85,7 @@ except ImportError as error:  # pragma: no cover - depends on the installed extr
 from ..async_client import AsyncClient
 from ..models import ChatMessage, DeclaredTool, Effect, PostedResult, RegisterRun, ReleasedCall, RunView
 from . import _service
-from ._service import CLOSED, WorkerStep
+from ._service import WorkerStep
 
 DepsT = TypeVar("DepsT")
 
@@ -210,11 +210,9 @@ class PydanticAIWorker(Generic[DepsT]):
     async def resume(self, run_id: str) -> WorkerStep[Any]:
         """Continues the run from what the service holds (see the module's docstring). Safe to call again after a crash
         at any point, and in any process."""
-        run = await _service.load(self._client, run_id)
-        if run["status"] in CLOSED:
-            return WorkerStep("closed", run_id, run)
-        if run["status"] not in _service.DECIDED:
-            return WorkerStep("waiting", run_id, run)
+        run, undecided = await _service.load_decided(self._client, run_id)
+        if undecided is not None:
+            return undecided
         history = ModelMessagesTypeAdapter.validate_python(run.get("worker_state"))
         calls = _turn_calls(run, history)
         decided = await _service.verdicts(self._client, run)
