@@ -127,6 +127,18 @@ impl Receiver {
         }
     }
 
+    /// Waits until `requests` requests arrived, answered or not (a hanging receiver's too), or `within` passed.
+    pub async fn wait_for_requests(&self, requests: usize, within: Duration) -> Vec<Received> {
+        let deadline = Instant::now() + within;
+        loop {
+            let got = self.received();
+            if got.len() >= requests || Instant::now() > deadline {
+                return got;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     fn accepted(&self) -> Vec<Received> {
         let received = self.received();
         received
@@ -1001,10 +1013,15 @@ async fn a_receiver_that_never_answers_delays_neither_decisions_nor_other_subscr
     let got = fast.wait_for(10, Duration::from_secs(10)).await;
     assert_eq!(got.len(), 10);
     // Its first event of each of four runs hangs; the next events of those runs wait behind them, and so does the
-    // fifth run's, since every request it may have in flight is taken.
+    // fifth run's, since every request it may have in flight is taken. The fast receiver's tenth event may come
+    // before the stuck one's last request arrives, so wait for that; then a moment more, in which a request beyond
+    // the cap would arrive if one were sent.
+    let cap = settings().requests_per_subscription;
+    stuck.wait_for_requests(cap, Duration::from_secs(10)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
         stuck.received().len(),
-        settings().requests_per_subscription,
+        cap,
         "the stuck subscription holds as many events as it may send at once"
     );
     assert!(!stuck.run_overlapped());
