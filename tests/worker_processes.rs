@@ -90,6 +90,23 @@ struct Recorded {
     cancelled: i64,
 }
 
+impl Recorded {
+    /// A run whose one decided turn released both calls and resumed once both results were in: every row once.
+    fn resumed_once() -> Self {
+        Recorded {
+            status: "resumed".into(),
+            decisions: 1,
+            released_calls: 2,
+            results: 2,
+            tool_events: 2,
+            waiting: 1,
+            released: 1,
+            resumed: 1,
+            cancelled: 0,
+        }
+    }
+}
+
 /// A released run: its id, its turn digest and the decision's answer as first sent.
 struct ReleasedRun {
     id: Uuid,
@@ -422,17 +439,7 @@ async fn three_processes_posting_one_calls_result_record_it_once_and_replay_or_c
 
         assert_eq!(
             processes.recorded(run.id).await,
-            Recorded {
-                status: "resumed".into(),
-                decisions: 1,
-                released_calls: 2,
-                results: 2,
-                tool_events: 2,
-                waiting: 1,
-                released: 1,
-                resumed: 1,
-                cancelled: 0,
-            },
+            Recorded::resumed_once(),
             "{context}"
         );
         let stored = Some(contents[winner].clone());
@@ -638,17 +645,7 @@ async fn the_decisions_replay_through_two_processes_racing_the_results_through_a
 
         assert_eq!(
             processes.recorded(run.id).await,
-            Recorded {
-                status: "resumed".into(),
-                decisions: 1,
-                released_calls: 2,
-                results: 2,
-                tool_events: 2,
-                waiting: 1,
-                released: 1,
-                resumed: 1,
-                cancelled: 0,
-            },
+            Recorded::resumed_once(),
             "{context}"
         );
         for (call_id, content) in [("call_1", "saved"), ("call_2", "page 12 read")] {
