@@ -12,8 +12,12 @@ final class Json
         return json_encode($value, JSON_THROW_ON_ERROR | JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE);
     }
 
-    /** @return array<mixed> */
-    public static function decodeObject(string $text): array
+    /**
+     * `$text` is kept out of exception traces: an answer may carry a secret (a webhook's) or a run's payloads.
+     *
+     * @return array<mixed>
+     */
+    public static function decodeObject(#[\SensitiveParameter] string $text): array
     {
         // Big integers stay exact as strings rather than turning into floats.
         $value = json_decode($text, true, 512, JSON_THROW_ON_ERROR | JSON_BIGINT_AS_STRING);
