@@ -32,6 +32,8 @@ use ApprovalResume\Model\WebhookSubscription;
  */
 final class Client
 {
+    use RuleCalls;
+
     private readonly string $baseUrl;
     private readonly Transport $transport;
     private readonly Secret $credential;
@@ -165,21 +167,23 @@ final class Client
 
     /**
      * Approves the whole turn named by its digest (scope `decisions:write`). The answer's model input is in
-     * `$format`, here and in the other decisions; null: the run's own.
+     * `$format`, here and in the other decisions; null: the run's own. `$remember` also makes the approval a rule for
+     * the tools of the turn (docs/design.md §18: "allow for this conversation").
      */
     public function approveTurn(
         string $runId,
         string $turnDigest,
         Decider $decider,
         ?ModelInputFormat $format = null,
+        ?Remember $remember = null,
     ): DecisionAnswer {
         $body = $decider->addTo(['approved' => true, 'turn_digest' => $turnDigest]);
-        return $this->decide($runId, $body, $format);
+        return $this->decide($runId, $remember?->addTo($body) ?? $body, $format);
     }
 
     /**
      * Denies the whole turn; `$reason` `variant` asks the model for another version, `skip` not to propose it
-     * again (rendered on write calls only).
+     * again (rendered on write calls only). `$remember` also makes the denial a rule ("never in this conversation").
      */
     public function denyTurn(
         string $runId,
@@ -187,12 +191,13 @@ final class Client
         Decider $decider,
         ?DenialReason $reason = null,
         ?ModelInputFormat $format = null,
+        ?Remember $remember = null,
     ): DecisionAnswer {
         $body = $decider->addTo(['approved' => false, 'turn_digest' => $turnDigest]);
         if ($reason !== null) {
             $body['reason'] = $reason->value;
         }
-        return $this->decide($runId, $body, $format);
+        return $this->decide($runId, $remember?->addTo($body) ?? $body, $format);
     }
 
     /**
