@@ -2,9 +2,10 @@
 # Proves the PHP client (clients/php) against the real binary: PHPUnit 9.6 from Debian drives `approval-resume`
 # (migrate, clients add, token-key add, serve on a free loopback port, its own fresh database) through the client:
 # users, the inbox, decisions, decision tokens minted with ext-sodium, webhooks the service signed; and holds the
-# client's requests and enums to openapi.yaml; first, phpcs holds the PHP to PSR-12. CI runs it after the Rust
+# client's requests and enums to openapi.yaml, and holds the docs' install lines to design §16 (Composer installs the
+# package from its folder with the network off); first, phpcs holds the PHP to PSR-12. CI runs it after the Rust
 # tests, which build the binary; locally: `cargo build --bin approval-resume && bash tests/php/run.sh`.
-# Needs Postgres as for the API tests, and Debian's php-cli, php-curl, php-yaml, phpunit and php-codesniffer
+# Needs Postgres as for the API tests, and Debian's php-cli, php-curl, php-yaml, phpunit, php-codesniffer and composer
 # (installed with apt when missing, as CI runs as root on a fresh machine). APPROVAL_RESUME_BIN overrides the
 # binary.
 set -euo pipefail
@@ -21,12 +22,12 @@ has_extensions() {
 }
 have_php() {
     command -v php >/dev/null 2>&1 && command -v phpunit >/dev/null 2>&1 && command -v phpcs >/dev/null 2>&1 &&
-        has_extensions curl json sodium yaml 2>/dev/null
+        command -v composer >/dev/null 2>&1 && has_extensions curl json sodium yaml 2>/dev/null
 }
 if ! have_php; then
     apt-get update
     DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        php-cli php-curl php-yaml phpunit php-codesniffer
+        php-cli php-curl php-yaml phpunit php-codesniffer composer
 fi
 has_extensions curl json sodium yaml
 php --version | head -1

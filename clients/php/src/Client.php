@@ -13,6 +13,7 @@ use ApprovalResume\Http\CurlTransport;
 use ApprovalResume\Http\Response;
 use ApprovalResume\Http\Transport;
 use ApprovalResume\Internal\Json;
+use ApprovalResume\Internal\Secret;
 use ApprovalResume\Model\DecisionAnswer;
 use ApprovalResume\Model\DeclaredTool;
 use ApprovalResume\Model\InboxItem;
@@ -25,19 +26,25 @@ use ApprovalResume\Model\WebhookSubscription;
 /**
  * The HTTP API of approval-resume (docs/design.md §8; openapi.yaml). The credential is an API key (`ar_…`, scopes as
  * `clients add` gave them) or a decision token (`DecisionTokenSigner`), which may only read and decide its user's
- * runs. Every non-2xx answer throws ApiException; no answer at all throws TransportException.
+ * runs. Every non-2xx answer throws ApiException; no answer at all throws TransportException. The credential shows in
+ * no dump, export or serialization of the client (`Internal\Secret`), nor in exception traces (parameters that
+ * carry it are `#[\SensitiveParameter]`); `serialize()` is refused.
  */
 final class Client
 {
+    use RuleCalls;
+
     private readonly string $baseUrl;
     private readonly Transport $transport;
+    private readonly Secret $credential;
 
     public function __construct(
         string $baseUrl,
-        #[\SensitiveParameter] private readonly string $credential,
+        #[\SensitiveParameter] string $credential,
         ?Transport $transport = null,
     ) {
         $this->baseUrl = rtrim($baseUrl, '/');
+        $this->credential = new Secret($credential);
         $this->transport = $transport ?? new CurlTransport();
     }
 
@@ -160,21 +167,23 @@ final class Client
 
     /**
      * Approves the whole turn named by its digest (scope `decisions:write`). The answer's model input is in
-     * `$format`, here and in the other decisions; null: the run's own.
+     * `$format`, here and in the other decisions; null: the run's own. `$remember` also makes the approval a rule for
+     * the tools of the turn (docs/design.md §18: "allow for this conversation").
      */
     public function approveTurn(
         string $runId,
         string $turnDigest,
         Decider $decider,
         ?ModelInputFormat $format = null,
+        ?Remember $remember = null,
     ): DecisionAnswer {
         $body = $decider->addTo(['approved' => true, 'turn_digest' => $turnDigest]);
-        return $this->decide($runId, $body, $format);
+        return $this->decide($runId, $remember?->addTo($body) ?? $body, $format);
     }
 
     /**
      * Denies the whole turn; `$reason` `variant` asks the model for another version, `skip` not to propose it
-     * again (rendered on write calls only).
+     * again (rendered on write calls only). `$remember` also makes the denial a rule ("never in this conversation").
      */
     public function denyTurn(
         string $runId,
@@ -182,12 +191,13 @@ final class Client
         Decider $decider,
         ?DenialReason $reason = null,
         ?ModelInputFormat $format = null,
+        ?Remember $remember = null,
     ): DecisionAnswer {
         $body = $decider->addTo(['approved' => false, 'turn_digest' => $turnDigest]);
         if ($reason !== null) {
             $body['reason'] = $reason->value;
         }
-        return $this->decide($runId, $body, $format);
+        return $this->decide($runId, $remember?->addTo($body) ?? $body, $format);
     }
 
     /**
@@ -296,7 +306,7 @@ final class Client
      */
     private function call(string $method, string $path, ?array $body = null): array
     {
-        $headers = ['Authorization: Bearer ' . $this->credential, 'Accept: application/json'];
+        $headers = ['Authorization: Bearer ' . $this->credential->reveal(), 'Accept: application/json'];
         if ($body !== null) {
             $headers[] = 'Content-Type: application/json';
         }
@@ -309,8 +319,12 @@ final class Client
         return self::decoded($response);
     }
 
-    /** @return array<mixed> */
-    private static function decoded(Response $response): array
+    /**
+     * The answer may carry a secret (a webhook's, in the answer to its creation or rotation): no trace shows it.
+     *
+     * @return array<mixed>
+     */
+    private static function decoded(#[\SensitiveParameter] Response $response): array
     {
         if ($response->status < 200 || $response->status > 299) {
             throw ApiException::fromResponse($response);

@@ -7,7 +7,10 @@ namespace ApprovalResume;
 use ApprovalResume\Enum\DenialReason;
 use ApprovalResume\Internal\Json;
 
-/** A verdict on one pending call, for `Client::decideCalls()`: approve (as proposed, or edited) or deny. */
+/**
+ * A verdict on one pending call, for `Client::decideCalls()`: approve (as proposed, or edited) or deny, as proposed
+ * or denied optionally remembered as a rule for later calls of the tool (`Remember`, docs/design.md §18).
+ */
 final readonly class Verdict
 {
     private function __construct(
@@ -15,12 +18,13 @@ final readonly class Verdict
         public bool $approved,
         public ?DenialReason $reason,
         public ?string $arguments,
+        public ?Remember $remember,
     ) {
     }
 
-    public static function approve(string $callId): self
+    public static function approve(string $callId, ?Remember $remember = null): self
     {
-        return new self($callId, true, null, null);
+        return new self($callId, true, null, null, $remember);
     }
 
     /**
@@ -38,13 +42,13 @@ final readonly class Verdict
             // An empty array would encode as `[]`; the object it stands for is `{}`.
             $arguments = $arguments === [] ? '{}' : Json::encode($arguments);
         }
-        return new self($callId, true, null, $arguments);
+        return new self($callId, true, null, $arguments, null);
     }
 
     /** Deny, optionally saying why: `variant` (propose another version) or `skip` (do not propose it again). */
-    public static function deny(string $callId, ?DenialReason $reason = null): self
+    public static function deny(string $callId, ?DenialReason $reason = null, ?Remember $remember = null): self
     {
-        return new self($callId, false, $reason, null);
+        return new self($callId, false, $reason, null, $remember);
     }
 
     /** @return array<string, mixed> the member of the decision body's `calls` */
@@ -57,6 +61,6 @@ final readonly class Verdict
         if ($this->arguments !== null) {
             $call['arguments'] = $this->arguments;
         }
-        return $call;
+        return $this->remember?->addTo($call) ?? $call;
     }
 }

@@ -209,7 +209,9 @@ final class DecisionsTest extends TestCase
             $released->edited,
         ]);
         self::assertNull($released->resultContent);
-        self::assertSame(RunStatus::Released, $service->worker()->getRun($run->id)->status);
+        $view = $service->worker()->getRun($run->id);
+        self::assertSame(RunStatus::Released, $view->status);
+        self::assertEquals($answer->releasedCalls, $view->releasedCalls, 'the run view lists them too');
     }
 
     public function test_a_run_registered_in_anthropic_s_format_comes_back_in_it_with_its_thinking_block(): void

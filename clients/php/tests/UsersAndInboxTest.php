@@ -6,7 +6,9 @@ namespace ApprovalResume\Tests;
 
 use ApprovalResume\ApiException;
 use ApprovalResume\Enum\Effect;
+use ApprovalResume\Enum\Executor;
 use ApprovalResume\Enum\RunStatus;
+use ApprovalResume\Model\DeclaredTool;
 use ApprovalResume\Tests\Support\Runs;
 use ApprovalResume\Tests\Support\Service;
 use PHPUnit\Framework\TestCase;
@@ -92,5 +94,36 @@ final class UsersAndInboxTest extends TestCase
         self::assertSame($worker->getRun($item->runId)->turn->digest, $item->turnDigest);
 
         self::assertSame([], $tasks->inbox($outsider, ownerUid: $owner)->items, 'another\'s runs are not theirs');
+    }
+
+    public function test_the_inbox_says_per_call_who_runs_it_and_whether_an_approval_may_edit_it(): void
+    {
+        $service = Service::shared();
+        $owner = Runs::newUid();
+        $service->worker()->putUser($owner, 'ada');
+        $run = $service->worker()->registerRun(Runs::newId(), $owner, [
+            ['role' => 'user', 'content' => 'Read page 12, then publish it.'],
+            ['role' => 'assistant', 'content' => null, 'tool_calls' => [
+                ['id' => 'call_r', 'type' => 'function', 'function' => [
+                    'name' => Runs::READ_TOOL,
+                    'arguments' => '{"page": 12}',
+                ]],
+                ['id' => 'call_w', 'type' => 'function', 'function' => [
+                    'name' => 'publish_page',
+                    'arguments' => '{"page": 12}',
+                ]],
+            ]],
+        ], [
+            Runs::READ_TOOL => Effect::Read,
+            'publish_page' => new DeclaredTool(Effect::Write, Executor::Worker, editable: false),
+        ]);
+
+        $items = $service->tasks()->inbox($owner, ownerUid: $owner)->items;
+
+        self::assertSame([$run->id], array_map(static fn ($item) => $item->runId, $items));
+        $calls = $items[0]->pendingCalls;
+        self::assertSame(['call_r', 'call_w'], array_map(static fn ($call) => $call->id, $calls));
+        self::assertSame([Executor::Service, true], [$calls[0]->executor, $calls[0]->editable], 'the defaults');
+        self::assertSame([Executor::Worker, false], [$calls[1]->executor, $calls[1]->editable], 'as declared');
     }
 }

@@ -21,8 +21,12 @@ final class CurlTransport implements Transport
     ) {
     }
 
-    public function send(string $method, string $url, array $headers, ?string $body): Response
-    {
+    public function send(
+        string $method,
+        string $url,
+        #[\SensitiveParameter] array $headers,
+        ?string $body,
+    ): Response {
         $handle = $this->handle ??= curl_init();
         curl_reset($handle);
         /** @var array<string, string> $received */

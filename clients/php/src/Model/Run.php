@@ -11,7 +11,9 @@ use ApprovalResume\Internal\Read;
 
 /**
  * A run as `GET /v1/runs/{id}` (and registration, new turns, cancel, complete) answers it; `$format` is the one it
- * was registered in (docs/design.md §14).
+ * was registered in (docs/design.md §14). `$releasedCalls`: the calls of the decided turn released to the worker
+ * (docs/design.md §15), with their results once posted; a registration or new turn that remembered decisions
+ * decided at once (§18) shows them, as `$decision` shows the decision.
  */
 final readonly class Run
 {
@@ -27,6 +29,8 @@ final readonly class Run
         public \DateTimeImmutable $createdAt,
         public \DateTimeImmutable $updatedAt,
         public ModelInputFormat $format,
+        /** @var list<ReleasedCall> */
+        public array $releasedCalls = [],
     ) {
     }
 
@@ -46,6 +50,9 @@ final readonly class Run
             Read::time($data, 'created_at'),
             Read::time($data, 'updated_at'),
             Read::enum($data, 'format', ModelInputFormat::class),
+            isset($data['released_calls'])
+                ? array_map(ReleasedCall::fromArray(...), Read::listOfObjects($data, 'released_calls'))
+                : [],
         );
     }
 }

@@ -30,9 +30,19 @@ final readonly class WebhookSubscription
     ) {
     }
 
-    /** @param array<mixed> $data */
-    public static function fromArray(array $data): self
+    /**
+     * `$data` holds the secret when the service shows it: no trace shows `$data`, and the secret is taken out before
+     * the members are read, so the trace of a read that fails does not hold it either.
+     *
+     * @param array<mixed> $data
+     */
+    public static function fromArray(#[\SensitiveParameter] array $data): self
     {
+        $secret = $data['secret'] ?? null;
+        unset($data['secret']);
+        if ($secret !== null && !is_string($secret)) {
+            throw new \UnexpectedValueException('answer member "secret" is not a string or null');
+        }
         return new self(
             Read::string($data, 'id'),
             Read::string($data, 'url'),
@@ -46,7 +56,7 @@ final readonly class WebhookSubscription
             Read::bool($data, 'backlog_capped'),
             Read::optionalTime($data, 'previous_secret_expires_at'),
             Read::time($data, 'created_at'),
-            Read::optionalString($data, 'secret'),
+            $secret,
         );
     }
 

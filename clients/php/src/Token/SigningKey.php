@@ -4,18 +4,24 @@ declare(strict_types=1);
 
 namespace ApprovalResume\Token;
 
+use ApprovalResume\Internal\Secret;
+
 /**
  * An Ed25519 key pair (libsodium, ext-sodium) for decision tokens. The host's backend keeps the secret half; the
  * public half is registered on its API client:
  * `file_put_contents('public.b64', $key->publicKeyBase64())`, then
- * `approval-resume clients token-key add CLIENT --kid KID --public-key public.b64` (it reads PEM or base64).
+ * `approval-resume clients token-key add CLIENT --kid KID --public-key public.b64` (it reads PEM or base64). The
+ * secret half shows in no dump, export or serialization of the key (`Internal\Secret`); `serialize()` is refused.
  */
 final readonly class SigningKey
 {
+    private Secret $secretKey;
+
     private function __construct(
-        #[\SensitiveParameter] private string $secretKey,
+        #[\SensitiveParameter] string $secretKey,
         public string $publicKey,
     ) {
+        $this->secretKey = new Secret($secretKey);
     }
 
     public static function generate(): self
@@ -36,7 +42,7 @@ final readonly class SigningKey
     /** The secret key's 64 bytes, to store in the host's secret store. */
     public function secretKey(): string
     {
-        return $this->secretKey;
+        return $this->secretKey->reveal();
     }
 
     /** The public key's 32 bytes in base64, the form `clients token-key add --public-key FILE` reads. */
@@ -48,7 +54,7 @@ final readonly class SigningKey
     /** Signs `$message` (Ed25519, detached: the 64-byte signature alone). */
     public function sign(string $message): string
     {
-        return sodium_crypto_sign_detached($message, $this->secretKey);
+        return sodium_crypto_sign_detached($message, $this->secretKey->reveal());
     }
 
     /** @return array<string, string> */

@@ -4,6 +4,8 @@ declare(strict_types=1);
 
 namespace ApprovalResume\Webhook;
 
+use ApprovalResume\Internal\Secret;
+
 /**
  * Verifies a webhook request as the Standard Webhooks specification says
  * (https://github.com/standard-webhooks/standard-webhooks/blob/main/spec/standard-webhooks.md, "Signature scheme"
@@ -13,7 +15,8 @@ namespace ApprovalResume\Webhook;
  * `webhook-timestamp` must lie within a tolerance of now, against replays.
  *
  * Hand-written with hash_hmac and hash_equals (a constant-time comparison, as the specification asks): the
- * specification's own PHP library comes from Composer, and no PHP extension verifies these signatures.
+ * specification's own PHP library comes from Composer, and no PHP extension verifies these signatures. The secret
+ * shows in no dump, export or serialization of the verifier (`Internal\Secret`); `serialize()` is refused.
  */
 final class WebhookVerifier
 {
@@ -21,7 +24,7 @@ final class WebhookVerifier
     public const DEFAULT_TOLERANCE_SECS = 300;
     private const PREFIX = 'whsec_';
 
-    private readonly string $key;
+    private readonly Secret $key;
 
     public function __construct(
         #[\SensitiveParameter] string $secret,
@@ -32,7 +35,7 @@ final class WebhookVerifier
         if ($key === false || $key === '') {
             throw new \InvalidArgumentException('a webhook secret is whsec_ and base64');
         }
-        $this->key = $key;
+        $this->key = new Secret($key);
     }
 
     /**
@@ -62,7 +65,7 @@ final class WebhookVerifier
         if ((int) $timestamp > $now + $this->toleranceSecs) {
             throw new WebhookVerificationException('webhook-timestamp is too far in the future');
         }
-        $expected = base64_encode(hash_hmac('sha256', "{$id}.{$timestamp}.{$body}", $this->key, true));
+        $expected = base64_encode(hash_hmac('sha256', "{$id}.{$timestamp}.{$body}", $this->key->reveal(), true));
         $matched = false;
         foreach (explode(' ', $signatures) as $entry) {
             [$version, $signature] = array_pad(explode(',', $entry, 2), 2, '');

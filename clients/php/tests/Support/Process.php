@@ -13,11 +13,12 @@ final class Process
      *
      * @param list<string> $command
      * @param array<string, string> $env
+     * @param ?string $cwd the directory it runs in; null: this process's
      */
-    public static function run(array $command, array $env = []): string
+    public static function run(array $command, array $env = [], ?string $cwd = null): string
     {
         $streams = [0 => ['file', '/dev/null', 'r'], 1 => ['pipe', 'w'], 2 => ['pipe', 'w']];
-        $process = proc_open($command, $streams, $pipes, null, self::env($env));
+        $process = proc_open($command, $streams, $pipes, $cwd, self::env($env));
         if (!is_resource($process)) {
             throw new \RuntimeException('cannot start ' . $command[0]);
         }

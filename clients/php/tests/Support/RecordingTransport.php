@@ -14,8 +14,12 @@ final class RecordingTransport implements Transport
     /** @var list<array{method: string, url: string, headers: list<string>, body: ?string}> */
     public array $requests = [];
 
-    public function send(string $method, string $url, array $headers, ?string $body): Response
-    {
+    public function send(
+        string $method,
+        string $url,
+        #[\SensitiveParameter] array $headers,
+        ?string $body,
+    ): Response {
         $this->requests[] = ['method' => $method, 'url' => $url, 'headers' => $headers, 'body' => $body];
         throw new TransportException('recorded, not sent');
     }
