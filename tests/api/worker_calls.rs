@@ -426,3 +426,26 @@ async fn a_turn_taken_over_after_its_instance_stopped_releases_the_worker_calls_
     .await;
     assert_eq!(started, 0, "a released call is never sent");
 }
+
+#[tokio::test]
+async fn the_decision_replayed_on_a_run_cancelled_while_released_answers_the_run_cancelled() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool).await;
+    let (id, digest) = worker_run(&app).await;
+    let first = app.decide(id, true, Some(7), &digest).await;
+    assert_eq!(first.body["status"], "released", "{:?}", first.body);
+    let cancelled = app.post(&format!("/v1/runs/{id}/cancel"), json!({})).await;
+    assert_eq!(cancelled.body["status"], "cancelled");
+    let replay = app.decide(id, true, Some(7), &digest).await;
+    assert_eq!(replay.status, StatusCode::OK, "{:?}", replay.body);
+    assert_eq!(
+        replay.body["status"], "cancelled",
+        "a worker driven by the answer must see that there is nothing to run: {:?}",
+        replay.body
+    );
+    assert!(replay.body.get("model_input").is_none());
+    assert_eq!(replay.body["results"], json!([]));
+    assert_eq!(replay.body["decision"], first.body["decision"]);
+    let again = app.decide(id, true, Some(7), &digest).await;
+    assert_eq!(again.bytes, replay.bytes, "the same bytes each time");
+}
