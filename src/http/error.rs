@@ -31,7 +31,7 @@ pub struct ApiError {
     /// The cause of a 5xx, logged by the trace layer and never sent.
     internal: Option<String>,
     /// Members of the problem beyond the standard ones, for a client to act on (`until` of a claim, a run's
-    /// `status`): never internal text.
+    /// `run_status`; `status` is the problem's own, the HTTP status): never internal text.
     extra: Option<(&'static str, serde_json::Value)>,
 }
 
@@ -198,7 +198,7 @@ impl From<ResumeError> for ApiError {
             ResumeError::ClaimRequired => ApiError::conflict("claim_required", detail),
             ResumeError::UnknownClaim => ApiError::conflict("claim_required", detail),
             ResumeError::NotClaimable(status) => {
-                ApiError::conflict("not_released", detail).with_member("status", status)
+                ApiError::conflict("not_released", detail).with_member("run_status", status)
             }
             ResumeError::Redaction(cause) => ApiError::internal(cause),
             ResumeError::Storage(storage) => storage.into(),
