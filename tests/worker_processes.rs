@@ -402,10 +402,10 @@ async fn three_processes_posting_one_calls_result_record_it_once_and_replay_or_c
         // Sent in turn from a process that changes each round (the first polled is the first sent), then put back
         // in the processes' order.
         let order: Vec<usize> = (0..INSTANCES).map(|k| (round + k) % INSTANCES).collect();
-        let (processes, contents) = (&processes, &contents);
+        let (processes, contents, released) = (&processes, &contents, &run);
         let mut sent = join_all(order.iter().map(|&i| async move {
             let answer = processes
-                .post_results(i, &run, json!([result("call_1", &contents[i])]))
+                .post_results(i, released, json!([result("call_1", &contents[i])]))
                 .await;
             (i, answer)
         }))

@@ -2,6 +2,7 @@
 
 mod approvals;
 mod auth;
+mod claims;
 mod batched_denies;
 mod concurrency;
 mod cors;
