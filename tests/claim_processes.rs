@@ -25,6 +25,14 @@ use support::{Service, TestDatabase, add_client};
 
 const INSTANCES: usize = 3;
 const ROUNDS: usize = 20;
+/// Milliseconds from the database's clock at which a race's claim is made to lapse.
+const LAPSE_MS: u64 = 25;
+
+/// How long after moving the claim's `until` a round sends its request: 0 to 40 ms, around `LAPSE_MS` (a request
+/// takes a few milliseconds to arrive), so some rounds arrive before the lapse and some after.
+fn send_after(round: usize) -> Duration {
+    Duration::from_millis(10 * (round % 5) as u64)
+}
 
 /// Three service processes over one database of the test's own, an API key, a user 7 who owns every run, and a
 /// pool for the checks in SQL.
@@ -372,10 +380,9 @@ async fn a_result_posted_as_the_claim_lapses_is_recorded_or_refused_never_both()
     let (mut recorded_first, mut lapsed_first) = (0, 0);
     for round in 0..ROUNDS {
         let (id, claim_id) = processes.claimed_run(round).await;
-        // The lease runs out 20 to 60 ms from now; the post is sent after about as long.
-        let lapse_ms = 20 + 10 * (round % 5) as u64;
-        processes.until_in(id, lapse_ms).await;
-        tokio::time::sleep(Duration::from_millis(lapse_ms)).await;
+        // The lease runs out 25 ms from now; the post is sent 0 to 40 ms from now, before it or after it.
+        processes.until_in(id, LAPSE_MS).await;
+        tokio::time::sleep(send_after(round)).await;
         let posted = processes.post_results(round % INSTANCES, id, &claim_id).await;
         let context = format!("round {round}: {posted:#?}");
         let recorded = processes.recorded(id).await;
@@ -403,9 +410,8 @@ async fn a_renewal_racing_the_sweepers_is_renewed_or_refused_lapsed_never_both()
     let (mut renewed_first, mut lapsed_first) = (0, 0);
     for round in 0..ROUNDS {
         let (id, claim_id) = processes.claimed_run(round).await;
-        let lapse_ms = 20 + 10 * (round % 5) as u64;
-        processes.until_in(id, lapse_ms).await;
-        tokio::time::sleep(Duration::from_millis(lapse_ms)).await;
+        processes.until_in(id, LAPSE_MS).await;
+        tokio::time::sleep(send_after(round)).await;
         let renewal = processes.claim(round % INSTANCES, id, Some(&claim_id)).await;
         let context = format!("round {round}: {renewal:#?}");
         // Past the sweepers' next rounds: a renewed claim must not lapse, a lapsed one is written once.
