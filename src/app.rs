@@ -19,8 +19,8 @@ use tower_http::trace::TraceLayer;
 
 use crate::http::error::{ApiError, REQUEST_ID};
 use crate::http::{
-    approvals, body, claims, cors, decisions, detach, events_feed, ops, request_id, results, run_events,
-    runs, turns, ui, users, webhooks, worker_state,
+    approvals, body, claims, cors, decisions, detach, events_feed, ops, request_id, results,
+    run_events, runs, turns, ui, users, webhooks, worker_state,
 };
 use crate::listen::{self, ConnectionLimits};
 use crate::metrics;

@@ -100,12 +100,20 @@ impl Processes {
             database,
         };
         let user = json!({"username": "u7", "is_admin": false, "can_approve_others": false, "disabled": false});
-        let answer = processes.send(0, "PUT", "/v1/users/7".into(), Some(user)).await;
+        let answer = processes
+            .send(0, "PUT", "/v1/users/7".into(), Some(user))
+            .await;
         assert_eq!(answer.status, 200, "{answer:?}");
         processes
     }
 
-    async fn send(&self, instance: usize, method: &str, path: String, body: Option<Value>) -> Answer {
+    async fn send(
+        &self,
+        instance: usize,
+        method: &str,
+        path: String,
+        body: Option<Value>,
+    ) -> Answer {
         let method = reqwest::Method::from_bytes(method.as_bytes()).expect("a method");
         let mut request = self
             .client
@@ -136,8 +144,13 @@ impl Processes {
             {"call_id": "call_1", "content": "saved", "is_error": false},
             {"call_id": "call_2", "content": "page 12 read", "is_error": false},
         ]});
-        self.send(instance, "POST", format!("/v1/runs/{id}/results"), Some(body))
-            .await
+        self.send(
+            instance,
+            "POST",
+            format!("/v1/runs/{id}/results"),
+            Some(body),
+        )
+        .await
     }
 
     async fn cancel(&self, instance: usize, id: Uuid) -> Answer {
@@ -187,7 +200,10 @@ impl Processes {
         let id = self.released_run(round).await;
         let claimed = self.claim((round + 2) % INSTANCES, id, None).await;
         assert_eq!(claimed.status, 200, "{claimed:?}");
-        let claim_id = claimed.json["claim_id"].as_str().expect("a claim id").to_owned();
+        let claim_id = claimed.json["claim_id"]
+            .as_str()
+            .expect("a claim id")
+            .to_owned();
         (id, claim_id)
     }
 
@@ -285,9 +301,11 @@ async fn three_processes_claiming_one_run_at_once_grant_exactly_one_claim() {
         let id = processes.released_run(round).await;
         let order: Vec<usize> = (0..INSTANCES).map(|k| (round + k) % INSTANCES).collect();
         let processes_ref = &processes;
-        let mut sent = join_all(order.iter().map(|&i| async move {
-            (i, processes_ref.claim(i, id, None).await)
-        }))
+        let mut sent = join_all(
+            order
+                .iter()
+                .map(|&i| async move { (i, processes_ref.claim(i, id, None).await) }),
+        )
         .await;
         sent.sort_by_key(|(i, _)| *i);
         let context = format!("round {round}: {sent:#?}");
@@ -297,21 +315,31 @@ async fn three_processes_claiming_one_run_at_once_grant_exactly_one_claim() {
         wins[*winner] += 1;
         for (i, answer) in &sent {
             if i != winner {
-                assert_eq!((answer.status, answer.code()), (409, "claimed"), "{context}");
+                assert_eq!(
+                    (answer.status, answer.code()),
+                    (409, "claimed"),
+                    "{context}"
+                );
                 assert_eq!(answer.json["until"], granted.json["until"], "{context}");
             }
         }
         let recorded = processes.recorded(id).await;
         assert_eq!(
-            (recorded.status.as_str(), recorded.claims, recorded.ended_claims, recorded.results),
+            (
+                recorded.status.as_str(),
+                recorded.claims,
+                recorded.ended_claims,
+                recorded.results
+            ),
             ("released", 1, 0, 0),
             "{context}"
         );
-        let stored: Uuid = sqlx::query_scalar("select claim_id from worker_claims where run_id = $1")
-            .bind(id)
-            .fetch_one(&processes.pool)
-            .await
-            .unwrap();
+        let stored: Uuid =
+            sqlx::query_scalar("select claim_id from worker_claims where run_id = $1")
+                .bind(id)
+                .fetch_one(&processes.pool)
+                .await
+                .unwrap();
         assert_eq!(granted.json["claim_id"], stored.to_string(), "{context}");
     }
     processes.assert_nothing_twice().await;
@@ -327,10 +355,15 @@ async fn a_claim_racing_a_cancel_through_another_process_leaves_one_coherent_out
         let id = processes.released_run(round).await;
         let (claimer, canceller) = (round % INSTANCES, (round + 1) % INSTANCES);
         let (claimed, cancelled) = if round % 2 == 0 {
-            tokio::join!(processes.claim(claimer, id, None), processes.cancel(canceller, id))
+            tokio::join!(
+                processes.claim(claimer, id, None),
+                processes.cancel(canceller, id)
+            )
         } else {
-            let (cancelled, claimed) =
-                tokio::join!(processes.cancel(canceller, id), processes.claim(claimer, id, None));
+            let (cancelled, claimed) = tokio::join!(
+                processes.cancel(canceller, id),
+                processes.claim(claimer, id, None)
+            );
             (claimed, cancelled)
         };
         let context = format!("round {round}: {claimed:#?}\n{cancelled:#?}");
@@ -348,10 +381,18 @@ async fn a_claim_racing_a_cancel_through_another_process_leaves_one_coherent_out
             let posted = processes
                 .post_results((round + 2) % INSTANCES, id, claim_id)
                 .await;
-            assert_eq!((posted.status, posted.code()), (409, "run_cancelled"), "{context}");
+            assert_eq!(
+                (posted.status, posted.code()),
+                (409, "run_cancelled"),
+                "{context}"
+            );
         } else {
             cancels_first += 1;
-            assert_eq!((claimed.status, claimed.code()), (409, "run_cancelled"), "{context}");
+            assert_eq!(
+                (claimed.status, claimed.code()),
+                (409, "run_cancelled"),
+                "{context}"
+            );
         }
         assert_eq!(
             recorded,
@@ -383,17 +424,31 @@ async fn a_result_posted_as_the_claim_lapses_is_recorded_or_refused_never_both()
         // The lease runs out 25 ms from now; the post is sent 0 to 40 ms from now, before it or after it.
         processes.until_in(id, LAPSE_MS).await;
         tokio::time::sleep(send_after(round)).await;
-        let posted = processes.post_results(round % INSTANCES, id, &claim_id).await;
+        let posted = processes
+            .post_results(round % INSTANCES, id, &claim_id)
+            .await;
         let context = format!("round {round}: {posted:#?}");
         let recorded = processes.recorded(id).await;
         if posted.status == 200 {
             recorded_first += 1;
             assert_eq!(posted.json["status"], "resumed", "{context}");
-            assert_eq!(recorded, resumed(false), "the results, no interrupted: {context}");
+            assert_eq!(
+                recorded,
+                resumed(false),
+                "the results, no interrupted: {context}"
+            );
         } else {
             lapsed_first += 1;
-            assert_eq!((posted.status, posted.code()), (409, "claim_lapsed"), "{context}");
-            assert_eq!(recorded, resumed(true), "interrupted, the post refused: {context}");
+            assert_eq!(
+                (posted.status, posted.code()),
+                (409, "claim_lapsed"),
+                "{context}"
+            );
+            assert_eq!(
+                recorded,
+                resumed(true),
+                "interrupted, the post refused: {context}"
+            );
         }
         // Whatever the sweepers do after, nothing more is written.
         tokio::time::sleep(Duration::from_millis(30)).await;
@@ -412,7 +467,9 @@ async fn a_renewal_racing_the_sweepers_is_renewed_or_refused_lapsed_never_both()
         let (id, claim_id) = processes.claimed_run(round).await;
         processes.until_in(id, LAPSE_MS).await;
         tokio::time::sleep(send_after(round)).await;
-        let renewal = processes.claim(round % INSTANCES, id, Some(&claim_id)).await;
+        let renewal = processes
+            .claim(round % INSTANCES, id, Some(&claim_id))
+            .await;
         let context = format!("round {round}: {renewal:#?}");
         // Past the sweepers' next rounds: a renewed claim must not lapse, a lapsed one is written once.
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -442,7 +499,11 @@ async fn a_renewal_racing_the_sweepers_is_renewed_or_refused_lapsed_never_both()
             assert_eq!(processes.recorded(id).await, resumed(false), "{context}");
         } else {
             lapsed_first += 1;
-            assert_eq!((renewal.status, renewal.code()), (409, "claim_lapsed"), "{context}");
+            assert_eq!(
+                (renewal.status, renewal.code()),
+                (409, "claim_lapsed"),
+                "{context}"
+            );
             assert_eq!(recorded, resumed(true), "lapsed once: {context}");
         }
     }

@@ -216,7 +216,11 @@ impl IntoResponse for ApiError {
             detail: &self.detail,
             code: self.code,
             request_id: REQUEST_ID.try_with(Clone::clone).ok(),
-            extra: self.extra.into_iter().map(|(name, value)| (name.to_owned(), value)).collect(),
+            extra: self
+                .extra
+                .into_iter()
+                .map(|(name, value)| (name.to_owned(), value))
+                .collect(),
         };
         let body = serde_json::to_vec(&problem).unwrap_or_default();
         let mut response = (self.status, body).into_response();

@@ -48,9 +48,9 @@ mod turn;
 
 pub use approve::{finish_turn, spawn_recovery};
 pub use decide::decide;
-pub use lapses::spawn_lapse_sweeper;
 pub use denial_writer::DenialWriter;
 pub use error::ResumeError;
+pub use lapses::spawn_lapse_sweeper;
 pub use posted::{Decided, Posted, Poster, read};
 pub use resumer::Resumer;
 pub use rules::{Actor, DecisionRequest};

@@ -152,11 +152,7 @@ fn lapsed(saved_first: bool) -> Closed {
             ),
         ],
         tool_events: vec![
-            (
-                "call_1".into(),
-                call_1.0.into(),
-                Some(call_1.1.into()),
-            ),
+            ("call_1".into(), call_1.0.into(), Some(call_1.1.into())),
             (
                 "call_2".into(),
                 "interrupted".into(),
@@ -190,7 +186,10 @@ async fn a_claim_answers_its_id_its_until_on_the_database_clock_and_the_released
     assert!(answer.body["until"].as_str().unwrap().ends_with('Z'));
     let run = app.get(&format!("/v1/runs/{id}")).await.body;
     assert_eq!(answer.body["released_calls"], run["released_calls"]);
-    assert_eq!(answer.body["released_calls"][0]["arguments"], r#"{"page": 12}"#);
+    assert_eq!(
+        answer.body["released_calls"][0]["arguments"],
+        r#"{"page": 12}"#
+    );
 }
 
 #[tokio::test]
@@ -228,7 +227,10 @@ async fn a_claim_on_a_run_with_nothing_released_is_refused_with_the_runs_status(
     let waiting = post_claim(&app, id, json!({})).await;
     assert_problem(&waiting, StatusCode::CONFLICT, "not_released");
     assert_eq!(waiting.body["run_status"], "waiting_for_approval");
-    assert_eq!(waiting.body["status"], 409, "the problem's own status stays");
+    assert_eq!(
+        waiting.body["status"], 409,
+        "the problem's own status stays"
+    );
     app.decide(id, false, Some(7), &digest).await;
     let resumed = post_claim(&app, id, json!({})).await;
     assert_problem(&resumed, StatusCode::CONFLICT, "not_released");
@@ -251,11 +253,13 @@ async fn the_claimant_renews_its_claim_for_another_lease_from_now() {
     let first = post_claim(&app, id, json!({})).await;
     let claim_id = first.body["claim_id"].clone();
     // As if 200 s of the lease had gone by.
-    sqlx::query("update worker_claims set until = until - interval '200 seconds' where run_id = $1")
-        .bind(id)
-        .execute(&app.pool)
-        .await
-        .unwrap();
+    sqlx::query(
+        "update worker_claims set until = until - interval '200 seconds' where run_id = $1",
+    )
+    .bind(id)
+    .execute(&app.pool)
+    .await
+    .unwrap();
     let before = db_now(&app.pool).await;
     let renewed = post_claim(&app, id, json!({"claim_id": claim_id})).await;
     assert_eq!(renewed.status, StatusCode::OK, "{:?}", renewed.body);
@@ -308,12 +312,21 @@ async fn results_are_taken_only_under_the_posters_live_claim_but_a_recorded_one_
     .unwrap();
     assert_eq!(stored, 0, "nothing of a refused post is recorded");
 
-    let posted = post_results(&app, id, Some(&claim_id), json!([result("call_1", "saved")])).await;
+    let posted = post_results(
+        &app,
+        id,
+        Some(&claim_id),
+        json!([result("call_1", "saved")]),
+    )
+    .await;
     assert_eq!(posted.status, StatusCode::OK, "{:?}", posted.body);
     for poster in [None, Some(unknown.as_str())] {
         let replay = post_results(&app, id, poster, json!([result("call_1", "saved")])).await;
         assert_eq!(replay.status, StatusCode::OK, "{:?}", replay.body);
-        assert_eq!(replay.bytes, posted.bytes, "the same bytes whatever the claim");
+        assert_eq!(
+            replay.bytes, posted.bytes,
+            "the same bytes whatever the claim"
+        );
     }
     let mixed = post_results(
         &app,
@@ -338,7 +351,13 @@ async fn the_next_claim_writes_a_lapse_it_finds_once_and_is_refused_by_the_resum
     assert_eq!(closed(&app.pool, id).await, lapsed(false));
     let renewal = post_claim(&app, id, json!({"claim_id": claim_id})).await;
     assert_problem(&renewal, StatusCode::CONFLICT, "claim_lapsed");
-    let late = post_results(&app, id, Some(&claim_id), json!([result("call_1", "saved")])).await;
+    let late = post_results(
+        &app,
+        id,
+        Some(&claim_id),
+        json!([result("call_1", "saved")]),
+    )
+    .await;
     assert_problem(&late, StatusCode::CONFLICT, "claim_lapsed");
     assert_eq!(closed(&app.pool, id).await, lapsed(false), "written once");
 }
@@ -349,14 +368,26 @@ async fn the_next_results_post_writes_a_lapse_it_finds_and_is_refused_claim_laps
     let app = support::app(pool).await;
     let (id, _) = released_run(&app, "full").await;
     let claim_id = claim(&app, id).await;
-    let first = post_results(&app, id, Some(&claim_id), json!([result("call_1", "saved")])).await;
+    let first = post_results(
+        &app,
+        id,
+        Some(&claim_id),
+        json!([result("call_1", "saved")]),
+    )
+    .await;
     assert_eq!(first.body["status"], "released", "{:?}", first.body);
     lapse_in_sql(&app.pool, id).await;
     let late = post_results(&app, id, Some(&claim_id), json!([result("call_2", "read")])).await;
     assert_problem(&late, StatusCode::CONFLICT, "claim_lapsed");
     assert_eq!(closed(&app.pool, id).await, lapsed(true));
     // The result recorded before the lapse still replays.
-    let replay = post_results(&app, id, Some(&claim_id), json!([result("call_1", "saved")])).await;
+    let replay = post_results(
+        &app,
+        id,
+        Some(&claim_id),
+        json!([result("call_1", "saved")]),
+    )
+    .await;
     assert_eq!(replay.status, StatusCode::OK, "{:?}", replay.body);
     assert_eq!(replay.body["status"], "resumed");
     assert_eq!(
@@ -372,18 +403,21 @@ async fn the_sweeper_writes_a_lapse_once_and_the_model_reads_the_interrupted_tex
     let app = support::app(pool).await;
     let (id, digest) = released_run(&app, "full").await;
     claim(&app, id).await;
-    assert_eq!(lapses::sweep_once(&app.state.resumer).await.unwrap(), 0, "a live claim is left");
+    assert_eq!(
+        lapses::sweep_once(&app.state.resumer).await.unwrap(),
+        0,
+        "a live claim is left"
+    );
     lapse_in_sql(&app.pool, id).await;
     assert_eq!(lapses::sweep_once(&app.state.resumer).await.unwrap(), 1);
     assert_eq!(lapses::sweep_once(&app.state.resumer).await.unwrap(), 0);
     assert_eq!(closed(&app.pool, id).await, lapsed(false));
-    let outboxed: Vec<Value> = sqlx::query_scalar(
-        "select data from events where run_id = $1 and type = 'run.resumed'",
-    )
-    .bind(id)
-    .fetch_all(&app.pool)
-    .await
-    .unwrap();
+    let outboxed: Vec<Value> =
+        sqlx::query_scalar("select data from events where run_id = $1 and type = 'run.resumed'")
+            .bind(id)
+            .fetch_all(&app.pool)
+            .await
+            .unwrap();
     assert_eq!(outboxed.len(), 1);
     assert!(
         !outboxed[0].to_string().contains("interrupted;"),
@@ -466,12 +500,11 @@ async fn an_edited_call_that_lapsed_reads_the_edit_note_before_the_interrupted_t
     claim(&app, id).await;
     lapse_in_sql(&app.pool, id).await;
     lapses::sweep_once(&app.state.resumer).await.unwrap();
-    let content: String =
-        sqlx::query_scalar("select content from turn_calls where run_id = $1")
-            .bind(id)
-            .fetch_one(&app.pool)
-            .await
-            .unwrap();
+    let content: String = sqlx::query_scalar("select content from turn_calls where run_id = $1")
+        .bind(id)
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
     let note = r#"Note: approval_edited (decided_by: run_owner). The arguments of this call were changed before it was approved, by the user who started this run, the person you are talking to; it ran with these arguments instead of the ones you proposed: {"page": 13}"#;
     assert_eq!(content, format!("{note}\n\n{INTERRUPTED_SAVE}"));
 }
@@ -515,7 +548,11 @@ async fn a_cancel_ends_the_live_claim_and_a_lapse_on_the_cancelled_run_writes_no
     let (id, _) = released_run(&app, "full").await;
     let claim_id = claim(&app, id).await;
     let cancelled = app.post(&format!("/v1/runs/{id}/cancel"), json!({})).await;
-    assert_eq!(cancelled.body["status"], "cancelled", "{:?}", cancelled.body);
+    assert_eq!(
+        cancelled.body["status"], "cancelled",
+        "{:?}",
+        cancelled.body
+    );
     let ended: Option<DateTime<Utc>> =
         sqlx::query_scalar("select ended_at from worker_claims where run_id = $1")
             .bind(id)
@@ -525,7 +562,13 @@ async fn a_cancel_ends_the_live_claim_and_a_lapse_on_the_cancelled_run_writes_no
     assert!(ended.is_some(), "the cancel ended the claim");
     let renewal = post_claim(&app, id, json!({"claim_id": claim_id})).await;
     assert_problem(&renewal, StatusCode::CONFLICT, "run_cancelled");
-    let posted = post_results(&app, id, Some(&claim_id), json!([result("call_1", "saved")])).await;
+    let posted = post_results(
+        &app,
+        id,
+        Some(&claim_id),
+        json!([result("call_1", "saved")]),
+    )
+    .await;
     assert_problem(&posted, StatusCode::CONFLICT, "run_cancelled");
 
     lapse_in_sql(&app.pool, id).await;
@@ -543,7 +586,12 @@ async fn a_cancel_ends_the_live_claim_and_a_lapse_on_the_cancelled_run_writes_no
         ("cancelled", 0, 0, 0),
         "{recorded:?}"
     );
-    assert!(recorded.calls.iter().all(|(_, outcome, _)| outcome.is_none()));
+    assert!(
+        recorded
+            .calls
+            .iter()
+            .all(|(_, outcome, _)| outcome.is_none())
+    );
 }
 
 #[tokio::test]

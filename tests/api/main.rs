@@ -2,8 +2,8 @@
 
 mod approvals;
 mod auth;
-mod claims;
 mod batched_denies;
+mod claims;
 mod concurrency;
 mod cors;
 mod decision_tokens;

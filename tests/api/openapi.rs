@@ -1656,9 +1656,7 @@ async fn posting_results_answers_as_documented() {
     op.expect(&path, unclaimed("call_1", "saved"), "409 claim_required")
         .await;
     let claim_id = crate::worker_calls::claim(&app, id).await;
-    let result = |call_id: &str, content: &str| {
-        json!({"claim_id": claim_id, "results": [{"call_id": call_id, "content": content, "is_error": false}]})
-    };
+    let result = |call_id: &str, content: &str| json!({"claim_id": claim_id, "results": [{"call_id": call_id, "content": content, "is_error": false}]});
     let stranger = json!({"claim_id": Uuid::new_v4(), "results": [{"call_id": "call_1", "content": "x", "is_error": false}]});
     op.expect(&path, stranger, "409 claimed").await;
     let answer = op.expect(&path, result("call_1", "saved"), "200").await;

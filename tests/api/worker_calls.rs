@@ -193,7 +193,13 @@ async fn the_last_result_resumes_the_run_with_tool_events_and_one_run_resumed() 
     assert!(first.body["released_calls"][1].get("result").is_none());
     assert_eq!(tool_events(&app.pool, id).await, 0);
 
-    let last = post_results(&app, id, mine, json!([result("call_2", "no such page", true)])).await;
+    let last = post_results(
+        &app,
+        id,
+        mine,
+        json!([result("call_2", "no such page", true)]),
+    )
+    .await;
     assert_eq!(last.body["status"], "resumed", "{:?}", last.body);
     assert_eq!(tool_events(&app.pool, id).await, 2);
     let outcomes: Vec<String> =
@@ -279,7 +285,13 @@ async fn an_edited_worker_call_reads_the_edit_note_before_the_workers_content() 
 async fn results_are_refused_by_the_rules_in_their_order_and_record_nothing() {
     let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
-    let missing = post_results(&app, Uuid::new_v4(), None, json!([result("call_1", "x", false)])).await;
+    let missing = post_results(
+        &app,
+        Uuid::new_v4(),
+        None,
+        json!([result("call_1", "x", false)]),
+    )
+    .await;
     assert_problem(&missing, StatusCode::NOT_FOUND, "not_found");
 
     let (waiting, _) = worker_run(&app).await;
