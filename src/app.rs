@@ -19,8 +19,8 @@ use tower_http::trace::TraceLayer;
 
 use crate::http::error::{ApiError, REQUEST_ID};
 use crate::http::{
-    approvals, body, cors, decisions, detach, events_feed, ops, request_id, results, run_events,
-    runs, turns, ui, users, webhooks, worker_state,
+    approvals, body, claims, cors, decisions, detach, events_feed, ops, request_id, results,
+    run_events, runs, turns, ui, users, webhooks, worker_state,
 };
 use crate::listen::{self, ConnectionLimits};
 use crate::metrics;
@@ -61,6 +61,7 @@ fn routes(cors: CorsLayer, limits: &Limits) -> Router<AppState> {
         .route("/v1/runs/{id}/cancel", post(runs::cancel_run))
         .route("/v1/runs/{id}/complete", post(runs::complete_run))
         .route("/v1/runs/{id}/results", post(results::post))
+        .route("/v1/runs/{id}/claim", post(claims::post))
         .route("/v1/approvals", get(approvals::inbox))
         .route("/v1/events", get(events_feed::feed))
         .route("/v1/webhooks", get(webhooks::list).post(webhooks::create))

@@ -31,6 +31,8 @@ pub struct Wiring {
     /// This instance's id: the holder of the resume leases it takes.
     pub instance_id: Uuid,
     pub lease_margin: Duration,
+    /// `WORKER_CLAIM_TTL_SECS`: how long a worker's claim on released calls lasts (docs/design.md §15).
+    pub claim_ttl: Duration,
     /// `DENY_BATCHES`: `Some(n)` writes denies together beyond `n` in flight (`Some(0)`: every deny queues), `None`
     /// each on its own.
     pub deny_batch_beyond: Option<usize>,
@@ -55,6 +57,7 @@ impl Application {
             privacy_floor: wiring.privacy_floor,
             instance_id: wiring.instance_id,
             lease_margin: wiring.lease_margin,
+            claim_ttl: wiring.claim_ttl,
             denials: DenialWriter::start(wiring.pool.clone(), wiring.deny_batch_beyond),
         });
         Application {

@@ -107,6 +107,7 @@ async fn serve(config: Config) -> Result<(), String> {
         privacy_floor: config.privacy_level,
         instance_id: Uuid::new_v4(),
         lease_margin: Duration::from_millis(config.resume_lease_margin_ms),
+        claim_ttl: Duration::from_secs(config.worker_claim_ttl_secs),
         deny_batch_beyond: config
             .deny_batches
             .then_some(resume::denial_writer::BATCH_BEYOND),
@@ -126,6 +127,11 @@ async fn serve(config: Config) -> Result<(), String> {
         stop_rx,
     );
     let sweeper = resume::spawn_sweeper(
+        application.resumer(),
+        Duration::from_millis(config.expiry_sweep_interval_ms),
+        stop_tx.subscribe(),
+    );
+    let lapses = resume::spawn_lapse_sweeper(
         application.resumer(),
         Duration::from_millis(config.expiry_sweep_interval_ms),
         stop_tx.subscribe(),
@@ -164,6 +170,7 @@ async fn serve(config: Config) -> Result<(), String> {
     let _ = stop_tx.send(true);
     let _ = recovery.await;
     let _ = sweeper.await;
+    let _ = lapses.await;
     let _ = purge.await;
     if let Some(deliveries) = deliveries {
         let _ = deliveries.await;

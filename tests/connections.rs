@@ -32,6 +32,7 @@ async fn serve(limits: ConnectionLimits) -> std::net::SocketAddr {
         privacy_floor: PrivacyLevel::Metadata,
         instance_id: Uuid::new_v4(),
         lease_margin: Duration::from_secs(30),
+        claim_ttl: Duration::from_secs(300),
         deny_batch_beyond: None,
         limits: Limits {
             max_body_bytes: 1024 * 1024,

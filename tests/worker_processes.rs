@@ -107,11 +107,13 @@ impl Recorded {
     }
 }
 
-/// A released run: its id, its turn digest and the decision's answer as first sent.
+/// A released run: its id, its turn digest, the decision's answer as first sent, and the claim a worker took on its
+/// released calls (docs/design.md §15) before posting any result.
 struct ReleasedRun {
     id: Uuid,
     digest: String,
     first_answer: Answer,
+    claim_id: String,
 }
 
 impl Processes {
@@ -179,12 +181,13 @@ impl Processes {
         }
     }
 
-    async fn post_results(&self, instance: usize, id: Uuid, results: Value) -> Answer {
-        let body = json!({"results": results});
+    /// Posts `results` on `run` under its claim.
+    async fn post_results(&self, instance: usize, run: &ReleasedRun, results: Value) -> Answer {
+        let body = json!({"claim_id": run.claim_id, "results": results});
         self.send(
             instance,
             reqwest::Method::POST,
-            format!("/v1/runs/{id}/results"),
+            format!("/v1/runs/{}/results", run.id),
             Some(body),
         )
         .await
@@ -255,10 +258,24 @@ impl Processes {
             .map(|call| call["call_id"].as_str().unwrap_or(""))
             .collect();
         assert_eq!(released, ["call_1", "call_2"], "{first_answer:?}");
+        let claimed = self
+            .send(
+                (round + 2) % INSTANCES,
+                reqwest::Method::POST,
+                format!("/v1/runs/{id}/claim"),
+                Some(json!({})),
+            )
+            .await;
+        assert_eq!(claimed.status, 200, "{claimed:?}");
+        let claim_id = claimed.json["claim_id"]
+            .as_str()
+            .expect("a claim id")
+            .to_owned();
         ReleasedRun {
             id,
             digest,
             first_answer,
+            claim_id,
         }
     }
 
@@ -361,7 +378,7 @@ async fn three_processes_posting_one_calls_result_record_it_once_and_replay_or_c
         let first = processes
             .post_results(
                 (round + 2) % INSTANCES,
-                run.id,
+                &run,
                 json!([result("call_2", "page 12 read")]),
             )
             .await;
@@ -385,10 +402,10 @@ async fn three_processes_posting_one_calls_result_record_it_once_and_replay_or_c
         // Sent in turn from a process that changes each round (the first polled is the first sent), then put back
         // in the processes' order.
         let order: Vec<usize> = (0..INSTANCES).map(|k| (round + k) % INSTANCES).collect();
-        let (processes, contents) = (&processes, &contents);
+        let (processes, contents, released) = (&processes, &contents, &run);
         let mut sent = join_all(order.iter().map(|&i| async move {
             let answer = processes
-                .post_results(i, run.id, json!([result("call_1", &contents[i])]))
+                .post_results(i, released, json!([result("call_1", &contents[i])]))
                 .await;
             (i, answer)
         }))
@@ -470,7 +487,7 @@ async fn a_cancel_through_one_process_racing_the_last_result_through_another_lea
         let last_only = round % 2 == 0;
         let body = if last_only {
             let first = processes
-                .post_results(third, run.id, json!([result("call_2", "page 12 read")]))
+                .post_results(third, &run, json!([result("call_2", "page 12 read")]))
                 .await;
             assert_eq!(first.status, 200, "{first:?}");
             json!([result("call_1", "saved")])
@@ -480,13 +497,13 @@ async fn a_cancel_through_one_process_racing_the_last_result_through_another_lea
         // The third process sends a second cancel in rounds 0, 1, 4, 5, …, the same results again in the others.
         let third_cancels = (round / 2) % 2 == 0;
         let (posted, cancelled, other) = tokio::join!(
-            processes.post_results(poster, run.id, body.clone()),
+            processes.post_results(poster, &run, body.clone()),
             processes.cancel(canceller, run.id),
             async {
                 if third_cancels {
                     processes.cancel(third, run.id).await
                 } else {
-                    processes.post_results(third, run.id, body.clone()).await
+                    processes.post_results(third, &run, body.clone()).await
                 }
             },
         );
@@ -582,7 +599,7 @@ async fn the_decisions_replay_through_two_processes_racing_the_results_through_a
         let poster = round % INSTANCES;
         let replayers = [(round + 1) % INSTANCES, (round + 2) % INSTANCES];
         let body = json!([result("call_1", "saved"), result("call_2", "page 12 read")]);
-        let post = processes.post_results(poster, run.id, body);
+        let post = processes.post_results(poster, &run, body);
         let replay = join_all(replayers.map(|i| processes.approve(i, run.id, &run.digest)));
         // The first polled is the first sent: the results first in even rounds, the replays in odd ones.
         let (posted, replays) = if round % 2 == 0 {

@@ -76,10 +76,16 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1..=10 * 365 * 24 * 3600))]
     pub approval_ttl_secs: Option<u64>,
 
-    /// Milliseconds between sweeps for turns whose `expires_at` has passed.
+    /// Milliseconds between sweeps for turns whose `expires_at` has passed, and for workers' claims that lapsed.
     #[arg(long, env = "EXPIRY_SWEEP_INTERVAL_MS", value_name = "EXPIRY_SWEEP_INTERVAL_MS",
           default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
     pub expiry_sweep_interval_ms: u64,
+
+    /// Seconds a worker's claim on released calls lasts from its grant or renewal (docs/design.md §15); past it, the
+    /// calls it has not posted end `interrupted` and the run resumes. Renew before it runs out while a tool runs.
+    #[arg(long, env = "WORKER_CLAIM_TTL_SECS", value_name = "WORKER_CLAIM_TTL_SECS",
+          default_value_t = 300, value_parser = clap::value_parser!(u64).range(5..=3600))]
+    pub worker_claim_ttl_secs: u64,
 
     /// Milliseconds an approved turn's lease outlasts its longest executor timeout. If the instance running the
     /// turn dies, another instance takes the turn over once the lease has run out.
@@ -199,6 +205,25 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("PRIVACY_LEVEL"), "{error}");
+    }
+
+    #[test]
+    fn a_worker_claim_lasts_five_minutes_unless_set_within_its_bound() {
+        let serve = |args: &[&str]| {
+            parse(&[&["serve"], args].concat()).map(|cli| match cli.into_command() {
+                Command::Serve(config) => config.worker_claim_ttl_secs,
+                other => panic!("parsed as {other:?}"),
+            })
+        };
+        assert_eq!(serve(&[]).unwrap(), 300);
+        assert_eq!(serve(&["--worker-claim-ttl-secs", "5"]).unwrap(), 5);
+        assert_eq!(serve(&["--worker-claim-ttl-secs", "3600"]).unwrap(), 3600);
+        for outside in ["4", "3601", "0"] {
+            let error = serve(&["--worker-claim-ttl-secs", outside])
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains("WORKER_CLAIM_TTL_SECS"), "{error}");
+        }
     }
 
     #[test]

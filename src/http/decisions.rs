@@ -55,7 +55,7 @@ struct DecisionHead {
 /// The whole answer: the head, then `model_input` in the asked format, or the run's own (the stored transcript spliced
 /// in as it is).
 fn answer(resumed: Resumed, format: Option<ModelInputFormat>) -> Result<JsonPieces, ApiError> {
-    if resumed.status() == RunStatus::Released {
+    if !resumed.has_model_input() {
         return head_only(resumed);
     }
     let format = format.unwrap_or(resumed.transcript.format());
@@ -78,7 +78,7 @@ async fn answer_to_a_token(
     };
     let mut resumed = resumed;
     hide_released_arguments(level, &mut resumed.released);
-    if !token_view::shows_payloads(level) || resumed.status() == RunStatus::Released {
+    if !token_view::shows_payloads(level) || !resumed.has_model_input() {
         return head_only(resumed);
     }
     let model_input = rendered(format, &resumed)?;
@@ -87,7 +87,7 @@ async fn answer_to_a_token(
 }
 
 /// The answer without `model_input`: to a token that sees no payload, or for a released turn, which has no model input
-/// until the worker posted its results (docs/design.md §15).
+/// until the worker posted its results (docs/design.md §15), nor ever when the run was cancelled before they were.
 fn head_only(resumed: Resumed) -> Result<JsonPieces, ApiError> {
     let head = serde_json::to_vec(&head_of(resumed)?)
         .map_err(|error| ApiError::internal(format!("the decision's answer as JSON: {error}")))?;

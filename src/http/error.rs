@@ -30,6 +30,9 @@ pub struct ApiError {
     pub detail: String,
     /// The cause of a 5xx, logged by the trace layer and never sent.
     internal: Option<String>,
+    /// Members of the problem beyond the standard ones, for a client to act on (`until` of a claim, a run's
+    /// `run_status`; `status` is the problem's own, the HTTP status): never internal text.
+    extra: Option<(&'static str, serde_json::Value)>,
 }
 
 /// The cause of a 5xx, carried in the response's extensions to the trace layer.
@@ -46,6 +49,8 @@ struct Problem<'a> {
     code: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     request_id: Option<String>,
+    #[serde(flatten)]
+    extra: serde_json::Map<String, serde_json::Value>,
 }
 
 impl ApiError {
@@ -55,6 +60,15 @@ impl ApiError {
             code,
             detail: detail.into(),
             internal: None,
+            extra: None,
+        }
+    }
+
+    /// This problem with one more member, `name`, for a client to act on.
+    pub fn with_member(self, name: &'static str, value: impl Serialize) -> Self {
+        ApiError {
+            extra: serde_json::to_value(value).ok().map(|value| (name, value)),
+            ..self
         }
     }
 
@@ -172,6 +186,20 @@ impl From<ResumeError> for ApiError {
             ResumeError::Verdicts(error) => {
                 ApiError::unprocessable(error.code(), error.to_string())
             }
+            ResumeError::Claimed { until } => ApiError::conflict(
+                "claimed",
+                "another worker's claim on the released calls is live: run nothing; it lapses at until",
+            )
+            .with_member("until", until),
+            ResumeError::ClaimLapsed => ApiError::conflict(
+                "claim_lapsed",
+                "the claim lapsed: its unposted calls ended interrupted and the run resumed without them",
+            ),
+            ResumeError::ClaimRequired => ApiError::conflict("claim_required", detail),
+            ResumeError::UnknownClaim => ApiError::conflict("claim_required", detail),
+            ResumeError::NotClaimable(status) => {
+                ApiError::conflict("not_released", detail).with_member("run_status", status)
+            }
             ResumeError::Redaction(cause) => ApiError::internal(cause),
             ResumeError::Storage(storage) => storage.into(),
         }
@@ -188,6 +216,11 @@ impl IntoResponse for ApiError {
             detail: &self.detail,
             code: self.code,
             request_id: REQUEST_ID.try_with(Clone::clone).ok(),
+            extra: self
+                .extra
+                .into_iter()
+                .map(|(name, value)| (name.to_owned(), value))
+                .collect(),
         };
         let body = serde_json::to_vec(&problem).unwrap_or_default();
         let mut response = (self.status, body).into_response();
@@ -239,6 +272,7 @@ impl ApiError {
             detail: &self.detail,
             code: self.code,
             request_id: None,
+            extra: serde_json::Map::new(),
         };
         let body = serde_json::to_vec(&problem).unwrap_or_default();
         let mut answer = format!(

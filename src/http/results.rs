@@ -1,10 +1,11 @@
 //! `POST /v1/runs/{id}/results`: the worker's results of the calls a decision released to it (docs/design.md §15).
-//! API keys only (`runs:write`); the rules and the write are `resume::results`'; the answer is the run as
-//! `GET /v1/runs/{id}` shows it.
+//! API keys only (`runs:write`), under the poster's live claim (`claim_id`, `http::claims`); the rules and the write
+//! are `resume::results`'; the answer is the run as `GET /v1/runs/{id}` shows it.
 
 use axum::extract::State;
 use axum::response::IntoResponse;
 use serde::Deserialize;
+use uuid::Uuid;
 
 use super::error::ApiError;
 use super::extract::{Authorized, Json, RunId, scope};
@@ -16,6 +17,9 @@ use crate::storage::runs;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ResultsBody {
+    /// The poster's live claim (docs/design.md §15); absent, a result not stored before is refused `claim_required`.
+    #[serde(default)]
+    claim_id: Option<Uuid>,
     results: Vec<ResultBody>,
 }
 
@@ -48,7 +52,7 @@ pub async fn post(
             is_error: result.is_error,
         })
         .collect();
-    if post_results(&state.resumer, &caller.tenant, id, &posted).await? {
+    if post_results(&state.resumer, &caller.tenant, id, body.claim_id, &posted).await? {
         state.events.committed();
     }
     let run = runs::find(&state.pool, &caller.tenant, id)

@@ -22,7 +22,7 @@ use crate::domain::transcript_text::TranscriptText;
 use crate::domain::vocabulary::{Effect, ExecutorKind, PrivacyLevel, RunStatus};
 use crate::state::AppState;
 use crate::storage::runs::{self, DeclaredTool, Expiry, NewRun, RunRow};
-use crate::storage::{decision_record, outbox, users};
+use crate::storage::{claims, decision_record, outbox, users};
 use chrono::{DateTime, Utc};
 
 #[derive(Debug, Deserialize, Serialize)]
@@ -408,8 +408,12 @@ async fn change_status(
                 "a released run waits for its results and cannot be completed",
             ));
         }
-        (_, target) => {
+        (current, target) => {
             let run = runs::set_status(&mut tx, id, target).await?;
+            // A cancel ends a worker's live claim on released calls (docs/design.md §15): it lapses into nothing.
+            if current == RunStatus::Released {
+                claims::end(&mut tx, id, run.turn_index).await?;
+            }
             outbox::record_status(&mut tx, &run).await?;
             run
         }

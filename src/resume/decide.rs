@@ -187,7 +187,8 @@ async fn replay(
     let mut tx = resumer.pool.begin().await?;
     let resumed = load_resumed(&mut tx, resumer.pool.sealer(), run.id, existing).await?;
     tx.commit().await?;
-    Ok(resumed)
+    // A run cancelled while released is answered as it is: a worker driven by the answer runs nothing.
+    Ok(resumed.as_of(run.status()))
 }
 
 /// Whether a request is the recorded decision again: same decider and digest, and per call the same verdict,

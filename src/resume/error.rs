@@ -1,7 +1,10 @@
 //! How a decision or a resume fails, in the terms of docs/design.md §4 and §5; `http::error` says how each is answered.
 
+use chrono::{DateTime, Utc};
+
 use crate::domain::authorize::Refusal;
 use crate::domain::verdicts::VerdictError;
+use crate::domain::vocabulary::RunStatus;
 use crate::storage::StorageError;
 
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +43,18 @@ pub enum ResumeError {
     NotReleasedYet,
     #[error("the call {0:?} already has another result")]
     ResultConflict(String),
+    /// Another worker's claim on the released calls is live until `until` (docs/design.md §15).
+    #[error("another worker's claim on the released calls is live")]
+    Claimed { until: DateTime<Utc> },
+    #[error("the claim lapsed; its unposted calls ended interrupted")]
+    ClaimLapsed,
+    #[error("results are taken only under the live claim: name its claim_id")]
+    ClaimRequired,
+    #[error("no claim of this run's released turn has this claim_id; claim it first")]
+    UnknownClaim,
+    /// A claim on a run that has nothing released now; the status tells a wait (it may still release) from never.
+    #[error("the run is {}: nothing is released to claim", .0.as_str())]
+    NotClaimable(RunStatus),
     #[error("the redaction of the tool events failed: {0}")]
     Redaction(String),
     #[error(transparent)]

@@ -18,6 +18,9 @@
 //! periodic.rs      the loop the background tasks share
 //! rules.rs         who may decide, what an approver may release (docs/design.md §4); the actor and the request
 //! results.rs       the worker's results of released calls (docs/design.md §15), under the run's row lock
+//! claims.rs        a worker's claim on released calls, its renewal, and the claim a results post must hold
+//! lapses.rs        a lapsed claim: its unposted calls end interrupted; found by a post or by the sweeper
+//! released_turn.rs closing a released turn once every released call has its result
 //! turn.rs          a closed turn: the resumed answer read back, the closing and tool events
 //! resumer.rs       what the decision path shares (pool, executors, privacy floor, lease, denial writer)
 //! error.rs         how a decision fails
@@ -28,12 +31,15 @@
 //! read to the decision's write.
 
 pub mod approve;
+pub mod claims;
 mod decide;
 pub mod denial_writer;
 mod error;
+pub mod lapses;
 pub mod periodic;
 pub mod posted;
 mod record;
+mod released_turn;
 pub mod results;
 mod resumer;
 mod rules;
@@ -44,6 +50,7 @@ pub use approve::{finish_turn, spawn_recovery};
 pub use decide::decide;
 pub use denial_writer::DenialWriter;
 pub use error::ResumeError;
+pub use lapses::spawn_lapse_sweeper;
 pub use posted::{Decided, Posted, Poster, read};
 pub use resumer::Resumer;
 pub use rules::{Actor, DecisionRequest};

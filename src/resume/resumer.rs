@@ -1,5 +1,5 @@
 //! What the decision path needs, shared by every request and the background tasks: the pool, the executors, the
-//! privacy floor, this instance's lease on the turns it runs, and the writer of denies.
+//! privacy floor, this instance's lease on the turns it runs, the length of a worker's claim, and the writer of denies.
 
 use std::time::Duration;
 
@@ -20,6 +20,8 @@ pub struct Resumer {
     pub instance_id: Uuid,
     /// How much longer than its longest executor call a turn's lease lasts; past it, another instance takes over.
     pub lease_margin: Duration,
+    /// How long a worker's claim on released calls lasts from its grant or renewal (`WORKER_CLAIM_TTL_SECS`).
+    pub claim_ttl: Duration,
     /// Writes the denies decided from a snapshot, together when they arrive together.
     pub denials: DenialWriter,
 }

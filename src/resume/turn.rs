@@ -33,16 +33,32 @@ pub struct Resumed {
     /// The turn's calls released to the worker (docs/design.md §15), each with its result once posted; `results`
     /// holds only the calls that have one. Empty for a turn that released nothing.
     pub released: Vec<ReleasedCall>,
+    /// The run was cancelled while its released calls waited: nothing of the turn is to be run any more.
+    pub cancelled: bool,
 }
 
 impl Resumed {
-    /// `released` while a released call waits for its result, `resumed` once every call has one.
+    /// `released` while a released call waits for its result, `resumed` once every call has one; `cancelled` for a
+    /// run cancelled while a released call waited, whose calls nobody may run any more (docs/design.md §15).
     pub fn status(&self) -> RunStatus {
-        if self.released.iter().any(|call| call.result.is_none()) {
-            RunStatus::Released
-        } else {
-            RunStatus::Resumed
+        match self.released.iter().any(|call| call.result.is_none()) {
+            true if self.cancelled => RunStatus::Cancelled,
+            true => RunStatus::Released,
+            false => RunStatus::Resumed,
         }
+    }
+
+    /// This turn as a run cancelled while it was released shows it, if `run` was.
+    pub(super) fn as_of(self, run: RunStatus) -> Self {
+        Resumed {
+            cancelled: run == RunStatus::Cancelled,
+            ..self
+        }
+    }
+
+    /// Whether the turn has a model input: not while released calls wait for results that may never come.
+    pub fn has_model_input(&self) -> bool {
+        self.released.iter().all(|call| call.result.is_some())
     }
 
     /// A turn resumed by this decision, answered from what it read of the run, so the answer is built
@@ -61,6 +77,7 @@ impl Resumed {
             transcript,
             earlier_results: stored_results(earlier_calls)?,
             released: Vec::new(),
+            cancelled: false,
         })
     }
 
@@ -89,6 +106,7 @@ pub async fn load_resumed(
         transcript: turn.transcript,
         earlier_results: turn.earlier_results,
         released: turn.released,
+        cancelled: false,
     })
 }
 

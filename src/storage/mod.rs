@@ -3,6 +3,7 @@
 //! Functions take `impl PgExecutor` or `&mut PgConnection`; the caller owns the transaction. Nothing here knows HTTP.
 
 pub mod approvals;
+pub mod claims;
 pub mod clients;
 pub mod connect;
 pub mod database;

@@ -1643,21 +1643,27 @@ async fn posting_results_answers_as_documented() {
     let (_database, pool) = TestDatabase::create().await;
     let app = app(pool).await;
     let op = Op::new(&app, Method::POST, "/v1/runs/{id}/results");
-    let result = |call_id: &str, content: &str| json!({"results": [{"call_id": call_id, "content": content, "is_error": false}]});
+    let unclaimed = |call_id: &str, content: &str| json!({"results": [{"call_id": call_id, "content": content, "is_error": false}]});
     let (waiting, _) = owned_run(&app).await;
     op.expect(
         &format!("/v1/runs/{waiting}/results"),
-        result("call_1", "x"),
+        unclaimed("call_1", "x"),
         "409 not_released",
     )
     .await;
     let id = released_run(&app).await;
     let path = format!("/v1/runs/{id}/results");
+    op.expect(&path, unclaimed("call_1", "saved"), "409 claim_required")
+        .await;
+    let claim_id = crate::worker_calls::claim(&app, id).await;
+    let result = |call_id: &str, content: &str| json!({"claim_id": claim_id, "results": [{"call_id": call_id, "content": content, "is_error": false}]});
+    let stranger = json!({"claim_id": Uuid::new_v4(), "results": [{"call_id": "call_1", "content": "x", "is_error": false}]});
+    op.expect(&path, stranger, "409 claimed").await;
     let answer = op.expect(&path, result("call_1", "saved"), "200").await;
     assert_eq!(answer.body["status"], "released");
     op.expect(&path, result("call_1", "other"), "409 result_conflict")
         .await;
-    let twice = json!({"results": [
+    let twice = json!({"claim_id": claim_id, "results": [
         {"call_id": "call_2", "content": "a", "is_error": false},
         {"call_id": "call_2", "content": "a", "is_error": false},
     ]});
@@ -1674,6 +1680,15 @@ async fn posting_results_answers_as_documented() {
     .await;
     let answer = op.expect(&path, result("call_2", "page"), "200").await;
     assert_eq!(answer.body["status"], "resumed");
+    let lapsing = released_run(&app).await;
+    let lapsing_claim = crate::worker_calls::claim(&app, lapsing).await;
+    crate::claims::lapse_in_sql(&app.pool, lapsing).await;
+    op.expect(
+        &format!("/v1/runs/{lapsing}/results"),
+        json!({"claim_id": lapsing_claim, "results": [{"call_id": "call_1", "content": "x", "is_error": false}]}),
+        "409 claim_lapsed",
+    )
+    .await;
     let cancelled = released_run(&app).await;
     assert_ok(
         &app.post(&format!("/v1/runs/{cancelled}/cancel"), json!({}))
@@ -1681,20 +1696,74 @@ async fn posting_results_answers_as_documented() {
     );
     op.expect(
         &format!("/v1/runs/{cancelled}/results"),
-        result("call_1", "x"),
+        unclaimed("call_1", "x"),
         "409 run_cancelled",
     )
     .await;
     op.expect(
         &concrete("/v1/runs/{id}/results"),
-        result("call_1", "x"),
+        unclaimed("call_1", "x"),
         "404 not_found",
     )
     .await;
-    op.provoke_auth_errors(&path, Some(result("call_1", "x")))
+    op.provoke_auth_errors(&path, Some(unclaimed("call_1", "x")))
         .await;
-    op.provoke_server_errors(&path, Some(result("call_1", "x")))
+    op.provoke_server_errors(&path, Some(unclaimed("call_1", "x")))
         .await;
+    op.provoke_body_errors(&path).await;
+    provoke_undecryptable(&op, &app).await;
+    op.assert_every_documented_answer_was_seen();
+}
+
+#[tokio::test]
+async fn claiming_released_calls_answers_as_documented() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = app(pool).await;
+    let op = Op::new(&app, Method::POST, "/v1/runs/{id}/claim");
+    let (waiting, _) = owned_run(&app).await;
+    let refused = op
+        .expect(
+            &format!("/v1/runs/{waiting}/claim"),
+            json!({}),
+            "409 not_released",
+        )
+        .await;
+    assert_eq!(refused.body["run_status"], "waiting_for_approval");
+    let id = released_run(&app).await;
+    let path = format!("/v1/runs/{id}/claim");
+    let claimed = op.expect(&path, json!({}), "200").await;
+    let claim_id = claimed.body["claim_id"].as_str().unwrap().to_owned();
+    op.expect(&path, json!({}), "409 claimed").await;
+    op.expect(&path, json!({"claim_id": claim_id}), "200").await;
+    op.expect(&path, json!({"claim_id": "not-a-uuid"}), "422 invalid_body")
+        .await;
+    op.expect(&path, json!({"claim": true}), "422 invalid_body")
+        .await;
+    let unclaimed = released_run(&app).await;
+    op.expect(
+        &format!("/v1/runs/{unclaimed}/claim"),
+        json!({"claim_id": Uuid::new_v4()}),
+        "409 claim_required",
+    )
+    .await;
+    crate::claims::lapse_in_sql(&app.pool, id).await;
+    op.expect(&path, json!({"claim_id": claim_id}), "409 claim_lapsed")
+        .await;
+    let cancelled = released_run(&app).await;
+    assert_ok(
+        &app.post(&format!("/v1/runs/{cancelled}/cancel"), json!({}))
+            .await,
+    );
+    op.expect(
+        &format!("/v1/runs/{cancelled}/claim"),
+        json!({}),
+        "409 run_cancelled",
+    )
+    .await;
+    op.expect(&concrete("/v1/runs/{id}/claim"), json!({}), "404 not_found")
+        .await;
+    op.provoke_auth_errors(&path, Some(json!({}))).await;
+    op.provoke_server_errors(&path, Some(json!({}))).await;
     op.provoke_body_errors(&path).await;
     provoke_undecryptable(&op, &app).await;
     op.assert_every_documented_answer_was_seen();
@@ -2144,7 +2213,14 @@ async fn provoke_undecryptable(op: &Op<'_>, app: &TestApp) {
     let sealing = crate::encryption::with_keys(app, crate::encryption::OLD_KEYS);
     let other = crate::encryption::with_keys(app, crate::encryption::OTHER_KEY);
     let id = Uuid::new_v4();
-    let registration = with(run_body(id, 7), "privacy_level", json!("full"));
+    let mut registration = with(run_body(id, 7), "privacy_level", json!("full"));
+    if op.template == "/v1/runs/{id}/claim" {
+        // Only a released turn is claimed, and its claim answers the released calls' sealed arguments.
+        registration["tools"] = json!([
+            {"name": "update_page_metadata", "effect": "write", "executor": "worker"},
+            {"name": "read_page", "effect": "read", "executor": "worker"},
+        ]);
+    }
     let registered = sealing.register(registration.clone()).await;
     let digest = registered["turn"]["digest"].as_str().unwrap().to_owned();
     let run = format!("/v1/runs/{id}");
@@ -2156,6 +2232,10 @@ async fn provoke_undecryptable(op: &Op<'_>, app: &TestApp) {
             Some(decision(false, Some(7), &digest)),
         ),
         "/v1/runs/{id}/cancel" => (format!("{run}/cancel"), None),
+        "/v1/runs/{id}/claim" => {
+            assert_ok(&sealing.decide(id, true, Some(7), &digest).await);
+            (format!("{run}/claim"), Some(json!({})))
+        }
         "/v1/approvals" => ("/v1/approvals?acting_uid=7".to_owned(), None),
         // The rest need the turn decided.
         template => {

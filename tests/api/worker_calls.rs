@@ -41,12 +41,25 @@ async fn released_run(app: &TestApp) -> Uuid {
     id
 }
 
-async fn post_results(app: &TestApp, id: Uuid, results: Value) -> support::Answer {
-    app.post(
-        &format!("/v1/runs/{id}/results"),
-        json!({"results": results}),
-    )
-    .await
+/// Claims the released calls of run `id` (docs/design.md §15); the claim's id.
+pub async fn claim(app: &TestApp, id: Uuid) -> String {
+    let answer = app.post(&format!("/v1/runs/{id}/claim"), json!({})).await;
+    assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.body);
+    answer.body["claim_id"].as_str().unwrap().to_owned()
+}
+
+/// Posts `results` on run `id` under the claim `claim_id` (none: without one).
+pub async fn post_results(
+    app: &TestApp,
+    id: Uuid,
+    claim_id: Option<&str>,
+    results: Value,
+) -> support::Answer {
+    let body = match claim_id {
+        Some(claim_id) => json!({"claim_id": claim_id, "results": results}),
+        None => json!({"results": results}),
+    };
+    app.post(&format!("/v1/runs/{id}/results"), body).await
 }
 
 fn result(call_id: &str, content: &str, is_error: bool) -> Value {
@@ -168,7 +181,9 @@ async fn the_last_result_resumes_the_run_with_tool_events_and_one_run_resumed() 
     let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     let id = released_run(&app).await;
-    let first = post_results(&app, id, json!([result("call_1", "saved", false)])).await;
+    let claimed = claim(&app, id).await;
+    let mine = Some(claimed.as_str());
+    let first = post_results(&app, id, mine, json!([result("call_1", "saved", false)])).await;
     assert_eq!(first.status, StatusCode::OK, "{:?}", first.body);
     assert_eq!(first.body["status"], "released");
     assert_eq!(
@@ -178,7 +193,13 @@ async fn the_last_result_resumes_the_run_with_tool_events_and_one_run_resumed() 
     assert!(first.body["released_calls"][1].get("result").is_none());
     assert_eq!(tool_events(&app.pool, id).await, 0);
 
-    let last = post_results(&app, id, json!([result("call_2", "no such page", true)])).await;
+    let last = post_results(
+        &app,
+        id,
+        mine,
+        json!([result("call_2", "no such page", true)]),
+    )
+    .await;
     assert_eq!(last.body["status"], "resumed", "{:?}", last.body);
     assert_eq!(tool_events(&app.pool, id).await, 2);
     let outcomes: Vec<String> =
@@ -197,8 +218,10 @@ async fn the_last_result_resumes_the_run_with_tool_events_and_one_run_resumed() 
         text.contains("saved") && text.contains("no such page"),
         "{text}"
     );
-    // The same result again is a replay: 200, nothing new.
-    let again = post_results(&app, id, json!([result("call_1", "saved", false)])).await;
+    // The same result again is a replay: 200, nothing new, with or without the claim.
+    let again = post_results(&app, id, mine, json!([result("call_1", "saved", false)])).await;
+    assert_eq!(again.status, StatusCode::OK);
+    let again = post_results(&app, id, None, json!([result("call_1", "saved", false)])).await;
     assert_eq!(again.status, StatusCode::OK);
     assert_eq!(tool_events(&app.pool, id).await, 2);
     assert_eq!(outboxed(&app.pool, id, "run.resumed").await, 1);
@@ -230,7 +253,14 @@ async fn an_edited_worker_call_reads_the_edit_note_before_the_workers_content() 
         1,
         "the denied call's, at release"
     );
-    let done = post_results(&app, id, json!([result("call_2", "page 13", false)])).await;
+    let claimed = claim(&app, id).await;
+    let done = post_results(
+        &app,
+        id,
+        Some(&claimed),
+        json!([result("call_2", "page 13", false)]),
+    )
+    .await;
     assert_eq!(done.body["status"], "resumed", "{:?}", done.body);
     assert_eq!(
         done.body["released_calls"][0]["result"]["content"],
@@ -255,23 +285,31 @@ async fn an_edited_worker_call_reads_the_edit_note_before_the_workers_content() 
 async fn results_are_refused_by_the_rules_in_their_order_and_record_nothing() {
     let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
-    let missing = post_results(&app, Uuid::new_v4(), json!([result("call_1", "x", false)])).await;
+    let missing = post_results(
+        &app,
+        Uuid::new_v4(),
+        None,
+        json!([result("call_1", "x", false)]),
+    )
+    .await;
     assert_problem(&missing, StatusCode::NOT_FOUND, "not_found");
 
     let (waiting, _) = worker_run(&app).await;
-    let early = post_results(&app, waiting, json!([result("call_1", "x", false)])).await;
+    let early = post_results(&app, waiting, None, json!([result("call_1", "x", false)])).await;
     assert_problem(&early, StatusCode::CONFLICT, "not_released");
 
     let id = released_run(&app).await;
+    let claimed = claim(&app, id).await;
+    let mine = Some(claimed.as_str());
     let twice = json!([result("call_1", "a", false), result("call_1", "a", false)]);
     assert_problem(
-        &post_results(&app, id, twice).await,
+        &post_results(&app, id, mine, twice).await,
         StatusCode::UNPROCESSABLE_ENTITY,
         "repeated_call",
     );
     let unknown = json!([result("call_1", "a", false), result("call_9", "a", false)]);
     assert_problem(
-        &post_results(&app, id, unknown).await,
+        &post_results(&app, id, mine, unknown).await,
         StatusCode::UNPROCESSABLE_ENTITY,
         "not_released",
     );
@@ -284,7 +322,7 @@ async fn results_are_refused_by_the_rules_in_their_order_and_record_nothing() {
     assert_eq!(stored, 0, "nothing of a refused body is recorded");
 
     assert_eq!(
-        post_results(&app, id, json!([result("call_1", "a", false)]))
+        post_results(&app, id, mine, json!([result("call_1", "a", false)]))
             .await
             .status,
         StatusCode::OK
@@ -294,7 +332,7 @@ async fn results_are_refused_by_the_rules_in_their_order_and_record_nothing() {
         result("call_1", "other", false)
     ]);
     assert_problem(
-        &post_results(&app, id, conflicting).await,
+        &post_results(&app, id, mine, conflicting).await,
         StatusCode::CONFLICT,
         "result_conflict",
     );
@@ -315,7 +353,7 @@ async fn results_are_refused_by_the_rules_in_their_order_and_record_nothing() {
         "a released run may be cancelled"
     );
     assert_problem(
-        &post_results(&app, id, json!([result("call_2", "b", false)])).await,
+        &post_results(&app, id, mine, json!([result("call_2", "b", false)])).await,
         StatusCode::CONFLICT,
         "run_cancelled",
     );
@@ -384,7 +422,14 @@ async fn a_turn_of_service_and_worker_calls_runs_the_service_call_and_releases_t
     assert_eq!(answer.body["results"][0]["outcome"], "ok");
     assert_eq!(answer.body["released_calls"].as_array().unwrap().len(), 1);
     assert_eq!(tool_events(&app.pool, id).await, 1);
-    let done = post_results(&app, id, json!([result("call_1", "saved", false)])).await;
+    let claimed = claim(&app, id).await;
+    let done = post_results(
+        &app,
+        id,
+        Some(&claimed),
+        json!([result("call_1", "saved", false)]),
+    )
+    .await;
     assert_eq!(done.body["status"], "resumed", "{:?}", done.body);
     assert_eq!(tool_events(&app.pool, id).await, 2);
     assert_eq!(outboxed(&app.pool, id, "run.released").await, 1);
@@ -425,4 +470,27 @@ async fn a_turn_taken_over_after_its_instance_stopped_releases_the_worker_calls_
     )
     .await;
     assert_eq!(started, 0, "a released call is never sent");
+}
+
+#[tokio::test]
+async fn the_decision_replayed_on_a_run_cancelled_while_released_answers_the_run_cancelled() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool).await;
+    let (id, digest) = worker_run(&app).await;
+    let first = app.decide(id, true, Some(7), &digest).await;
+    assert_eq!(first.body["status"], "released", "{:?}", first.body);
+    let cancelled = app.post(&format!("/v1/runs/{id}/cancel"), json!({})).await;
+    assert_eq!(cancelled.body["status"], "cancelled");
+    let replay = app.decide(id, true, Some(7), &digest).await;
+    assert_eq!(replay.status, StatusCode::OK, "{:?}", replay.body);
+    assert_eq!(
+        replay.body["status"], "cancelled",
+        "a worker driven by the answer must see that there is nothing to run: {:?}",
+        replay.body
+    );
+    assert!(replay.body.get("model_input").is_none());
+    assert_eq!(replay.body["results"], json!([]));
+    assert_eq!(replay.body["decision"], first.body["decision"]);
+    let again = app.decide(id, true, Some(7), &digest).await;
+    assert_eq!(again.bytes, replay.bytes, "the same bytes each time");
 }

@@ -30,8 +30,9 @@ async fn released_run(app: &TestApp) -> (Uuid, String) {
     (id, digest)
 }
 
-fn results(content: &str) -> Value {
-    json!({"results": [{"call_id": "call_1", "content": content, "is_error": false}]})
+/// The result of `call_1` under the claim `claim_id`.
+fn results(claim_id: &str, content: &str) -> Value {
+    json!({"claim_id": claim_id, "results": [{"call_id": "call_1", "content": content, "is_error": false}]})
 }
 
 /// (tool events, `run.resumed` events, calls with a result) of a run.
@@ -60,10 +61,11 @@ async fn three_instances_posting_the_same_call_record_it_once_and_conflict_or_re
     let apps = three_instances(pool).await;
     for _ in 0..10 {
         let (id, _) = released_run(&apps[0]).await;
+        let claimed = crate::worker_calls::claim(&apps[0], id).await;
         let path = format!("/v1/runs/{id}/results");
         // Two post the same content, one another: one content wins, the same one replays, the other conflicts.
         let posts = apps.iter().enumerate().map(|(i, app)| {
-            let body = results(if i == 2 { "other" } else { "saved" });
+            let body = results(&claimed, if i == 2 { "other" } else { "saved" });
             let path = path.clone();
             async move { app.post(&path, body).await }
         });
@@ -88,11 +90,12 @@ async fn a_cancel_racing_the_last_result_lets_exactly_one_win() {
     let apps = three_instances(pool).await;
     for _ in 0..10 {
         let (id, _) = released_run(&apps[0]).await;
+        let claimed = crate::worker_calls::claim(&apps[0], id).await;
         let (results_path, cancel_path) = (
             format!("/v1/runs/{id}/results"),
             format!("/v1/runs/{id}/cancel"),
         );
-        let post = apps[1].post(&results_path, results("saved"));
+        let post = apps[1].post(&results_path, results(&claimed, "saved"));
         let cancel = apps[2].post(&cancel_path, json!({}));
         let (posted, cancelled) = tokio::join!(post, cancel);
         assert_eq!(
@@ -121,8 +124,9 @@ async fn a_decisions_replay_racing_the_results_records_nothing_twice() {
     let apps = three_instances(pool).await;
     for _ in 0..10 {
         let (id, digest) = released_run(&apps[0]).await;
+        let claimed = crate::worker_calls::claim(&apps[0], id).await;
         let results_path = format!("/v1/runs/{id}/results");
-        let post = apps[1].post(&results_path, results("saved"));
+        let post = apps[1].post(&results_path, results(&claimed, "saved"));
         let replay = apps[2].decide(id, true, Some(7), &digest);
         let (posted, replayed) = tokio::join!(post, replay);
         assert_eq!(posted.status, StatusCode::OK, "{:?}", posted.body);

@@ -50,6 +50,8 @@ pub struct Options {
     /// `DENY_BATCHES`: `Some(n)` writes denies together beyond `n` in flight (`Some(0)`: every deny queues), `None`
     /// (the service's default) each on its own.
     pub deny_batch_beyond: Option<usize>,
+    /// `WORKER_CLAIM_TTL_SECS`: the service's default, 300 s; tests that see a claim lapse move its `until` in SQL.
+    pub claim_ttl: Duration,
 }
 
 impl Default for Options {
@@ -61,6 +63,7 @@ impl Default for Options {
             request_timeout: Duration::from_secs(30),
             body_read_timeout: Duration::from_secs(15),
             deny_batch_beyond: None,
+            claim_ttl: Duration::from_secs(300),
         }
     }
 }
@@ -95,6 +98,7 @@ pub async fn app_with(pool: PgPool, options: Options) -> TestApp {
         privacy_floor: options.privacy_floor,
         instance_id: Uuid::new_v4(),
         lease_margin: Duration::from_secs(30),
+        claim_ttl: options.claim_ttl,
         deny_batch_beyond: options.deny_batch_beyond,
         limits: Limits {
             max_body_bytes: options.max_body_bytes,
@@ -124,6 +128,7 @@ impl TestApp {
             privacy_floor: resumer.privacy_floor,
             instance_id: resumer.instance_id,
             lease_margin: resumer.lease_margin,
+            claim_ttl: resumer.claim_ttl,
             deny_batch_beyond: None,
             limits: self.state.limits,
             events: self.state.events.clone(),
