@@ -1,6 +1,7 @@
 //! The rules of the calls a worker runs (docs/design.md §15) held by three processes of the real binary racing over
 //! one fresh database: the same call's result posted through all three at once, a cancel against the last result,
-//! and a result against the decision's replay. Each race is repeated over `ROUNDS` runs, each run's requests spread
+//! and a result against the decision's replay. Each run is claimed once (docs/design.md §15) before any result is
+//! posted, and every post names that claim; the claims' own races are `tests/claim_processes.rs`. Each race is repeated over `ROUNDS` runs, each run's requests spread
 //! over the three processes differently, and what was recorded is counted in SQL in the tables the service writes
 //! (`turn_calls`, `tool_events`, `approval_events`, the `events` outbox): nothing twice, nothing lost.
 //!

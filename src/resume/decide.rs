@@ -188,7 +188,7 @@ async fn replay(
     let resumed = load_resumed(&mut tx, resumer.pool.sealer(), run.id, existing).await?;
     tx.commit().await?;
     // A run cancelled while released is answered as it is: a worker driven by the answer runs nothing.
-    Ok(resumed.as_of(run.status()))
+    Ok(resumed.in_run(run.status()))
 }
 
 /// Whether a request is the recorded decision again: same decider and digest, and per call the same verdict,

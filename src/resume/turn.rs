@@ -48,8 +48,8 @@ impl Resumed {
         }
     }
 
-    /// This turn as a run cancelled while it was released shows it, if `run` was.
-    pub(super) fn as_of(self, run: RunStatus) -> Self {
+    /// This turn in a run whose status is `run`: cancelled while released, if it was.
+    pub(super) fn in_run(self, run: RunStatus) -> Self {
         Resumed {
             cancelled: run == RunStatus::Cancelled,
             ..self
