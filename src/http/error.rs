@@ -30,6 +30,9 @@ pub struct ApiError {
     pub detail: String,
     /// The cause of a 5xx, logged by the trace layer and never sent.
     internal: Option<String>,
+    /// Members of the problem beyond the standard ones, for a client to act on (a run's `run_status`): never
+    /// internal text.
+    extra: Option<(&'static str, serde_json::Value)>,
 }
 
 /// The cause of a 5xx, carried in the response's extensions to the trace layer.
@@ -46,6 +49,8 @@ struct Problem<'a> {
     code: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     request_id: Option<String>,
+    #[serde(flatten)]
+    extra: serde_json::Map<String, serde_json::Value>,
 }
 
 impl ApiError {
@@ -55,6 +60,16 @@ impl ApiError {
             code,
             detail: detail.into(),
             internal: None,
+            extra: None,
+        }
+    }
+
+    /// This problem with one more member, `name`, for a client to act on. Never `status`, which RFC 9457 gives the
+    /// HTTP status: a run's status is `run_status`.
+    pub fn with_member(self, name: &'static str, value: impl Serialize) -> Self {
+        ApiError {
+            extra: serde_json::to_value(value).ok().map(|value| (name, value)),
+            ..self
         }
     }
 
@@ -141,10 +156,14 @@ impl From<ResumeError> for ApiError {
                 ApiError::unprocessable("format_not_representable", detail)
             }
             ResumeError::Refused(refusal) => refusal.into(),
-            ResumeError::StaleTurn => ApiError::conflict(
+            ResumeError::StaleTurn(status) => ApiError::conflict(
                 "stale_turn",
-                "turn_digest is not the digest of the run's current turn; read the run again",
-            ),
+                format!(
+                    "turn_digest is not the digest of the run's current turn (the run is {}); read the run again",
+                    status.as_str()
+                ),
+            )
+            .with_member("run_status", status),
             ResumeError::AlreadyDecided => ApiError::conflict(
                 "already_decided",
                 "this turn was already decided, differently",
@@ -166,8 +185,13 @@ impl From<ResumeError> for ApiError {
                 "the run was cancelled; it takes no results",
             ),
             ResumeError::RepeatedResult(_) => ApiError::unprocessable("repeated_call", detail),
-            ResumeError::NotReleased(_) => ApiError::unprocessable("not_released", detail),
-            ResumeError::NotReleasedYet => ApiError::conflict("not_released", detail),
+            ResumeError::NotReleased(_) => ApiError::unprocessable("call_not_released", detail),
+            ResumeError::NotReleasedYet(status) => {
+                ApiError::conflict("not_released", detail).with_member("run_status", status)
+            }
+            ResumeError::AlreadyResumed(status) => {
+                ApiError::conflict("run_resumed", detail).with_member("run_status", status)
+            }
             ResumeError::ResultConflict(_) => ApiError::conflict("result_conflict", detail),
             ResumeError::Verdicts(error) => {
                 ApiError::unprocessable(error.code(), error.to_string())
@@ -188,6 +212,11 @@ impl IntoResponse for ApiError {
             detail: &self.detail,
             code: self.code,
             request_id: REQUEST_ID.try_with(Clone::clone).ok(),
+            extra: self
+                .extra
+                .into_iter()
+                .map(|(name, value)| (name.to_owned(), value))
+                .collect(),
         };
         let body = serde_json::to_vec(&problem).unwrap_or_default();
         let mut response = (self.status, body).into_response();
@@ -239,6 +268,7 @@ impl ApiError {
             detail: &self.detail,
             code: self.code,
             request_id: None,
+            extra: serde_json::Map::new(),
         };
         let body = serde_json::to_vec(&problem).unwrap_or_default();
         let mut answer = format!(
