@@ -2,8 +2,11 @@
 //! `watch` in their own modules.
 
 pub mod encryption_keys;
+mod table;
 pub mod watch;
 pub mod webhooks;
+
+use table::{Align, Table};
 
 use crate::config::{ClientsCommand, Command, DatabaseConfig, TokenKeyCommand};
 use crate::domain::scopes::Scope;
@@ -156,26 +159,30 @@ async fn add_client(
 }
 
 async fn list_clients(pool: &Database) -> Result<(), CommandError> {
-    println!(
-        "{:<24} {:<16} {:<12} {:<10} {:<40} origins",
-        "name", "tenant", "key id", "state", "scopes"
-    );
+    let mut table = Table::new(&[
+        ("name", Align::Left),
+        ("tenant", Align::Left),
+        ("key id", Align::Left),
+        ("state", Align::Left),
+        ("scopes", Align::Left),
+        ("origins", Align::Left),
+    ]);
     for client in clients::list(pool).await? {
         let state = if client.revoked_at.is_some() {
             "revoked"
         } else {
             "active"
         };
-        println!(
-            "{:<24} {:<16} {:<12} {:<10} {:<40} {}",
+        table.row(vec![
             client.name,
             client.tenant,
             client.key_prefix,
-            state,
+            state.to_owned(),
             client.scopes.join(" "),
-            client.allowed_origins.join(" ")
-        );
+            client.allowed_origins.join(" "),
+        ]);
     }
+    print!("{}", table.render());
     Ok(())
 }
 
@@ -241,21 +248,26 @@ async fn token_key(pool: &Database, command: TokenKeyCommand) -> Result<(), Comm
             }
         }
         TokenKeyCommand::List { .. } => {
-            println!("{:<24} {:<24} {:<10} created", "client", "kid", "state");
+            let mut table = Table::new(&[
+                ("client", Align::Left),
+                ("kid", Align::Left),
+                ("state", Align::Left),
+                ("created", Align::Left),
+            ]);
             for key in token_keys::list(pool).await? {
                 let state = if key.retired_at.is_some() {
                     "retired"
                 } else {
                     "live"
                 };
-                println!(
-                    "{:<24} {:<24} {:<10} {}",
+                table.row(vec![
                     key.client_name,
                     key.kid,
-                    state,
-                    key.created_at.to_rfc3339()
-                );
+                    state.to_owned(),
+                    key.created_at.to_rfc3339(),
+                ]);
             }
+            print!("{}", table.render());
             Ok(())
         }
     }

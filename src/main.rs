@@ -3,7 +3,6 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::Parser;
 use uuid::Uuid;
 
 use approval_resume::application::{Application, Wiring};
@@ -36,7 +35,7 @@ extern "C" fn set_allocator_options() {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let command = Cli::parse().into_command();
+    let command = Cli::parse_checked().into_command();
     if let Err(error) = command.validate() {
         eprintln!("error: invalid configuration: {error}");
         return ExitCode::from(2);

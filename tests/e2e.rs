@@ -446,7 +446,113 @@ async fn watch_follows_the_feed_over_http_with_only_a_key_and_prints_a_json_line
     let event: Value = serde_json::from_str(&line).expect("a JSON line");
     assert_eq!(event["type"], "run.waiting");
     assert_eq!(event["data"]["run_id"], run_id.to_string());
+
+    // Its reader goes away, as `head` does once it has its lines: the next event ends it quietly, not in a panic.
+    drop(lines);
+    let body = json!({
+        "id": Uuid::new_v4(), "owner_uid": 7,
+        "messages": [{"role": "assistant", "content": null, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "read_page", "arguments": "{}"}}]}],
+    });
+    let (status, _) = call(
+        &client,
+        reqwest::Method::POST,
+        service.url("/v1/runs"),
+        &key,
+        Some(body),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let ended = tokio::time::timeout(Duration::from_secs(20), watch.wait())
+        .await
+        .expect("watch ends once its output is closed")
+        .unwrap();
+    assert!(ended.success(), "a closed pipe ends watch with 0: {ended}");
+}
+
+#[tokio::test]
+async fn watch_names_why_the_feed_is_unreachable() {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+
+    let nobody = format!("http://127.0.0.1:{}", free_port());
+    let mut watch = binary(&TestDatabase::new());
+    watch
+        .args(["watch", "--url", &nobody, "--key", "ar_unused"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let mut watch = watch.spawn().expect("watch starts");
+    let mut lines = BufReader::new(watch.stderr.take().unwrap()).lines();
+    let said = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if line.contains("unreachable") {
+                return line;
+            }
+        }
+        panic!("watch stopped without saying the feed is unreachable");
+    })
+    .await
+    .expect("watch says so in time");
+    assert!(
+        said.contains("Connection refused"),
+        "the cause, not only reqwest's words: {said}"
+    );
     let _ = watch.start_kill();
+}
+
+#[tokio::test]
+async fn a_setting_before_the_subcommand_is_refused_and_after_it_names_the_database_used() {
+    // DATABASE_URL names one database; --database-url another.
+    let environment = TestDatabase::new();
+    let named = TestDatabase::new();
+    for database in [&environment, &named] {
+        let (status, _, stderr) = run(database, &["migrate"]).await;
+        assert!(status.success(), "migrate: {stderr}");
+    }
+    let before = [
+        "--database-url",
+        &named.url,
+        "clients",
+        "add",
+        "ops",
+        "--scope",
+        "runs:read",
+    ];
+    let (status, stdout, stderr) = run(&environment, &before).await;
+    assert_eq!(status.code(), Some(2), "refused as a usage error: {stderr}");
+    assert!(stdout.is_empty(), "no key printed: {stdout}");
+    assert!(
+        stderr.contains("--database-url given before the subcommand `clients add`"),
+        "{stderr}"
+    );
+    for database in [&environment, &named] {
+        let (_, listed, _) = run(database, &["clients", "list"]).await;
+        assert!(
+            !listed.lines().any(|line| line.starts_with("ops ")),
+            "nothing written: {listed}"
+        );
+    }
+
+    let after = [
+        "clients",
+        "add",
+        "ops",
+        "--scope",
+        "runs:read",
+        "--database-url",
+        &named.url,
+    ];
+    let (status, _, stderr) = run(&environment, &after).await;
+    assert!(status.success(), "{stderr}");
+    let (_, listed, _) = run(&named, &["clients", "list"]).await;
+    assert!(
+        listed.lines().any(|line| line.starts_with("ops ")),
+        "{listed}"
+    );
+    let (_, listed, _) = run(&environment, &["clients", "list"]).await;
+    assert!(
+        !listed.lines().any(|line| line.starts_with("ops ")),
+        "{listed}"
+    );
 }
 
 #[tokio::test]

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use super::CommandError;
+use super::table::{Align, Table};
 use crate::config::KeysCommand;
 use crate::sealing::Sealer;
 use crate::storage::{Database, rekeying};
@@ -20,11 +21,20 @@ pub async fn run(
 }
 
 async fn status(pool: &Database) -> Result<(), CommandError> {
-    println!("{:<24} {:<34} {:>12}", "COLUMN", "KEY ID", "VALUES");
+    let mut table = Table::new(&[
+        ("COLUMN", Align::Left),
+        ("KEY ID", Align::Left),
+        ("VALUES", Align::Right),
+    ]);
     for count in rekeying::status(pool).await? {
         let key = count.key_id.as_deref().unwrap_or("(clear)");
-        println!("{:<24} {:<34} {:>12}", count.column, key, count.values);
+        table.row(vec![
+            count.column.to_string(),
+            key.to_owned(),
+            count.values.to_string(),
+        ]);
     }
+    print!("{}", table.render());
     Ok(())
 }
 

@@ -8,6 +8,7 @@ use crate::storage::Database;
 use uuid::Uuid;
 
 use super::CommandError;
+use super::table::{Align, Table};
 use crate::config::{WebhookAddPolicy, WebhooksCommand};
 use crate::delivery::webhooks::{sign, ssrf, subscription};
 use crate::storage::webhooks::{self, Inserted, NewSubscription};
@@ -101,24 +102,30 @@ async fn add(
 }
 
 async fn list(pool: &Database, tenant: Option<&str>) -> Result<(), CommandError> {
-    println!(
-        "{:<36} {:<16} {:<8} {:>8} {:>9}  {:<40} events / last error",
-        "id", "tenant", "state", "backlog", "delivered", "url"
-    );
+    let mut table = Table::new(&[
+        ("id", Align::Left),
+        ("tenant", Align::Left),
+        ("state", Align::Left),
+        ("backlog", Align::Right),
+        ("delivered", Align::Right),
+        ("url", Align::Left),
+        ("events / last error", Align::Left),
+    ]);
     for row in webhooks::list(pool, tenant).await? {
-        println!(
-            "{:<36} {:<16} {:<8} {:>8} {:>9}  {:<40} {}{}",
-            row.id,
+        let last_error = row
+            .last_error
+            .map(|error| format!(" / {error} (attempts: {})", row.attempts))
+            .unwrap_or_default();
+        table.row(vec![
+            row.id.to_string(),
             row.tenant,
             row.state,
-            row.backlog,
-            row.delivered_total,
+            row.backlog.to_string(),
+            row.delivered_total.to_string(),
             row.url,
-            row.event_types.join(" "),
-            row.last_error
-                .map(|error| format!(" / {error} (attempts: {})", row.attempts))
-                .unwrap_or_default()
-        );
+            format!("{}{last_error}", row.event_types.join(" ")),
+        ]);
     }
+    print!("{}", table.render());
     Ok(())
 }

@@ -1,6 +1,8 @@
 //! The command tree: the binary, its subcommands, and which settings each one carries.
 
-use clap::{Parser, Subcommand};
+use clap::error::ErrorKind;
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use super::{
     ClientsCommand, Config, DatabaseCommand, DatabaseConfig, KeysCommand, LogConfig, WatchArgs,
@@ -24,10 +26,58 @@ pub struct Cli {
 }
 
 impl Cli {
+    /// The command line of this process, parsed; on a mistake, clap's message and exit code 2.
+    pub fn parse_checked() -> Self {
+        Self::try_parse_checked_from(std::env::args_os()).unwrap_or_else(|error| error.exit())
+    }
+
+    /// Parses `args`, refusing a setting given before a subcommand. The top level takes `serve`'s settings (serving
+    /// is what the binary does without a subcommand), so clap would accept `--database-url URL clients list` and
+    /// hand the URL to a `serve` that never runs, while `clients list` used `DATABASE_URL`: a key written to
+    /// another database than the one named. Each subcommand's `--help` lists the settings it takes, after it.
+    pub fn try_parse_checked_from<I, T>(args: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let mut command = Self::command();
+        let matches = command.try_get_matches_from_mut(args)?;
+        if let Some(path) = subcommand_path(&matches) {
+            let misplaced: Vec<String> = command
+                .get_arguments()
+                .filter(|arg| {
+                    matches.value_source(arg.get_id().as_str()) == Some(ValueSource::CommandLine)
+                })
+                .filter_map(|arg| arg.get_long().map(|long| format!("--{long}")))
+                .collect();
+            if !misplaced.is_empty() {
+                let message = format!(
+                    "{} given before the subcommand `{path}`, where it would be ignored: give it after, as in \
+                     `approval-resume {path} {} …` (`approval-resume {path} --help` lists what it takes)",
+                    misplaced.join(", "),
+                    misplaced[0],
+                );
+                return Err(command.error(ErrorKind::ArgumentConflict, message));
+            }
+        }
+        Self::from_arg_matches(&matches).map_err(|error| error.format(&mut command))
+    }
+
     /// The subcommand to run; none given means `serve` with the top-level settings.
     pub fn into_command(self) -> Command {
         self.command.unwrap_or(Command::Serve(self.serve))
     }
+}
+
+/// The subcommand named, with its own subcommands (`clients token-key add`); `None` without one.
+fn subcommand_path(matches: &ArgMatches) -> Option<String> {
+    let mut names = Vec::new();
+    let mut current = matches;
+    while let Some((name, below)) = current.subcommand() {
+        names.push(name);
+        current = below;
+    }
+    (!names.is_empty()).then(|| names.join(" "))
 }
 
 /// Each subcommand carries exactly the settings it uses, so that its `--help` shows those and nothing else.
@@ -95,7 +145,53 @@ impl Command {
 
 #[cfg(test)]
 mod tests {
+    use super::Cli;
     use crate::config::testing::every_command;
+
+    #[test]
+    fn a_setting_before_a_subcommand_is_refused_naming_where_it_goes() {
+        let refused = Cli::try_parse_checked_from([
+            "approval-resume",
+            "--database-url",
+            "postgres://elsewhere/db",
+            "clients",
+            "list",
+        ])
+        .expect_err("refused");
+        assert_eq!(refused.exit_code(), 2);
+        let message = refused.to_string();
+        assert!(
+            message.contains("--database-url given before the subcommand `clients list`"),
+            "{message}"
+        );
+        assert!(
+            message.contains("approval-resume clients list --database-url"),
+            "{message}"
+        );
+        // After the subcommand, or at the top level to serve, it is taken.
+        for args in [
+            &[
+                "approval-resume",
+                "clients",
+                "list",
+                "--database-url",
+                "postgres://elsewhere/db",
+            ][..],
+            &[
+                "approval-resume",
+                "--database-url",
+                "postgres://elsewhere/db",
+            ][..],
+            &[
+                "approval-resume",
+                "serve",
+                "--database-url",
+                "postgres://elsewhere/db",
+            ][..],
+        ] {
+            assert!(Cli::try_parse_checked_from(args).is_ok(), "{args:?}");
+        }
+    }
 
     /// The environment variables a command's help names.
     fn variables(command: &clap::Command) -> Vec<String> {

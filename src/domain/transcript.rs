@@ -119,6 +119,11 @@ pub fn turn_digest(calls: &[PendingCall]) -> String {
     hex::encode(Sha256::digest(canonical.as_bytes()))
 }
 
+/// Whether `text` has the form of a [`turn_digest`] (64 lowercase hex digits), whichever turn it may name.
+pub fn is_turn_digest(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
 fn json_string(text: &str) -> String {
     serde_json::to_string(text).expect("a string always serializes")
 }
@@ -234,6 +239,22 @@ mod tests {
             json!({"role": "user", "content": "set the meta description"}),
             json!({"role": "assistant", "content": null, "tool_calls": calls}),
         ]
+    }
+
+    #[test]
+    fn only_64_lowercase_hex_digits_have_the_form_of_a_turn_digest() {
+        let digest = turn_digest(&[]);
+        assert!(is_turn_digest(&digest));
+        for text in [
+            "null",
+            "",
+            "abc",
+            &digest[1..],
+            &digest.to_uppercase(),
+            &format!("{digest}0"),
+        ] {
+            assert!(!is_turn_digest(text), "{text:?}");
+        }
     }
 
     fn call(id: &str, name: &str, arguments: &str) -> Value {

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use axum::extract::State;
+use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -101,11 +102,23 @@ pub async fn inbox(
         ));
     }
     let after = params.cursor.as_deref().map(parse_cursor).transpose()?;
+    // The decision rules' refusals, in the words of this route's parameter: the inbox has no decider.
+    let refused = |refusal: Refusal, detail: &str| {
+        ApiError::new(StatusCode::FORBIDDEN, refusal.code(), detail)
+    };
     let acting = users::find(&state.pool, &caller.tenant, params.acting_uid)
         .await?
-        .ok_or(Refusal::UnknownDecider)?;
+        .ok_or_else(|| {
+            refused(
+                Refusal::UnknownDecider,
+                "acting_uid names no backend user of this client's tenant; PUT /v1/users/{uid} first",
+            )
+        })?;
     if acting.disabled {
-        return Err(Refusal::DisabledDecider.into());
+        return Err(refused(
+            Refusal::DisabledDecider,
+            "acting_uid names a disabled backend user",
+        ));
     }
     // Registration refuses any other tool name, so a filter that is none matches no run (and cannot reach the
     // database, which refuses some texts, such as one holding U+0000, with an error).

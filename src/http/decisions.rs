@@ -18,6 +18,7 @@ use crate::domain::released::ReleasedCall;
 use crate::domain::results::ToolResult;
 use crate::domain::scopes::Scope;
 use crate::domain::token_view;
+use crate::domain::transcript;
 use crate::domain::transcript_text::TranscriptText;
 use crate::domain::verdicts::DecisionForm;
 use crate::domain::vocabulary::{PrivacyLevel, RunStatus};
@@ -262,6 +263,15 @@ fn checked(
         return Err(ApiError::unprocessable(
             "invalid_uid",
             "decider_uid must be a uid of at least 1, or null",
+        ));
+    }
+    // Not a digest at all (`"null"`, which `jq -r .turn.digest` prints after a failed registration, `""`) is a
+    // mistake in the body, not a turn that moved on: 422, so that a client never reads it as "read the run again".
+    if !transcript::is_turn_digest(&turn_digest) {
+        return Err(ApiError::unprocessable(
+            "invalid_turn_digest",
+            "turn_digest must be a turn's digest as GET /v1/runs/{id} shows it (turn.digest, 64 lowercase hex \
+             digits); this is not one",
         ));
     }
     Ok(Posted {

@@ -64,7 +64,8 @@ impl ApiError {
         }
     }
 
-    /// This problem with one more member, `name`, for a client to act on.
+    /// This problem with one more member, `name`, for a client to act on. Never `status`, which RFC 9457 gives the
+    /// HTTP status: a run's status is `run_status`.
     pub fn with_member(self, name: &'static str, value: impl Serialize) -> Self {
         ApiError {
             extra: serde_json::to_value(value).ok().map(|value| (name, value)),
@@ -155,10 +156,14 @@ impl From<ResumeError> for ApiError {
                 ApiError::unprocessable("format_not_representable", detail)
             }
             ResumeError::Refused(refusal) => refusal.into(),
-            ResumeError::StaleTurn => ApiError::conflict(
+            ResumeError::StaleTurn(status) => ApiError::conflict(
                 "stale_turn",
-                "turn_digest is not the digest of the run's current turn; read the run again",
-            ),
+                format!(
+                    "turn_digest is not the digest of the run's current turn (the run is {}); read the run again",
+                    status.as_str()
+                ),
+            )
+            .with_member("run_status", status),
             ResumeError::AlreadyDecided => ApiError::conflict(
                 "already_decided",
                 "this turn was already decided, differently",
@@ -180,8 +185,13 @@ impl From<ResumeError> for ApiError {
                 "the run was cancelled; it takes no results",
             ),
             ResumeError::RepeatedResult(_) => ApiError::unprocessable("repeated_call", detail),
-            ResumeError::NotReleased(_) => ApiError::unprocessable("not_released", detail),
-            ResumeError::NotReleasedYet => ApiError::conflict("not_released", detail),
+            ResumeError::NotReleased(_) => ApiError::unprocessable("call_not_released", detail),
+            ResumeError::NotReleasedYet(status) => {
+                ApiError::conflict("not_released", detail).with_member("run_status", status)
+            }
+            ResumeError::AlreadyResumed(status) => {
+                ApiError::conflict("run_resumed", detail).with_member("run_status", status)
+            }
             ResumeError::ResultConflict(_) => ApiError::conflict("result_conflict", detail),
             ResumeError::Verdicts(error) => {
                 ApiError::unprocessable(error.code(), error.to_string())

@@ -116,7 +116,7 @@ async fn decide_under_lock(
     let decided_by = authorize_decider(actor, &locked, request.decider_uid, approves)?;
 
     let Some(verdicts) = verdicts else {
-        return Err(ResumeError::StaleTurn);
+        return Err(ResumeError::StaleTurn(run.status()));
     };
     if let Some(existing) = locked.decision {
         tx.rollback().await?;

@@ -21,8 +21,9 @@ pub enum ResumeError {
     NotRepresentable(String),
     #[error("decision refused: {0}")]
     Refused(#[from] Refusal),
+    /// The digest names another turn than the current one; the run's status says where the run is now.
     #[error("the turn digest is not the current turn's")]
-    StaleTurn,
+    StaleTurn(RunStatus),
     #[error("this turn was already decided differently")]
     AlreadyDecided,
     #[error("the run is not waiting for approval")]
@@ -39,8 +40,16 @@ pub enum ResumeError {
     RepeatedResult(String),
     #[error("{0:?} is not a call the current turn released to the worker")]
     NotReleased(String),
-    #[error("the turn is not decided yet: nothing is released")]
-    NotReleasedYet,
+    /// The turn may still release calls (waiting for its decision, or resuming): asking again may succeed.
+    #[error("the turn is not decided yet (the run is {}): nothing is released; ask again once it is released", .0.as_str())]
+    NotReleasedYet(RunStatus),
+    /// The turn was decided and the run moved on without releasing the call (a denial): it never will.
+    #[error(
+        "the run already resumed (it is {}): its turn released no call to the worker, so it takes no results; \
+         continue from its model input",
+        .0.as_str()
+    )]
+    AlreadyResumed(RunStatus),
     #[error("the call {0:?} already has another result")]
     ResultConflict(String),
     /// Another worker's claim on the released calls is live until `until` (docs/design.md §15).

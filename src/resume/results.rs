@@ -94,6 +94,7 @@ async fn record(
         run.status(),
         RunStatus::WaitingForApproval | RunStatus::Resuming
     );
+    let resumed = matches!(run.status(), RunStatus::Resumed | RunStatus::Completed);
     let mut new: Vec<(i32, ToolResult)> = Vec::new();
     let mut conflict = None;
     for result in posted {
@@ -101,7 +102,9 @@ async fn record(
         let call = match call {
             Some(call) if call.is_released() => call,
             // A call of this turn that may yet be released: asking again later may succeed.
-            Some(_) if undecided => return Err(ResumeError::NotReleasedYet),
+            Some(_) if undecided => return Err(ResumeError::NotReleasedYet(run.status())),
+            // Decided and moved on without releasing it (a denial): no result will ever be taken.
+            _ if resumed => return Err(ResumeError::AlreadyResumed(run.status())),
             _ => return Err(ResumeError::NotReleased(result.call_id.clone())),
         };
         let edit = decided_by.zip(call.edited_arguments.as_deref());

@@ -145,7 +145,7 @@ async fn arguments_are_shown_only_where_the_privacy_level_allows() {
 }
 
 #[tokio::test]
-async fn an_unknown_or_disabled_acting_user_is_refused() {
+async fn an_unknown_or_disabled_acting_user_is_refused_naming_acting_uid() {
     let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     app.user(5, true, false, true).await;
@@ -159,6 +159,11 @@ async fn an_unknown_or_disabled_acting_user_is_refused() {
         (disabled.status, disabled.code()),
         (StatusCode::FORBIDDEN, "decider_disabled")
     );
+    // The inbox has no decider: the detail names the parameter that was sent.
+    for refused in [unknown, disabled] {
+        let detail = refused.body["detail"].as_str().unwrap();
+        assert!(detail.starts_with("acting_uid names"), "{detail}");
+    }
 }
 
 #[tokio::test]

@@ -541,6 +541,30 @@ async fn a_stale_digest_is_a_conflict_and_records_nothing() {
         let answer = app.decide(id, approved, Some(OWNER), &stale).await;
         assert_eq!(answer.status, StatusCode::CONFLICT, "{}", answer.body);
         assert_eq!(answer.code(), "stale_turn");
+        let detail = answer.body["detail"].as_str().unwrap();
+        assert!(
+            detail.contains("(the run is waiting_for_approval)"),
+            "{detail}"
+        );
+        assert_eq!(answer.body["run_status"], "waiting_for_approval");
+        assert_nothing_recorded(&app.pool, id).await;
+    }
+}
+
+#[tokio::test]
+async fn a_turn_digest_that_is_no_digest_is_a_malformed_body_and_records_nothing() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool).await;
+    let (id, digest) = owned_run(&app).await;
+    // `"null"` is what `jq -r .turn.digest` prints after a failed registration.
+    for not_a_digest in ["null", "", "abc", &digest.to_uppercase(), &digest[1..]] {
+        let answer = app.decide(id, false, Some(OWNER), not_a_digest).await;
+        assert_eq!(
+            (answer.status, answer.code()),
+            (StatusCode::UNPROCESSABLE_ENTITY, "invalid_turn_digest"),
+            "{not_a_digest:?}: {}",
+            answer.body
+        );
         assert_nothing_recorded(&app.pool, id).await;
     }
 }

@@ -9,6 +9,7 @@ mod cors;
 mod decision_tokens;
 mod decisions;
 mod encryption;
+mod error_table;
 mod event_feed;
 mod executors;
 mod expiry;

@@ -81,7 +81,7 @@ fn documented_codes(schema: &Value) -> BTreeSet<String> {
     sets.fold(first, |a, b| a.intersection(&b).cloned().collect())
 }
 
-fn strings(list: &Value) -> BTreeSet<String> {
+pub(crate) fn strings(list: &Value) -> BTreeSet<String> {
     let list = list.as_array().expect("a list");
     list.iter()
         .map(|s| s.as_str().expect("a string").to_owned())
@@ -93,7 +93,7 @@ const METHODS: [&str; 8] = [
 ];
 
 /// Every operation of the spec, as (METHOD, path template).
-fn spec_operations() -> BTreeSet<(String, String)> {
+pub(crate) fn spec_operations() -> BTreeSet<(String, String)> {
     let paths = spec()["paths"].as_object().expect("the spec has paths");
     let mut operations = BTreeSet::new();
     for (path, item) in paths {
@@ -106,7 +106,7 @@ fn spec_operations() -> BTreeSet<(String, String)> {
     operations
 }
 
-fn operation(method: &Method, template: &str) -> &'static Value {
+pub(crate) fn operation(method: &Method, template: &str) -> &'static Value {
     let operation = &spec()["paths"][template][method.as_str().to_lowercase()];
     assert!(
         operation.is_object(),
@@ -116,7 +116,7 @@ fn operation(method: &Method, template: &str) -> &'static Value {
 }
 
 /// Every (status, code) an operation documents; a success has the empty code.
-fn documented_answers(operation: &Value) -> BTreeSet<(u16, String)> {
+pub(crate) fn documented_answers(operation: &Value) -> BTreeSet<(u16, String)> {
     let responses = operation["responses"].as_object().expect("responses");
     let mut answers = BTreeSet::new();
     for (status, response) in responses {
@@ -1120,12 +1120,23 @@ async fn deciding_a_turn_answers_as_documented() {
         "409 already_decided",
     )
     .await;
-    op.expect(
-        &path,
-        decision(false, Some(7), &"0".repeat(64)),
-        "409 stale_turn",
-    )
-    .await;
+    let stale = op
+        .expect(
+            &path,
+            decision(false, Some(7), &"0".repeat(64)),
+            "409 stale_turn",
+        )
+        .await;
+    assert_eq!(stale.body["run_status"], "resumed", "{:?}", stale.body);
+    // What `jq -r .turn.digest` prints after a failed registration, and other texts that are no digest.
+    for not_a_digest in ["null", "", "abc"] {
+        op.expect(
+            &path,
+            decision(false, Some(7), not_a_digest),
+            "422 invalid_turn_digest",
+        )
+        .await;
+    }
 
     // An approval (no executor: not permitted), and the same while its tools run.
     let (approved, digest) = owned_run(&app).await;
@@ -1668,8 +1679,15 @@ async fn posting_results_answers_as_documented() {
         {"call_id": "call_2", "content": "a", "is_error": false},
     ]});
     op.expect(&path, twice, "422 repeated_call").await;
-    op.expect(&path, result("call_9", "x"), "422 not_released")
+    op.expect(&path, result("call_9", "x"), "422 call_not_released")
         .await;
+    let resumed = resumed_run(&app).await;
+    op.expect(
+        &format!("/v1/runs/{resumed}/results"),
+        result("call_1", "x"),
+        "409 run_resumed",
+    )
+    .await;
     op.expect(&path, json!({"results": []}), "422 invalid_body")
         .await;
     op.expect(

@@ -294,9 +294,29 @@ async fn results_are_refused_by_the_rules_in_their_order_and_record_nothing() {
     .await;
     assert_problem(&missing, StatusCode::NOT_FOUND, "not_found");
 
-    let (waiting, _) = worker_run(&app).await;
+    let (waiting, digest) = worker_run(&app).await;
     let early = post_results(&app, waiting, None, json!([result("call_1", "x", false)])).await;
     assert_problem(&early, StatusCode::CONFLICT, "not_released");
+    assert_eq!(
+        early.body["run_status"], "waiting_for_approval",
+        "ask again: {:?}",
+        early.body
+    );
+    assert_eq!(
+        early.body["status"], 409,
+        "RFC 9457's status stays the HTTP status"
+    );
+
+    // Denied whole, the run resumed without releasing anything: never, which says so in its own code.
+    assert_eq!(
+        app.decide(waiting, false, Some(7), &digest).await.status,
+        StatusCode::OK
+    );
+    let never = post_results(&app, waiting, None, json!([result("call_1", "x", false)])).await;
+    assert_problem(&never, StatusCode::CONFLICT, "run_resumed");
+    assert_eq!(never.body["run_status"], "resumed");
+    let detail = never.body["detail"].as_str().unwrap();
+    assert!(detail.contains("already resumed"), "{detail}");
 
     let id = released_run(&app).await;
     let claimed = claim(&app, id).await;
@@ -311,7 +331,7 @@ async fn results_are_refused_by_the_rules_in_their_order_and_record_nothing() {
     assert_problem(
         &post_results(&app, id, mine, unknown).await,
         StatusCode::UNPROCESSABLE_ENTITY,
-        "not_released",
+        "call_not_released",
     );
     let stored: i64 = count(
         &app.pool,

@@ -171,7 +171,7 @@ export class ApprovalResumeClient {
      * `executor: "worker"` that a decision approved, which the worker ran itself, some or all at a time. The run
      * answers `released` while a released call still lacks its result, `resumed` once none does. The same result
      * again is accepted (a replay); a different one for a call that has one throws 409 `result_conflict`, a call that
-     * was not released 422 `not_released`.
+     * was not released 422 `call_not_released`.
      */
     postResults(id: string, results: readonly PostedResult[], options: CallOptions = {}): Promise<RunView> {
         return unwrap(

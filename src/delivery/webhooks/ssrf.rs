@@ -94,8 +94,8 @@ pub enum Refusal {
 
 /// What a tenant is told of any [`Refusal`], at creation or in `last_error`: nothing of the address or the name's
 /// resolution.
-pub const REFUSED: &str =
-    "the URL's host must be a public address or resolve only to public addresses";
+pub const REFUSED: &str = "the URL's host must be a public address or resolve only to public addresses \
+     (unless WEBHOOK_ALLOW_PRIVATE_ADDRESSES=true on every instance)";
 
 /// Refuses a URL whose host is an IP address that may not be reached; names are checked when resolved.
 pub fn check_host(url: &reqwest::Url, allow_private: bool) -> Result<(), Refusal> {

@@ -434,3 +434,4 @@ class Problem(TypedDict):
     detail: str
     code: str
     request_id: NotRequired[str]
+    run_status: NotRequired[RunStatus]  # where the run is now: stale_turn, not_released, run_resumed

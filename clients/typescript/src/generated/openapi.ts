@@ -574,9 +574,14 @@ export interface components {
              *     the router for paths and methods it does not serve.
              * @enum {string}
              */
-            code: "unauthorized" | "format_not_representable" | "token_expired" | "token_not_yet_valid" | "token_bad_signature" | "token_unknown_kid" | "token_wrong_audience" | "token_client_revoked" | "token_client_lacks_scope" | "token_lifetime_too_long" | "token_invalid" | "missing_scope" | "token_not_allowed" | "decider_mismatch" | "body_timeout" | "not_found" | "method_not_allowed" | "malformed_json" | "bad_request" | "payload_too_large" | "worker_state_too_large" | "unsupported_media_type" | "invalid_body" | "invalid_query" | "invalid_cursor" | "invalid_subscription" | "webhook_url_refused" | "too_many_subscriptions" | "invalid_overlap" | "invalid_uid" | "invalid_username" | "invalid_owner" | "invalid_tool" | "invalid_transcript" | "unknown_owner" | "too_many_calls" | "arguments_too_large" | "reason_requires_denial" | "decider_uid_required" | "approved_and_calls" | "verdict_required" | "reason_with_calls" | "repeated_call" | "unknown_call" | "missing_call" | "arguments_require_approval" | "arguments_not_object" | "not_editable" | "not_released" | "expiry_ambiguous" | "invalid_expires_at" | "expires_at_in_past" | "invalid_ttl" | "anonymous_decision_not_allowed" | "unknown_decider" | "decider_disabled" | "decider_not_permitted" | "second_approver_required" | "tool_not_approvable" | "anonymous_write_approval" | "anonymous_edit" | "transcript_not_shown" | "invalid_approvable_tools" | "run_exists" | "stale_turn" | "already_decided" | "not_awaiting_approval" | "resume_in_progress" | "expired" | "not_resumed" | "results_pending" | "run_cancelled" | "result_conflict" | "run_finished" | "internal" | "undecryptable" | "database_unavailable" | "timeout" | "not_migrated" | "too_many_waiting_readers" | "too_many_connections";
+            code: "unauthorized" | "format_not_representable" | "token_expired" | "token_not_yet_valid" | "token_bad_signature" | "token_unknown_kid" | "token_wrong_audience" | "token_client_revoked" | "token_client_lacks_scope" | "token_lifetime_too_long" | "token_invalid" | "missing_scope" | "token_not_allowed" | "decider_mismatch" | "body_timeout" | "not_found" | "method_not_allowed" | "malformed_json" | "bad_request" | "payload_too_large" | "worker_state_too_large" | "unsupported_media_type" | "invalid_body" | "invalid_query" | "invalid_cursor" | "invalid_subscription" | "webhook_url_refused" | "too_many_subscriptions" | "invalid_overlap" | "invalid_uid" | "invalid_username" | "invalid_owner" | "invalid_tool" | "invalid_transcript" | "unknown_owner" | "too_many_calls" | "arguments_too_large" | "reason_requires_denial" | "decider_uid_required" | "approved_and_calls" | "verdict_required" | "reason_with_calls" | "repeated_call" | "unknown_call" | "missing_call" | "arguments_require_approval" | "arguments_not_object" | "not_editable" | "not_released" | "call_not_released" | "run_resumed" | "invalid_turn_digest" | "expiry_ambiguous" | "invalid_expires_at" | "expires_at_in_past" | "invalid_ttl" | "anonymous_decision_not_allowed" | "unknown_decider" | "decider_disabled" | "decider_not_permitted" | "second_approver_required" | "tool_not_approvable" | "anonymous_write_approval" | "anonymous_edit" | "transcript_not_shown" | "invalid_approvable_tools" | "run_exists" | "stale_turn" | "already_decided" | "not_awaiting_approval" | "resume_in_progress" | "expired" | "not_resumed" | "results_pending" | "run_cancelled" | "result_conflict" | "run_finished" | "internal" | "undecryptable" | "database_unavailable" | "timeout" | "not_migrated" | "too_many_waiting_readers" | "too_many_connections";
             /** @description The request's `x-request-id`, on every problem (a 500 for a handler that panicked included). */
             request_id?: string;
+            /**
+             * @description Where the run is now, on the refusals that depend on it: `stale_turn`, `not_released` (waiting or
+             *     resuming: ask again), `run_resumed`. (`status` is the HTTP status, as RFC 9457 has it.)
+             */
+            run_status?: components["schemas"]["RunStatus"];
         };
         /**
          * @description Who decided a turn. `run_owner`: the decider uid is the run's owner (owner at least 1); `other_user`: any
@@ -1003,7 +1008,10 @@ export interface components {
              *     `decider_uid_required`. With a decision token it may be left out: the decider is the token's `sub`.
              */
             decider_uid?: number | null;
-            /** @description The `turn.digest` of the run as read; another digest is answered 409 `stale_turn`. */
+            /**
+             * @description The `turn.digest` of the run as read; another turn's digest is answered 409 `stale_turn`, a text that is
+             *     no digest at all 422 `invalid_turn_digest`.
+             */
             turn_digest: string;
             /**
              * @description Whole-turn form only, and only with a denial; an approval with a reason is answered 422
@@ -2127,7 +2135,8 @@ export interface operations {
             404: components["responses"]["RunNotFound"];
             408: components["responses"]["BodyTimeout"];
             /**
-             * @description `stale_turn`: `turn_digest` is not the digest of the run's current turn; `already_decided`: the turn was
+             * @description `stale_turn`: `turn_digest` is not the digest of the run's current turn (the detail and `run_status` say
+             *     where the run is now: read it again); `already_decided`: the turn was
              *     decided differently; `not_awaiting_approval`: the run is neither waiting nor holding a decision on this
              *     turn (cancelled before a decision); `resume_in_progress`: the approved turn's tools are still running,
              *     ask again shortly; `expired`: nobody decided the turn before its `expires_at`, and it has expired (every
@@ -2160,7 +2169,9 @@ export interface operations {
              *     `reason` with `calls`; `repeated_call`, `unknown_call`, `missing_call`: `calls` names a call twice, names
              *     one that is not pending, or leaves one out; `arguments_require_approval`: `arguments` on a denial;
              *     `arguments_not_object`: `arguments` that are not the text of a JSON object; `arguments_too_large`:
-             *     `arguments` over `MAX_ARGUMENTS_BYTES`. Nothing is recorded.
+             *     `arguments` over `MAX_ARGUMENTS_BYTES`; `invalid_turn_digest`: `turn_digest` is not a digest at all (not 64
+             *     lowercase hex digits, such as `"null"` or `""`), unlike a digest of another turn (409 `stale_turn`).
+             *     Nothing is recorded.
              */
             422: {
                 headers: {
@@ -2172,7 +2183,7 @@ export interface operations {
                         /** @enum {integer} */
                         status?: 422;
                         /** @enum {unknown} */
-                        code?: "invalid_query" | "format_not_representable" | "invalid_body" | "invalid_uid" | "reason_requires_denial" | "decider_uid_required" | "approved_and_calls" | "verdict_required" | "reason_with_calls" | "repeated_call" | "unknown_call" | "missing_call" | "arguments_require_approval" | "arguments_not_object" | "arguments_too_large" | "not_editable";
+                        code?: "invalid_query" | "format_not_representable" | "invalid_body" | "invalid_uid" | "reason_requires_denial" | "decider_uid_required" | "approved_and_calls" | "verdict_required" | "reason_with_calls" | "repeated_call" | "unknown_call" | "missing_call" | "arguments_require_approval" | "arguments_not_object" | "arguments_too_large" | "not_editable" | "invalid_turn_digest";
                     };
                 };
             };
@@ -2583,8 +2594,10 @@ export interface operations {
             404: components["responses"]["RunNotFound"];
             408: components["responses"]["BodyTimeout"];
             /**
-             * @description `run_cancelled`: the run was cancelled; `not_released`: the turn is not decided yet; `result_conflict`:
-             *     a call already has another result.
+             * @description `run_cancelled`: the run was cancelled; `not_released`: the turn is not decided yet (`run_status`
+             *     `waiting_for_approval` or `resuming`): ask again once it is released; `run_resumed`: the run already
+             *     resumed (`run_status` `resumed` or `completed`) without releasing the call, as after a denial: it never
+             *     takes a result, continue from its model input; `result_conflict`: a call already has another result.
              */
             409: {
                 headers: {
@@ -2596,7 +2609,7 @@ export interface operations {
                         /** @enum {integer} */
                         status?: 409;
                         /** @enum {unknown} */
-                        code?: "run_cancelled" | "not_released" | "result_conflict";
+                        code?: "run_cancelled" | "not_released" | "run_resumed" | "result_conflict";
                     };
                 };
             };
@@ -2604,7 +2617,8 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             /**
              * @description `invalid_body`: the body is not `{results: [...]}` with at least one result; `repeated_call`: a call
-             *     named twice; `not_released`: a call that is not released by the current turn.
+             *     named twice; `call_not_released`: the run waits for its released calls' results and this call is not
+             *     one of them (a call the decision denied, or one the turn does not have).
              */
             422: {
                 headers: {
@@ -2616,7 +2630,7 @@ export interface operations {
                         /** @enum {integer} */
                         status?: 422;
                         /** @enum {unknown} */
-                        code?: "invalid_body" | "repeated_call" | "not_released";
+                        code?: "invalid_body" | "repeated_call" | "call_not_released";
                     };
                 };
             };
@@ -2887,7 +2901,8 @@ export interface operations {
              * @description `invalid_body`: the body does not fit `CreateWebhook`; `invalid_subscription`: the URL is not an
              *     absolute http(s) URL with a host (or carries credentials), or an event type is unknown, or the list is
              *     empty; `webhook_url_refused`: the URL's host is an internal address, resolves to one, or does not
-             *     resolve (the answer does not say which, nor any address).
+             *     resolve (the answer does not say which, nor any address; it names `WEBHOOK_ALLOW_PRIVATE_ADDRESSES`,
+             *     which allows internal addresses).
              */
             422: {
                 headers: {
