@@ -13,8 +13,8 @@ use super::vocabulary::DecidedBy;
 pub struct ReleasedCall {
     pub call_id: String,
     pub tool: String,
-    /// The arguments to run: the edited ones where a decider edited them. `None` where the reader's view hides
-    /// arguments (a decision token below privacy level `full`, as for pending calls).
+    /// The arguments to run: the edited ones where a decider edited them. What a reader is shown of them is the
+    /// reader's audience's to say (`domain::token_view`, `http::views::ReleasedCallView`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub arguments: Option<String>,
     pub edited: bool,

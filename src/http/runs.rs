@@ -17,6 +17,7 @@ use super::visible;
 use super::worker_state::{self, JsonWithState, RunQuery};
 use crate::domain::limits::TurnOverLimit;
 use crate::domain::model_input::ModelInputFormat;
+use crate::domain::token_view::Reader;
 use crate::domain::transcript::{self, PendingCall, is_valid_tool_name};
 use crate::domain::transcript_text::TranscriptText;
 use crate::domain::vocabulary::{Effect, ExecutorKind, PrivacyLevel, RunStatus};
@@ -230,7 +231,7 @@ pub async fn register_run(
     tx.commit().await?;
     state.events.committed();
     tracing::info!(run_id = %run.id, calls = with_effects.len(), "run registered");
-    let view = run_view(&state, &run).await?;
+    let view = run_view(&state, &run, Reader::Key).await?;
     Ok((StatusCode::CREATED, axum::Json(view)).into_response())
 }
 
@@ -253,7 +254,7 @@ async fn existing_registration(
     if run.registration_hash != registration_hash {
         return Err(conflict());
     }
-    let view = run_view(state, &run).await?;
+    let view = run_view(state, &run, Reader::Key).await?;
     Ok((StatusCode::OK, axum::Json(view)).into_response())
 }
 
@@ -325,8 +326,8 @@ pub fn with_effects(
         .collect()
 }
 
-/// The run as answered everywhere: its current turn's calls and decision.
-pub async fn run_view(state: &AppState, run: &RunRow) -> Result<RunView, ApiError> {
+/// The run as answered everywhere, to `reader`: its current turn's calls and decision.
+pub async fn run_view(state: &AppState, run: &RunRow, reader: Reader) -> Result<RunView, ApiError> {
     let calls = runs::calls(&state.pool, state.pool.sealer(), run.id, run.turn_index).await?;
     let decision = decision_record::find(&state.pool, run.id, run.turn_index).await?;
     Ok(RunView::of(
@@ -335,6 +336,7 @@ pub async fn run_view(state: &AppState, run: &RunRow) -> Result<RunView, ApiErro
         decision.as_ref(),
         state.resumer.privacy_floor,
         &state.resumer.executors,
+        reader,
     )?)
 }
 
@@ -345,11 +347,11 @@ pub async fn get_run(
     Query(query): Query<RunQuery>,
 ) -> Result<impl IntoResponse, ApiError> {
     let run = visible::run(&state, &credential, id).await?;
-    let view = run_view(&state, &run).await?;
+    let view = run_view(&state, &run, credential.reader()).await?;
     match credential {
         Credential::Key(_) => worker_state::run_answer(&state, view, &query).await,
         // A decision token never sees the worker's state: `include` is ignored (docs/design.md §15).
-        Credential::Token(_) => Ok(axum::Json(view.as_a_token_sees_it()).into_response()),
+        Credential::Token(_) => Ok(axum::Json(view).into_response()),
     }
 }
 
@@ -416,5 +418,5 @@ async fn change_status(
     };
     tx.commit().await?;
     state.events.committed();
-    Ok(axum::Json(run_view(state, &run).await?))
+    Ok(axum::Json(run_view(state, &run, Reader::Key).await?))
 }

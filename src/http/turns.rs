@@ -13,6 +13,7 @@ use super::runs::{ExpiryBody, meaning_hash, run_view, with_effects, within_limit
 use super::worker_state::{self, JsonWithState};
 use crate::domain::model_input::{ModelInputFormat, tool_messages_entries};
 use crate::domain::native_input;
+use crate::domain::token_view::Reader;
 use crate::domain::transcript;
 use crate::domain::vocabulary::{Effect, RunStatus};
 use crate::resume::load_turn;
@@ -91,7 +92,7 @@ pub async fn append_turn(
     {
         // The same append again, after it succeeded: answer the run as it stands.
         tx.rollback().await?;
-        return Ok(axum::Json(run_view(&state, &run).await?));
+        return Ok(axum::Json(run_view(&state, &run, Reader::Key).await?));
     }
     if run.status() != RunStatus::Resumed {
         return Err(ApiError::conflict(
@@ -165,5 +166,5 @@ pub async fn append_turn(
     tx.commit().await?;
     state.events.committed();
     tracing::info!(run_id = %run.id, turn = turn_index, calls = calls.len(), "run suspended on a new turn");
-    Ok(axum::Json(run_view(&state, &run).await?))
+    Ok(axum::Json(run_view(&state, &run, Reader::Key).await?))
 }

@@ -24,6 +24,7 @@ mod registration;
 mod retention;
 mod schema_rules;
 mod spec_shape;
+mod token_privacy;
 mod transcript_text;
 mod turns;
 mod verdicts;
