@@ -73,6 +73,9 @@ pub async fn append_turn(
     }
     .resolve(state.limits.work.default_approval_ttl_secs)?;
     worker_state::within_limit(&state.limits, body.worker_state.as_ref())?;
+    // Held to its limit first: the check parses it. A state serde_json reads as JSON but not into a value (a number
+    // beyond a double, a lone surrogate) is refused as any other member is, not left to fail the body's hash.
+    well_formed(&[&body.worker_state])?;
     let request_hash = meaning_hash(&body)?;
     let members = Members {
         messages: body.messages.take(),
