@@ -23,6 +23,7 @@ mod public_surface;
 mod registration;
 mod retention;
 mod schema_rules;
+mod session_settings;
 mod spec_shape;
 mod token_privacy;
 mod transcript_text;
