@@ -116,18 +116,19 @@ mod tests {
     use std::net::{IpAddr, Ipv4Addr};
     use tokio::sync::oneshot;
 
+    /// How long a caller waits in these tests.
+    const WAIT: Duration = Duration::from_millis(100);
+
     fn address() -> SocketAddr {
         SocketAddr::new(IpAddr::V4(Ipv4Addr::new(93, 184, 215, 14)), 0)
     }
 
-    #[tokio::test(start_paused = true)]
+    #[tokio::test]
     async fn a_lookup_that_never_answers_times_out_and_keeps_its_place_so_the_next_is_told_busy() {
-        let lookups = Lookups::new(1, Duration::from_secs(5), |_| {
-            Box::pin(std::future::pending()) as Answer
-        });
+        let lookups = Lookups::new(1, WAIT, |_| Box::pin(std::future::pending()) as Answer);
         assert_eq!(
             lookups.lookup("slow.example").await,
-            Err(LookupError::TimedOut(Duration::from_secs(5)))
+            Err(LookupError::TimedOut(WAIT))
         );
         // The hung lookup still runs: its place is not given to the next one.
         assert_eq!(lookups.places.available_permits(), 0);
@@ -136,7 +137,7 @@ mod tests {
             refused,
             LookupError::Busy {
                 limit: 1,
-                waited: Duration::from_secs(5)
+                waited: WAIT
             }
         );
         assert!(
@@ -147,11 +148,11 @@ mod tests {
         );
     }
 
-    #[tokio::test(start_paused = true)]
+    #[tokio::test]
     async fn a_place_comes_back_when_the_slow_lookup_answers_even_after_its_caller_gave_up() {
         let (answer, answered) = oneshot::channel::<()>();
         let answered = Arc::new(std::sync::Mutex::new(Some(answered)));
-        let lookups = Lookups::new(1, Duration::from_secs(5), move |_| {
+        let lookups = Lookups::new(1, WAIT, move |_| {
             let wait = answered.lock().unwrap().take();
             Box::pin(async move {
                 if let Some(wait) = wait {
@@ -166,12 +167,17 @@ mod tests {
         ));
         assert_eq!(lookups.places.available_permits(), 0);
         answer.send(()).unwrap();
-        tokio::task::yield_now().await;
-        assert_eq!(lookups.places.available_permits(), 1);
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while lookups.places.available_permits() == 0 {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("the place comes back once the resolver answers");
         assert_eq!(lookups.lookup("fast.example").await, Ok(vec![address()]));
     }
 
-    #[tokio::test(start_paused = true)]
+    #[tokio::test]
     async fn no_more_lookups_than_the_limit_run_at_once() {
         let running = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let most = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -181,7 +187,7 @@ mod tests {
             Box::pin(async move {
                 let now = running.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
                 most.fetch_max(now, std::sync::atomic::Ordering::SeqCst);
-                tokio::time::sleep(Duration::from_secs(1)).await;
+                tokio::time::sleep(Duration::from_millis(20)).await;
                 running.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
                 Ok(vec![address()])
             }) as Answer
