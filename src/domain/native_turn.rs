@@ -427,10 +427,8 @@ fn holds_number_near_2_53(value: &Value) -> bool {
     let mut stack = vec![value];
     while let Some(value) = stack.pop() {
         match value {
-            Value::Number(number) => {
-                if number.as_f64().is_some_and(|n| n.abs() >= NEAR_2_53) {
-                    return true;
-                }
+            Value::Number(number) if number.as_f64().is_some_and(|n| n.abs() >= NEAR_2_53) => {
+                return true;
             }
             Value::Array(items) => stack.extend(items),
             Value::Object(members) => stack.extend(members.values()),
