@@ -205,14 +205,20 @@ export class ApprovalCard extends HTMLElement {
   outcome(answer) {
     const approved = answer.decision.approved;
     const heading = element('h3', { tabindex: '-1', text: approved ? 'You approved the request.' : 'You declined the request.' });
+    // A result holding a tool's answer or edited arguments has no `content` where the run's privacy level shows
+    // none (docs/design.md §13): the card says so rather than show an empty text.
     const results = answer.results.map((result) =>
       element(
         'li',
         {},
         element('span', { class: 'tool', text: result.tool }),
         element('span', { class: 'effect', text: result.outcome }),
-        element('p', { text: 'The assistant will read:' }),
-        element('pre', { class: 'model-text', text: result.content }),
+        ...(result.content === undefined
+          ? [element('p', { text: "The result is not shown at this run's privacy level." })]
+          : [
+              element('p', { text: 'The assistant will read:' }),
+              element('pre', { class: 'model-text', text: result.content }),
+            ]),
       ),
     );
     this.status.replaceChildren(heading, element('ul', {}, ...results));

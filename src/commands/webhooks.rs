@@ -67,7 +67,10 @@ async fn add(
     // Ops may read what was refused and why.
     ssrf::check_url_resolves(&parsed, policy.webhook_allow_private_addresses)
         .await
-        .map_err(|refusal| CommandError::Usage(format!("{}: {refusal}", ssrf::REFUSED)))?;
+        .map_err(|refusal| match refusal {
+            ssrf::Refusal::Busy(_) => CommandError::Usage(refusal.to_string()),
+            _ => CommandError::Usage(format!("{}: {refusal}", ssrf::REFUSED)),
+        })?;
     if !super::is_valid_name(tenant) {
         return Err(CommandError::Usage(format!(
             "tenant {tenant:?}: use 1 to 64 of A-Z a-z 0-9 _ . -"

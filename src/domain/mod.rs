@@ -2,6 +2,7 @@
 
 pub mod authorize;
 pub mod event_payloads;
+pub mod exact_numbers;
 pub mod gate;
 pub mod limits;
 pub mod model_format;

@@ -17,6 +17,7 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value};
 
+use super::exact_numbers::{self, Step};
 use super::model_format::ModelInputFormat;
 use super::transcript::{MAX_CALL_ID_LEN, PendingCall, is_valid_call_id, is_valid_tool_name};
 
@@ -86,9 +87,11 @@ pub fn check_system(format: ModelInputFormat, system: &Value) -> Result<(), Nati
 /// call ids used in the run so far, which no pending call may reuse; `earlier_calls` is how many calls the run's
 /// earlier turns had, from which a Gemini call without an id is numbered (`call_{n}`, counting every pending call
 /// of the run from 0, so that no id repeats within a run: the executors' `Idempotency-Key` is `{run_id}:{call_id}`).
+/// `list_text` is the text `list` was read from, whose numbers' own digits decide what a double cannot hold.
 pub fn validate(
     format: ModelInputFormat,
     list: &[Value],
+    list_text: &str,
     earlier_ids: &HashSet<String>,
     earlier_calls: usize,
 ) -> Result<Vec<PendingCall>, NativeError> {
@@ -106,10 +109,14 @@ pub fn validate(
             ));
         }
     }
+    let mut numbers = ListNumbers {
+        text: list_text,
+        past_2_53: None,
+    };
     let calls = match format {
-        ModelInputFormat::Anthropic => anthropic_turn(list)?,
+        ModelInputFormat::Anthropic => anthropic_turn(list, &mut numbers)?,
         ModelInputFormat::OpenAiResponses => responses_turn(list)?,
-        ModelInputFormat::Gemini => gemini_turn(list, earlier_calls)?,
+        ModelInputFormat::Gemini => gemini_turn(list, earlier_calls, &mut numbers)?,
         ModelInputFormat::OpenAiChat => {
             return refuse("OpenAI chat messages are checked by domain::transcript");
         }
@@ -128,7 +135,10 @@ pub fn validate(
 
 /// Anthropic: the `tool_use` blocks of the last message, which is the assistant's. Server tool blocks
 /// (`server_tool_use`, `web_search_tool_result`, …) are the provider's own doing, not calls waiting here.
-fn anthropic_turn(messages: &[Value]) -> Result<Vec<PendingCall>, NativeError> {
+fn anthropic_turn(
+    messages: &[Value],
+    numbers: &mut ListNumbers<'_>,
+) -> Result<Vec<PendingCall>, NativeError> {
     for (index, message) in messages.iter().enumerate() {
         let role = str_of(message, "role");
         if !matches!(role, Some("user" | "assistant")) {
@@ -177,7 +187,13 @@ fn anthropic_turn(messages: &[Value]) -> Result<Vec<PendingCall>, NativeError> {
         let name = tool_name(block.get("name"), &place)?;
         let arguments = match block.get("input") {
             Some(input @ Value::Object(_)) => {
-                canonical_arguments(input, &format!("{place}.input"))?
+                let at = [
+                    Step::Index(index),
+                    Step::Member("content".into()),
+                    Step::Index(at),
+                    Step::Member("input".into()),
+                ];
+                canonical_arguments(input, &format!("{place}.input"), &at, numbers)?
             }
             _ => return refuse(format!("{place}: \"input\" must be a JSON object")),
         };
@@ -261,7 +277,11 @@ fn responses_turn(items: &[Value]) -> Result<Vec<PendingCall>, NativeError> {
 /// Gemini: the `functionCall` parts of the last content, of role `model`. A call without an `id` is given
 /// `call_{n}`; an `id` of that form is the service's, and refused from the loop, so the results can tell which
 /// calls had an id of their own (only those get one back, §14).
-fn gemini_turn(contents: &[Value], earlier_calls: usize) -> Result<Vec<PendingCall>, NativeError> {
+fn gemini_turn(
+    contents: &[Value],
+    earlier_calls: usize,
+    numbers: &mut ListNumbers<'_>,
+) -> Result<Vec<PendingCall>, NativeError> {
     for (index, content) in contents.iter().enumerate() {
         if !content.get("parts").is_some_and(Value::is_array) {
             return refuse(format!("contents[{index}] needs an array \"parts\""));
@@ -315,7 +335,22 @@ fn gemini_turn(contents: &[Value], earlier_calls: usize) -> Result<Vec<PendingCa
         };
         let arguments = match call.get("args") {
             None | Some(Value::Null) => "{}".to_owned(),
-            Some(args @ Value::Object(_)) => canonical_arguments(args, &format!("{place}.args"))?,
+            Some(args @ Value::Object(_)) => {
+                // The member `function_call` names only where `functionCall` is absent.
+                let member = if part.get("functionCall").is_some() {
+                    "functionCall"
+                } else {
+                    "function_call"
+                };
+                let at = [
+                    Step::Index(index),
+                    Step::Member("parts".into()),
+                    Step::Index(at),
+                    Step::Member(member.into()),
+                    Step::Member("args".into()),
+                ];
+                canonical_arguments(args, &format!("{place}.args"), &at, numbers)?
+            }
             Some(_) => {
                 return refuse(format!(
                     "{place}: functionCall \"args\" must be a JSON object"
@@ -344,42 +379,63 @@ pub fn function_call(part: &Value) -> Option<&Value> {
         .or_else(|| part.get("function_call"))
 }
 
-/// The largest integer every JSON reader holds exactly: RFC 8785 writes numbers as IEEE 754 doubles do.
-const EXACT_INTEGER_LIMIT: u64 = 1 << 53;
+/// 2^52: a double this large may be a rounded text past 2^53 (serde_json's default parse of a long decimal may be
+/// off by a unit in the last place), so the text is read; below it, no number can be.
+const NEAR_2_53: f64 = 4_503_599_627_370_496.0;
 
-/// The canonical arguments of a call, refused where canonical form would change what the model asked for: an
-/// integer past 2^53 (an order id, say) would be rounded in the digest, the approver's view and the executor's call,
-/// while the transcript the model reads back keeps its own digits.
-fn canonical_arguments(arguments: &Value, place: &str) -> Result<String, NativeError> {
-    if let Some(path) = inexact_integer(arguments, String::new()) {
+/// The numbers past 2^53 of a list's text, found when first needed.
+struct ListNumbers<'a> {
+    text: &'a str,
+    past_2_53: Option<Vec<Vec<Step>>>,
+}
+
+impl ListNumbers<'_> {
+    /// The place, under `prefix` and written after it, of the first number past 2^53 there.
+    fn first_under(&mut self, prefix: &[Step]) -> Option<String> {
+        let text = self.text;
+        self.past_2_53
+            .get_or_insert_with(|| exact_numbers::past_2_53(text))
+            .iter()
+            .find_map(|steps| steps.strip_prefix(prefix))
+            .map(exact_numbers::place)
+    }
+}
+
+/// The canonical arguments of a call (at `at` in the list), refused where canonical form would change what the model
+/// asked for: a number past 2^53 (an order id, say), however written, would be rounded in the digest, the approver's
+/// view and the executor's call, while the transcript the model reads back keeps its own digits. The parsed tree only
+/// says where to look: its numbers are doubles already, so the text's digits decide.
+fn canonical_arguments(
+    arguments: &Value,
+    place: &str,
+    at: &[Step],
+    numbers: &mut ListNumbers<'_>,
+) -> Result<String, NativeError> {
+    if holds_number_near_2_53(arguments)
+        && let Some(path) = numbers.first_under(at)
+    {
         return refuse(format!(
-            "{place}{path}: an integer beyond 2^53 cannot be kept exactly in canonical JSON (RFC 8785); send it as              a string"
+            "{place}{path}: a number beyond 2^53 cannot be kept exactly in canonical JSON (RFC 8785); send it as \
+             a string"
         ));
     }
     Ok(canonical(arguments))
 }
 
-/// Where in `value` an integer lies that a double cannot hold exactly, as a JSON path suffix.
-fn inexact_integer(value: &Value, at: String) -> Option<String> {
-    match value {
-        Value::Number(number) => {
-            let magnitude = number
-                .as_u64()
-                .or_else(|| number.as_i64().map(i64::unsigned_abs));
-            match magnitude {
-                Some(magnitude) if magnitude > EXACT_INTEGER_LIMIT => Some(at),
-                _ => None,
+/// Whether a number of `value` is 2^52 or more in magnitude, as parsed.
+fn holds_number_near_2_53(value: &Value) -> bool {
+    let mut stack = vec![value];
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::Number(number) if number.as_f64().is_some_and(|n| n.abs() >= NEAR_2_53) => {
+                return true;
             }
+            Value::Array(items) => stack.extend(items),
+            Value::Object(members) => stack.extend(members.values()),
+            _ => {}
         }
-        Value::Array(items) => items
-            .iter()
-            .enumerate()
-            .find_map(|(index, item)| inexact_integer(item, format!("{at}[{index}]"))),
-        Value::Object(members) => members
-            .iter()
-            .find_map(|(name, member)| inexact_integer(member, format!("{at}.{name}"))),
-        _ => None,
     }
+    false
 }
 
 /// The RFC 8785 (JCS) text of an object: sorted keys, no spaces, numbers as ECMAScript writes them.
@@ -482,6 +538,11 @@ mod tests {
         HashSet::new()
     }
 
+    /// The text a list is read from, as serde_json writes it.
+    fn text(list: &[Value]) -> String {
+        serde_json::to_string(list).unwrap()
+    }
+
     #[test]
     fn an_integer_a_double_cannot_hold_is_refused_in_arguments_naming_where_it_is() {
         let messages = vec![
@@ -491,7 +552,7 @@ mod tests {
                  "input": {"orders": [{"id": 9007199254740993_u64}]}}
             ]}),
         ];
-        let error = validate(Anthropic, &messages, &none(), 0).unwrap_err();
+        let error = validate(Anthropic, &messages, &text(&messages), &none(), 0).unwrap_err();
         assert!(
             error
                 .0
@@ -504,8 +565,46 @@ mod tests {
             json!({"role": "user", "parts": [{"text": "go"}]}),
             json!({"role": "model", "parts": [{"functionCall": {"name": "x", "args": {"n": -9007199254740993_i64}}}]}),
         ];
-        let error = validate(Gemini, &contents, &none(), 0).unwrap_err();
+        let error = validate(Gemini, &contents, &text(&contents), &none(), 0).unwrap_err();
         assert!(error.0.contains(".args.n"), "{}", error.0);
+    }
+
+    #[test]
+    fn a_number_past_2_53_written_as_a_fraction_an_exponent_or_past_u64_is_refused_by_its_digits() {
+        for number in [
+            "9007199254740993.0",
+            "123456789012345678901234",
+            "9.007199254740993e15",
+            "-1e300",
+        ] {
+            let messages = format!(
+                r#"[{{"role":"user","content":"go"}},{{"role":"assistant","content":[{{"type":"text","text":"ok"}},{{"type":"tool_use","id":"toolu_1","name":"x","input":{{"order":{{"id":{number}}}}}}}]}}]"#
+            );
+            let list: Vec<Value> = serde_json::from_str(&messages).unwrap();
+            let error = validate(Anthropic, &list, &messages, &none(), 0).unwrap_err();
+            assert!(
+                error
+                    .0
+                    .starts_with("messages[1].content[1].input.order.id: a number beyond 2^53"),
+                "{number}: {}",
+                error.0
+            );
+            let contents = format!(
+                r#"[{{"role":"user","parts":[{{"text":"go"}}]}},{{"role":"model","parts":[{{"function_call":{{"name":"x","args":{{"ids":[1,{number}]}}}}}}]}}]"#
+            );
+            let list: Vec<Value> = serde_json::from_str(&contents).unwrap();
+            let error = validate(Gemini, &list, &contents, &none(), 0).unwrap_err();
+            assert!(
+                error.0.starts_with("contents[1].parts[0].args.ids[1]: "),
+                "{number}: {}",
+                error.0
+            );
+        }
+        // 2^53 itself is kept, however written; a number past it elsewhere in the list is not the call's.
+        let messages = r#"[{"role":"user","content":"go","n":9007199254740993},{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"x","input":{"n":9007199254740992.0}}]}]"#;
+        let list: Vec<Value> = serde_json::from_str(messages).unwrap();
+        let calls = validate(Anthropic, &list, messages, &none(), 0).unwrap();
+        assert_eq!(calls[0].arguments, r#"{"n":9007199254740992}"#);
     }
 
     #[test]
@@ -516,7 +615,7 @@ mod tests {
                 {"type": "tool_use", "id": "toolu_1", "name": "x", "input": {"n": 9007199254740992_u64, "m": -3}}
             ]}),
         ];
-        let calls = validate(Anthropic, &messages, &none(), 0).unwrap();
+        let calls = validate(Anthropic, &messages, &text(&messages), &none(), 0).unwrap();
         assert_eq!(calls[0].arguments, r#"{"m":-3,"n":9007199254740992}"#);
     }
 
@@ -531,7 +630,7 @@ mod tests {
                 {"type": "tool_use", "id": "toolu_2", "name": "read", "input": {}},
             ]}),
         ];
-        let calls = validate(Anthropic, &messages, &none(), 0).unwrap();
+        let calls = validate(Anthropic, &messages, &text(&messages), &none(), 0).unwrap();
         let ids: Vec<&str> = calls.iter().map(|call| call.id.as_str()).collect();
         assert_eq!(ids, ["toolu_1", "toolu_2"]);
         assert_eq!(calls[0].arguments, r#"{"a":[true,null],"z":1.5}"#);
@@ -542,7 +641,7 @@ mod tests {
         let messages = vec![
             json!({"role": "assistant", "content": [{"type": "tool_use", "name": "x", "input": {}}]}),
         ];
-        let error = validate(Anthropic, &messages, &none(), 0).unwrap_err();
+        let error = validate(Anthropic, &messages, &text(&messages), &none(), 0).unwrap_err();
         assert_eq!(
             error.0,
             "messages[0].content[0]: a tool_use block needs a string \"id\""
@@ -553,7 +652,7 @@ mod tests {
     fn an_anthropic_transcript_ending_in_a_user_message_has_no_pending_turn() {
         let messages = vec![json!({"role": "user", "content": "hi"})];
         assert!(
-            validate(Anthropic, &messages, &none(), 0)
+            validate(Anthropic, &messages, &text(&messages), &none(), 0)
                 .unwrap_err()
                 .0
                 .contains("last message")
@@ -570,7 +669,7 @@ mod tests {
             json!({"type": "function_call", "call_id": "c1", "name": "x", "arguments": "{\"a\": 1.50}"}),
             json!({"type": "function_call", "call_id": "c2", "name": "y", "arguments": "{}"}),
         ];
-        let calls = validate(OpenAiResponses, &items, &none(), 0).unwrap();
+        let calls = validate(OpenAiResponses, &items, &text(&items), &none(), 0).unwrap();
         let ids: Vec<&str> = calls.iter().map(|call| call.id.as_str()).collect();
         assert_eq!(ids, ["c1", "c2"]);
         assert_eq!(
@@ -586,7 +685,7 @@ mod tests {
             json!({"type": "message", "role": "user", "content": "stop"}),
         ];
         assert!(
-            validate(OpenAiResponses, &items, &none(), 0)
+            validate(OpenAiResponses, &items, &text(&items), &none(), 0)
                 .unwrap_err()
                 .0
                 .contains("no function_call")
@@ -604,7 +703,7 @@ mod tests {
                 {"functionCall": {"name": "z", "id": "fc-7", "args": {}}},
             ]}),
         ];
-        let calls = validate(Gemini, &contents, &none(), 3).unwrap();
+        let calls = validate(Gemini, &contents, &text(&contents), &none(), 3).unwrap();
         let ids: Vec<&str> = calls.iter().map(|call| call.id.as_str()).collect();
         assert_eq!(ids, ["call_3", "call_4", "fc-7"]);
         assert_eq!(calls[0].arguments, r#"{"a":1,"b":2}"#);
@@ -614,7 +713,7 @@ mod tests {
     #[test]
     fn a_gemini_model_turn_without_a_function_call_is_refused() {
         let contents = vec![json!({"role": "model", "parts": [{"text": "done"}]})];
-        let error = validate(Gemini, &contents, &none(), 0).unwrap_err();
+        let error = validate(Gemini, &contents, &text(&contents), &none(), 0).unwrap_err();
         assert!(
             error.0.starts_with("contents[0]: the last content"),
             "{}",
@@ -627,7 +726,7 @@ mod tests {
         let contents = vec![
             json!({"role": "model", "parts": [{"functionCall": {"name": "x", "id": "call_1"}}]}),
         ];
-        assert!(validate(Gemini, &contents, &none(), 0).is_err());
+        assert!(validate(Gemini, &contents, &text(&contents), &none(), 0).is_err());
         assert!(
             is_given_gemini_id("call_12")
                 && !is_given_gemini_id("call_")
@@ -642,7 +741,7 @@ mod tests {
         ]})];
         let earlier = HashSet::from(["toolu_1".to_owned()]);
         assert!(
-            validate(Anthropic, &messages, &earlier, 1)
+            validate(Anthropic, &messages, &text(&messages), &earlier, 1)
                 .unwrap_err()
                 .0
                 .contains("more than once")

@@ -3,28 +3,25 @@
 //! edit note (§3), a blank line, then the worker's content, as for any edited call; what is shown back, and what a
 //! post is compared with, is the worker's own content.
 
-use serde::Serialize;
-
 use super::results::{self, ToolResult};
 use super::vocabulary::DecidedBy;
 
-/// A released call as `GET /v1/runs/{id}` and the decision's answer show it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// A released call, whole. Not serializable: every answer shows it through `http::views::ReleasedCallView`, built with
+/// its reader's audience (`domain::token_view`), so no answer can show it unfiltered by accident.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReleasedCall {
     pub call_id: String,
     pub tool: String,
-    /// The arguments to run: the edited ones where a decider edited them. `None` where the reader's view hides
-    /// arguments (a decision token below privacy level `full`, as for pending calls).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// The arguments to run: the edited ones where a decider edited them. What a reader is shown of them is the
+    /// reader's audience's to say (`domain::token_view`, `http::views::ReleasedCallView`).
     pub arguments: Option<String>,
     pub edited: bool,
     /// Absent until the worker posted it.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub result: Option<PostedContent>,
 }
 
 /// A worker's result of one call: its content and whether it is an error.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PostedContent {
     pub content: String,
     pub is_error: bool,

@@ -5,14 +5,13 @@
 //! `^[A-Za-z0-9_-]{1,64}$` at registration, so they need no escaping and cannot carry a person's words. The one
 //! exception is the edit note, which quotes the arguments a decider typed: its fixed words say who typed them.
 
-use serde::Serialize;
-
 use super::vocabulary::{
     APPROVAL_DENIED, APPROVAL_EDITED, APPROVAL_EXPIRED, DecidedBy, DenialReason, Effect, Outcome,
 };
 
-/// One tool result per pending call, in the turn's order.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// One tool result per pending call, in the turn's order. Not serializable: answers show it through
+/// `http::views::ResultView`, built with the reader's audience (`domain::token_view`).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolResult {
     pub call_id: String,
     pub tool: String,

@@ -10,7 +10,8 @@ use uuid::Uuid;
 
 use super::error::ApiError;
 use super::extract::{Authorized, Json, RunId, scope};
-use crate::domain::released::ReleasedCall;
+use super::views::ReleasedCallView;
+use crate::domain::token_view::Audience;
 use crate::resume::claims::{Claimed, claim};
 use crate::state::AppState;
 
@@ -29,7 +30,7 @@ pub struct ClaimView {
     /// When the claim lapses unless renewed, on the database's clock (RFC 3339, UTC).
     pub until: DateTime<Utc>,
     /// The calls the claim covers, as `GET /v1/runs/{id}` shows them.
-    pub released_calls: Vec<ReleasedCall>,
+    pub released_calls: Vec<ReleasedCallView>,
 }
 
 pub async fn post(
@@ -47,9 +48,10 @@ pub async fn post(
         until,
         released_calls,
     } = claimed?;
+    // Only API keys claim: a key sees the calls whole, at every privacy level.
     Ok(axum::Json(ClaimView {
         claim_id,
         until,
-        released_calls,
+        released_calls: ReleasedCallView::all(released_calls, Audience::KEY),
     }))
 }

@@ -9,19 +9,18 @@ use uuid::Uuid;
 use super::decision_body::DecisionBody;
 use super::decision_credential::{self, DecisionCredential};
 use super::error::ApiError;
-use super::extract::{Caller, Credential, Json, KeyOrToken, Query, RunId, scope};
+use super::extract::{Caller, Json, KeyOrToken, Query, RunId, scope};
 use super::json_pieces::JsonPieces;
-use super::views::{DecisionView, hide_released_arguments};
+use super::views::{DecisionView, ReleasedCallView, ResultView};
 use super::visible;
 use crate::domain::model_input::{self, ModelInputFormat, RenderError};
-use crate::domain::released::ReleasedCall;
 use crate::domain::results::ToolResult;
 use crate::domain::scopes::Scope;
-use crate::domain::token_view;
+use crate::domain::token_view::Audience;
 use crate::domain::transcript;
 use crate::domain::transcript_text::TranscriptText;
 use crate::domain::verdicts::DecisionForm;
-use crate::domain::vocabulary::{PrivacyLevel, RunStatus};
+use crate::domain::vocabulary::RunStatus;
 use crate::resume::{self, Actor, Posted, Poster, Resumed};
 use crate::state::AppState;
 use crate::storage::{StorageError, decision_record};
@@ -47,62 +46,48 @@ struct DecisionHead {
     format: ModelInputFormat,
     decision: DecisionView,
     /// The calls that have results: every call's, but those released to the worker whose results are not posted.
-    results: Vec<ToolResult>,
+    results: Vec<ResultView>,
     /// The calls released to the worker (docs/design.md §15), present whenever the turn released any.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    released_calls: Vec<ReleasedCall>,
+    released_calls: Vec<ReleasedCallView>,
 }
 
-/// The whole answer: the head, then `model_input` in the asked format, or the run's own (the stored transcript spliced
-/// in as it is).
-fn answer(resumed: Resumed, format: Option<ModelInputFormat>) -> Result<JsonPieces, ApiError> {
-    if !resumed.has_model_input() {
-        return head_only(resumed);
+/// The whole answer as `audience` sees it (`domain::token_view`): the head, then `model_input` in the asked format,
+/// or the run's own. Whole, the stored transcript is spliced in as it is; to a decision token below `full` every
+/// text of it is redacted at `redacted`, and it is left out at `metadata` or `none`, as `GET …/model-input` shows
+/// it to a token. A replay is answered by this same function from the same rows.
+async fn answer(
+    resumed: Resumed,
+    format: Option<ModelInputFormat>,
+    audience: Audience,
+) -> Result<JsonPieces, ApiError> {
+    // A released turn has no model input until the worker posted its results (docs/design.md §15), nor ever when the
+    // run was cancelled before they were.
+    if !resumed.has_model_input() || !audience.sees_transcript() {
+        return head_only(resumed, audience);
     }
     let format = format.unwrap_or(resumed.transcript.format());
     let model_input = rendered(format, &resumed)?;
-    JsonPieces::object_with(&head_of(resumed)?, "model_input", model_input)
+    let JsonPieces(shown) = as_seen_by(audience, model_input).await?;
+    JsonPieces::object_with(&head_of(resumed, audience)?, "model_input", shown)
         .map_err(|error| ApiError::internal(format!("the decision's answer as JSON: {error}")))
 }
 
-/// The answer to a decision token on a run below privacy level `full`: the model input with every text redacted at
-/// `redacted`, and none at `metadata` or `none` (`domain::token_view`), as `GET …/model-input` shows it to a token.
-/// The results stay: they are the texts the decider's own click gave the model.
-async fn answer_to_a_token(
-    resumed: Resumed,
-    format: Option<ModelInputFormat>,
-    level: PrivacyLevel,
-) -> Result<JsonPieces, ApiError> {
-    let format = format.unwrap_or(resumed.transcript.format());
-    let as_json = |error: serde_json::Error| {
-        ApiError::internal(format!("the decision's answer as JSON: {error}"))
-    };
-    let mut resumed = resumed;
-    hide_released_arguments(level, &mut resumed.released);
-    if !token_view::shows_payloads(level) || !resumed.has_model_input() {
-        return head_only(resumed);
-    }
-    let model_input = rendered(format, &resumed)?;
-    let JsonPieces(shown) = as_a_token_sees_it(level, model_input).await?;
-    JsonPieces::object_with(&head_of(resumed)?, "model_input", shown).map_err(as_json)
-}
-
-/// The answer without `model_input`: to a token that sees no payload, or for a released turn, which has no model input
-/// until the worker posted its results (docs/design.md §15), nor ever when the run was cancelled before they were.
-fn head_only(resumed: Resumed) -> Result<JsonPieces, ApiError> {
-    let head = serde_json::to_vec(&head_of(resumed)?)
+/// The answer without `model_input`.
+fn head_only(resumed: Resumed, audience: Audience) -> Result<JsonPieces, ApiError> {
+    let head = serde_json::to_vec(&head_of(resumed, audience)?)
         .map_err(|error| ApiError::internal(format!("the decision's answer as JSON: {error}")))?;
     Ok(JsonPieces(vec![Bytes::from(head)]))
 }
 
-fn head_of(resumed: Resumed) -> Result<DecisionHead, ApiError> {
+fn head_of(resumed: Resumed, audience: Audience) -> Result<DecisionHead, ApiError> {
     Ok(DecisionHead {
         run_id: resumed.run_id,
         status: resumed.status(),
         format: resumed.transcript.format(),
         decision: DecisionView::of(&resumed.decision)?,
-        results: resumed.results,
-        released_calls: resumed.released,
+        results: ResultView::all(&resumed.results, audience),
+        released_calls: ReleasedCallView::all(resumed.released, audience),
     })
 }
 
@@ -212,11 +197,8 @@ pub async fn decide(
         resume::posted::decide_posted(&state.resumer, poster, run_id, posted, query.format).await?;
     // A replay committed nothing; the nudge is only a hint, so a needless one costs a poll.
     state.events.committed();
-    // A token is answered the model input as its reads show it (docs/design.md §13), by the level of the run it read.
-    match decided.token_level {
-        None | Some(PrivacyLevel::Full) => answer(decided.resumed, query.format),
-        Some(level) => answer_to_a_token(decided.resumed, query.format, level).await,
-    }
+    // A token is answered as its reads show the run (docs/design.md §13), by the level of the run it read.
+    answer(decided.resumed, query.format, decided.audience).await
 }
 
 /// With an API key whose client is known: the checks in their order, all made before the run is read.
@@ -288,11 +270,9 @@ pub async fn model_input(
 ) -> Result<impl IntoResponse, ApiError> {
     let run = visible::run(&state, &credential, run_id).await?;
     // A decision token sees the transcript only where the run's privacy level shows payloads (docs/design.md §13).
-    let token_level = match &credential {
-        Credential::Key(_) => None,
-        Credential::Token(_) => Some(state.resumer.privacy_floor.stricter(run.privacy_level())),
-    };
-    if token_level.is_some_and(|level| !token_view::shows_payloads(level)) {
+    let level = state.resumer.privacy_floor.stricter(run.privacy_level());
+    let audience = Audience::of(credential.reader(), level);
+    if !audience.sees_transcript() {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
             "transcript_not_shown",
@@ -340,24 +320,22 @@ pub async fn model_input(
         &turn.results,
         &turn.earlier_results,
     )?;
-    match token_level {
-        // At `full` a token sees the model input whole: the stored text as it is, never re-serialized (§14).
-        None | Some(PrivacyLevel::Full) => Ok(JsonPieces(model_input)),
-        Some(level) => as_a_token_sees_it(level, model_input).await,
-    }
+    as_seen_by(audience, model_input).await
 }
 
-/// A model input filtered for a decision token (`domain::token_view`). Redacting a whole transcript is CPU work:
-/// off the async workers, as the inbox's redaction is.
-async fn as_a_token_sees_it(
-    level: PrivacyLevel,
-    pieces: Vec<Bytes>,
-) -> Result<JsonPieces, ApiError> {
+/// A model input as `audience` sees it (`domain::token_view`): whole, the stored text as it is, never
+/// re-serialized (§14); else filtered. Redacting a whole transcript is CPU work: off the async workers, as the
+/// inbox's redaction is.
+async fn as_seen_by(audience: Audience, pieces: Vec<Bytes>) -> Result<JsonPieces, ApiError> {
+    if audience.sees_whole() {
+        return Ok(JsonPieces(pieces));
+    }
     let filtered = tokio::task::spawn_blocking(move || {
         let text: Vec<u8> = pieces.concat();
         let value: serde_json::Value = serde_json::from_slice(&text)
             .map_err(|error| ApiError::internal(format!("a rendered model input: {error}")))?;
-        let shown = token_view::model_input(level, value)
+        let shown = audience
+            .model_input(value)
             .ok_or_else(|| ApiError::internal("a model input shown at a level that shows none"))?;
         serde_json::to_vec(&shown)
             .map_err(|error| ApiError::internal(format!("a model input as JSON: {error}")))

@@ -16,6 +16,7 @@ use uuid::Uuid;
 use super::decision_tokens::{self, TokenHolder};
 use super::error::ApiError;
 use crate::domain::scopes::Scope;
+use crate::domain::token_view::Reader;
 use crate::keys;
 use crate::state::AppState;
 use crate::storage::clients;
@@ -48,6 +49,16 @@ impl Caller {
 pub enum Credential {
     Key(Caller),
     Token(TokenHolder),
+}
+
+impl Credential {
+    /// Which reader this is, for what its answers may show of a run's payloads (`domain::token_view`).
+    pub fn reader(&self) -> Reader {
+        match self {
+            Credential::Key(_) => Reader::Key,
+            Credential::Token(_) => Reader::Token,
+        }
+    }
 }
 
 /// The bearer credential of a route a decision token may use, authenticated: a key whose client holds at least one

@@ -157,7 +157,7 @@ impl Members {
                 native_turn::check_system(format, &system)
                     .map_err(|error| invalid_transcript(error.0))?;
             }
-            native_turn::validate(format, &entries, earlier_ids, earlier_calls)
+            native_turn::validate(format, &entries, list.get(), earlier_ids, earlier_calls)
                 .map_err(|error| invalid_transcript(error.0))?
         };
         Ok(Checked {

@@ -10,6 +10,7 @@ use uuid::Uuid;
 use super::error::ApiError;
 use super::extract::{Authorized, Json, RunId, scope};
 use super::runs::run_view;
+use crate::domain::token_view::Reader;
 use crate::resume::results::{PostedResult, post_results};
 use crate::state::AppState;
 use crate::storage::runs;
@@ -58,5 +59,5 @@ pub async fn post(
     let run = runs::find(&state.pool, &caller.tenant, id)
         .await?
         .ok_or_else(|| ApiError::not_found("run"))?;
-    Ok(axum::Json(run_view(&state, &run).await?))
+    Ok(axum::Json(run_view(&state, &run, Reader::Key).await?))
 }

@@ -17,6 +17,7 @@ use super::visible;
 use super::worker_state::{self, JsonWithState, RunQuery};
 use crate::domain::limits::TurnOverLimit;
 use crate::domain::model_input::ModelInputFormat;
+use crate::domain::token_view::Reader;
 use crate::domain::transcript::{self, PendingCall, is_valid_tool_name};
 use crate::domain::transcript_text::TranscriptText;
 use crate::domain::vocabulary::{Effect, ExecutorKind, PrivacyLevel, RunStatus};
@@ -181,6 +182,9 @@ pub async fn register_run(
     }
     .resolve(state.limits.work.default_approval_ttl_secs)?;
     worker_state::within_limit(&state.limits, body.worker_state.as_ref())?;
+    // Held to its limit first: the check parses it. A state serde_json reads as JSON but not into a value (a number
+    // beyond a double, a lone surrogate) is refused as any other member is, not left to fail the body's hash.
+    well_formed(&[&body.worker_state])?;
     // Serializing the parsed body gives one text per meaning: keys sorted, defaults filled in.
     let registration_hash = meaning_hash(&body)?;
     let members = body.members();
@@ -230,7 +234,7 @@ pub async fn register_run(
     tx.commit().await?;
     state.events.committed();
     tracing::info!(run_id = %run.id, calls = with_effects.len(), "run registered");
-    let view = run_view(&state, &run).await?;
+    let view = run_view(&state, &run, Reader::Key).await?;
     Ok((StatusCode::CREATED, axum::Json(view)).into_response())
 }
 
@@ -253,7 +257,7 @@ async fn existing_registration(
     if run.registration_hash != registration_hash {
         return Err(conflict());
     }
-    let view = run_view(state, &run).await?;
+    let view = run_view(state, &run, Reader::Key).await?;
     Ok((StatusCode::OK, axum::Json(view)).into_response())
 }
 
@@ -325,8 +329,8 @@ pub fn with_effects(
         .collect()
 }
 
-/// The run as answered everywhere: its current turn's calls and decision.
-pub async fn run_view(state: &AppState, run: &RunRow) -> Result<RunView, ApiError> {
+/// The run as answered everywhere, to `reader`: its current turn's calls and decision.
+pub async fn run_view(state: &AppState, run: &RunRow, reader: Reader) -> Result<RunView, ApiError> {
     let calls = runs::calls(&state.pool, state.pool.sealer(), run.id, run.turn_index).await?;
     let decision = decision_record::find(&state.pool, run.id, run.turn_index).await?;
     Ok(RunView::of(
@@ -335,6 +339,7 @@ pub async fn run_view(state: &AppState, run: &RunRow) -> Result<RunView, ApiErro
         decision.as_ref(),
         state.resumer.privacy_floor,
         &state.resumer.executors,
+        reader,
     )?)
 }
 
@@ -345,11 +350,11 @@ pub async fn get_run(
     Query(query): Query<RunQuery>,
 ) -> Result<impl IntoResponse, ApiError> {
     let run = visible::run(&state, &credential, id).await?;
-    let view = run_view(&state, &run).await?;
+    let view = run_view(&state, &run, credential.reader()).await?;
     match credential {
         Credential::Key(_) => worker_state::run_answer(&state, view, &query).await,
         // A decision token never sees the worker's state: `include` is ignored (docs/design.md §15).
-        Credential::Token(_) => Ok(axum::Json(view.as_a_token_sees_it()).into_response()),
+        Credential::Token(_) => Ok(axum::Json(view).into_response()),
     }
 }
 
@@ -420,5 +425,5 @@ async fn change_status(
     };
     tx.commit().await?;
     state.events.committed();
-    Ok(axum::Json(run_view(state, &run).await?))
+    Ok(axum::Json(run_view(state, &run, Reader::Key).await?))
 }

@@ -13,6 +13,7 @@ use super::runs::{ExpiryBody, meaning_hash, run_view, with_effects, within_limit
 use super::worker_state::{self, JsonWithState};
 use crate::domain::model_input::{ModelInputFormat, tool_messages_entries};
 use crate::domain::native_input;
+use crate::domain::token_view::Reader;
 use crate::domain::transcript;
 use crate::domain::vocabulary::{Effect, RunStatus};
 use crate::resume::load_turn;
@@ -72,6 +73,9 @@ pub async fn append_turn(
     }
     .resolve(state.limits.work.default_approval_ttl_secs)?;
     worker_state::within_limit(&state.limits, body.worker_state.as_ref())?;
+    // Held to its limit first: the check parses it. A state serde_json reads as JSON but not into a value (a number
+    // beyond a double, a lone surrogate) is refused as any other member is, not left to fail the body's hash.
+    well_formed(&[&body.worker_state])?;
     let request_hash = meaning_hash(&body)?;
     let members = Members {
         messages: body.messages.take(),
@@ -91,7 +95,7 @@ pub async fn append_turn(
     {
         // The same append again, after it succeeded: answer the run as it stands.
         tx.rollback().await?;
-        return Ok(axum::Json(run_view(&state, &run).await?));
+        return Ok(axum::Json(run_view(&state, &run, Reader::Key).await?));
     }
     if run.status() != RunStatus::Resumed {
         return Err(ApiError::conflict(
@@ -165,5 +169,5 @@ pub async fn append_turn(
     tx.commit().await?;
     state.events.committed();
     tracing::info!(run_id = %run.id, turn = turn_index, calls = calls.len(), "run suspended on a new turn");
-    Ok(axum::Json(run_view(&state, &run).await?))
+    Ok(axum::Json(run_view(&state, &run, Reader::Key).await?))
 }

@@ -1,4 +1,6 @@
-//! The JSON shapes of answers shared by several routes: a run, and a decision.
+//! The JSON shapes of answers shared by several routes: a run, a decision, a call's result and a released call. Every
+//! payload in them (arguments, results, a worker's content) is filled in through the reader's [`Audience`], the one
+//! privacy filter of docs/design.md §13: a view cannot be built without saying who reads it.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -6,10 +8,11 @@ use uuid::Uuid;
 
 use crate::domain::model_input::ModelInputFormat;
 use crate::domain::released::ReleasedCall;
-use crate::domain::token_view;
+use crate::domain::results::ToolResult;
+use crate::domain::token_view::{Audience, Reader};
 use crate::domain::verdicts::RecordedVerdict;
 use crate::domain::vocabulary::{
-    DecidedBy, DenialReason, Effect, ExecutorKind, PrivacyLevel, RunStatus,
+    DecidedBy, DenialReason, Effect, ExecutorKind, Outcome, PrivacyLevel, RunStatus,
 };
 use crate::executor::Executors;
 use crate::resume::released_calls;
@@ -34,7 +37,7 @@ pub struct RunView {
     pub decision: Option<DecisionView>,
     /// The current turn's calls released to the worker (docs/design.md §15), present whenever it has any.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub released_calls: Vec<ReleasedCall>,
+    pub released_calls: Vec<ReleasedCallView>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -50,8 +53,7 @@ pub struct TurnView {
 pub struct PendingCallView {
     pub id: String,
     pub name: String,
-    /// Always to an API key; to a decision token only where the run's privacy level shows them
-    /// ([`RunView::as_a_token_sees_it`]).
+    /// Always to an API key; to a decision token only where the run's privacy level shows them ([`Audience`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub arguments: Option<String>,
     pub effect: Effect,
@@ -113,12 +115,15 @@ impl RunView {
         decision: Option<&DecisionRow>,
         privacy_floor: PrivacyLevel,
         executors: &Executors,
+        reader: Reader,
     ) -> Result<Self, StorageError> {
+        let privacy_level = privacy_floor.stricter(run.privacy_level());
+        let audience = Audience::of(reader, privacy_level);
         Ok(RunView {
             id: run.id,
             owner_uid: run.owner_uid,
             status: run.status(),
-            privacy_level: privacy_floor.stricter(run.privacy_level()),
+            privacy_level,
             format: run.format(),
             require_second_approver: run.require_second_approver,
             expires_at: run.expires_at,
@@ -132,7 +137,7 @@ impl RunView {
                         PendingCallView {
                             id: call.call_id.clone(),
                             name: call.tool.clone(),
-                            arguments: Some(call.arguments.clone()),
+                            arguments: audience.payload(&call.arguments),
                             effect: executors.effect(&call.tool, Some(call.effect())),
                             executor: executors
                                 .executor_kind(&call.tool, declared.and_then(|d| d.executor)),
@@ -143,9 +148,9 @@ impl RunView {
                     .collect(),
             },
             decision: decision.map(DecisionView::of).transpose()?,
-            released_calls: released_calls(
-                calls,
-                decision.map(DecisionRow::decided_by).transpose()?,
+            released_calls: ReleasedCallView::all(
+                released_calls(calls, decision.map(DecisionRow::decided_by).transpose()?),
+                audience,
             ),
             created_at: run.created_at,
             updated_at: run.updated_at,
@@ -153,29 +158,76 @@ impl RunView {
     }
 }
 
-impl RunView {
-    /// The run as a decision token sees it (docs/design.md §13): pending arguments filtered by the run's privacy level,
-    /// as the inbox shows them.
-    pub fn as_a_token_sees_it(mut self) -> Self {
-        let level = self.privacy_level;
-        for call in &mut self.turn.pending_calls {
-            call.arguments = call
-                .arguments
-                .take()
-                .and_then(|arguments| token_view::arguments(level, &arguments));
-        }
-        hide_released_arguments(level, &mut self.released_calls);
-        self
+/// A call's result as a reader sees it ([`Audience::result_content`]): to a key, the result whole.
+#[derive(Debug, Serialize)]
+pub struct ResultView {
+    pub call_id: String,
+    pub tool: String,
+    pub outcome: Outcome,
+    pub is_error: bool,
+    /// Absent where the run's privacy level shows a decision token no payload and the result holds one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    pub edited: bool,
+}
+
+impl ResultView {
+    pub fn all(results: &[ToolResult], audience: Audience) -> Vec<ResultView> {
+        results
+            .iter()
+            .map(|result| ResultView {
+                call_id: result.call_id.clone(),
+                tool: result.tool.clone(),
+                outcome: result.outcome,
+                is_error: result.is_error,
+                content: audience.result_content(result),
+                edited: result.edited,
+            })
+            .collect()
     }
 }
 
-/// Released calls as a decision token sees them: their arguments filtered by the run's privacy level, as pending
-/// calls' are.
-pub fn hide_released_arguments(level: PrivacyLevel, released: &mut [ReleasedCall]) {
-    for call in released {
-        call.arguments = call
-            .arguments
-            .take()
-            .and_then(|arguments| token_view::arguments(level, &arguments));
+/// A call released to the worker as a reader sees it (docs/design.md §15): its arguments to run and the worker's
+/// result are payloads ([`Audience::payload`]).
+#[derive(Debug, Serialize)]
+pub struct ReleasedCallView {
+    pub call_id: String,
+    pub tool: String,
+    /// The arguments to run, edited where a decider edited them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<String>,
+    pub edited: bool,
+    /// Absent until the worker posted it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<PostedView>,
+}
+
+/// A worker's result of a released call.
+#[derive(Debug, Serialize)]
+pub struct PostedView {
+    /// Absent where the run's privacy level shows a decision token no payload.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    pub is_error: bool,
+}
+
+impl ReleasedCallView {
+    pub fn all(released: Vec<ReleasedCall>, audience: Audience) -> Vec<ReleasedCallView> {
+        released
+            .into_iter()
+            .map(|call| ReleasedCallView {
+                arguments: call
+                    .arguments
+                    .as_deref()
+                    .and_then(|arguments| audience.payload(arguments)),
+                result: call.result.map(|posted| PostedView {
+                    content: audience.payload(&posted.content),
+                    is_error: posted.is_error,
+                }),
+                call_id: call.call_id,
+                tool: call.tool,
+                edited: call.edited,
+            })
+            .collect()
     }
 }

@@ -54,11 +54,19 @@ pub async fn create(
     let url = reqwest::Url::parse(&body.url).map_err(|_| invalid(Invalid::Url))?;
     let policy = state.webhooks;
     if let Err(refusal) = ssrf::check_url_resolves(&url, policy.allow_private).await {
+        if let ssrf::Refusal::Busy(_) = refusal {
+            // Not checked: the name lookups of this instance are all taken (503, with Retry-After).
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "webhook_url_lookups_busy",
+                refusal.told(),
+            ));
+        }
         // The detail (an address, what a name resolved to) is for ops; the tenant is told only that it is refused.
         tracing::info!(detail = %refusal, "a webhook URL was refused at creation");
         return Err(ApiError::unprocessable(
             "webhook_url_refused",
-            ssrf::REFUSED,
+            refusal.told(),
         ));
     }
     let secret = sign::new_secret();

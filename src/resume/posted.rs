@@ -13,9 +13,9 @@ use super::turn::Resumed;
 use crate::domain::authorize;
 use crate::domain::model_input::{self, ModelInputFormat, RenderError};
 use crate::domain::scopes::Scope;
+use crate::domain::token_view::{self, Audience};
 use crate::domain::transcript_text::TranscriptText;
 use crate::domain::verdicts::DecisionForm;
-use crate::domain::vocabulary::PrivacyLevel;
 use crate::storage::StorageError;
 use crate::storage::run_snapshot::{self, KeyHolder, Reader, Snapshot};
 
@@ -61,11 +61,11 @@ pub struct Posted {
     pub form: DecisionForm,
 }
 
-/// A posted decision, decided: the resumed turn, and for a decision token the privacy level its answer shows the
-/// model input at (the stricter of the service's and the run's, docs/design.md §13).
+/// A posted decision, decided: the resumed turn, and who reads the answer: a key whole, a decision token at the run's
+/// privacy level (the stricter of the service's and the run's, docs/design.md §13).
 pub struct Decided {
     pub resumed: Resumed,
-    pub token_level: Option<PrivacyLevel>,
+    pub audience: Audience,
 }
 
 /// Decides the decision `poster` posted on `run_id`, and resumes the run. `posted` is the body as the route checked
@@ -100,9 +100,9 @@ pub async fn decide_posted<E: From<ResumeError>>(
         Poster::Client { actor, .. } | Poster::Token { actor, .. } => Reader::Tenant(&actor.tenant),
     };
     let mut snapshot = read(resumer, reader, run_id, decider_uid).await?;
-    let (actor, token_level) = match poster {
-        Poster::Key { .. } => (key_actor(snapshot.key_holder.take(), scope)?, None),
-        Poster::Client { actor, .. } => (actor, None),
+    let (actor, audience) = match poster {
+        Poster::Key { .. } => (key_actor(snapshot.key_holder.take(), scope)?, Audience::KEY),
+        Poster::Client { actor, .. } => (actor, Audience::KEY),
         Poster::Token { actor, uid, .. } => {
             // Judged from the run and the user's row as this read found them.
             let Some(found) = snapshot.run.as_ref().filter(|found| {
@@ -114,7 +114,7 @@ pub async fn decide_posted<E: From<ResumeError>>(
             let level = resumer
                 .privacy_floor
                 .stricter(found.facts.run.privacy_level());
-            (actor, Some(level))
+            (actor, Audience::of(token_view::Reader::Token, level))
         }
     };
     let Posted { turn_digest, form } = posted?;
@@ -128,10 +128,7 @@ pub async fn decide_posted<E: From<ResumeError>>(
         form,
     };
     let resumed = decide(resumer, &actor, &request, snapshot).await?;
-    Ok(Decided {
-        resumed,
-        token_level,
-    })
+    Ok(Decided { resumed, audience })
 }
 
 /// Reads the run for a decision without its lock, and the key's client with it ([`decide`]'s first statement).

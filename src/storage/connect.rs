@@ -34,8 +34,11 @@ impl PoolSettings {
 
     /// The settings each transaction or session carries. `idle_in_transaction_session_timeout`: if a connection
     /// were ever left inside a transaction (a cancelled `BEGIN`, see transact-rs/sqlx#4393), Postgres itself ends
-    /// it instead of letting it hold locks.
-    fn timeouts(&self) -> [(&'static str, String); 3] {
+    /// it instead of letting it hold locks. `jit` off: no statement of this service is long enough to gain from
+    /// compiling, and the webhook claim over a large events table crossed `jit_above_cost` and spent more time
+    /// compiling than running (docs/operations.md). Behind a pooler these are `set local` in each transaction,
+    /// so they never reach another client's session.
+    fn session_settings(&self) -> [(&'static str, String); 4] {
         let statement_ms = self.statement_timeout.as_millis().to_string();
         let idle_ms = (self.statement_timeout.as_millis() * 2)
             .max(1000)
@@ -44,6 +47,7 @@ impl PoolSettings {
             ("statement_timeout", statement_ms.clone()),
             ("lock_timeout", statement_ms),
             ("idle_in_transaction_session_timeout", idle_ms),
+            ("jit", "off".to_owned()),
         ]
     }
 }
@@ -53,7 +57,7 @@ pub async fn connect(settings: &PoolSettings) -> Result<Database, StorageError> 
     let hosts = hosts::parse(&settings.database_url)
         .map_err(|error| StorageError::Config(format!("DATABASE_URL: {error}")))?;
     sql::use_named_statements(!settings.pgbouncer);
-    let timeouts = settings.timeouts();
+    let session_settings = settings.session_settings();
     let servers: Vec<PgConnectOptions> = hosts
         .servers
         .into_iter()
@@ -61,12 +65,16 @@ pub async fn connect(settings: &PoolSettings) -> Result<Database, StorageError> 
             let server = server.application_name("approval-resume");
             if settings.pgbouncer {
                 // PgBouncer refuses unknown startup parameters such as `options`; `Database` sets the timeouts
-                // per transaction instead, and `extra_float_digits` (sqlx's default, which PgBouncer accepts only
-                // when told to ignore it) is left at the server's: no column of this schema is a float. No statement
-                // is cached: they are all unnamed (`sql`).
+                // and `jit` per transaction instead, and `extra_float_digits` (sqlx's default, which PgBouncer
+                // accepts only when told to ignore it) is left at the server's: no column of this schema is a float.
+                // No statement is cached: they are all unnamed (`sql`).
                 server.statement_cache_capacity(0).extra_float_digits(None)
             } else {
-                server.options(timeouts.iter().map(|(name, value)| (*name, value.as_str())))
+                server.options(
+                    session_settings
+                        .iter()
+                        .map(|(name, value)| (*name, value.as_str())),
+                )
             }
         })
         .collect();
@@ -104,7 +112,7 @@ pub async fn connect(settings: &PoolSettings) -> Result<Database, StorageError> 
         options.connect_lazy_with(server)
     };
     Ok(if settings.pgbouncer {
-        Database::behind_pooler(pool, &timeouts)
+        Database::behind_pooler(pool, &session_settings)
     } else {
         Database::direct(pool)
     })

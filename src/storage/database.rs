@@ -39,7 +39,7 @@ impl Database {
     pub fn behind_pooler(pool: PgPool, settings: &[(&str, String)]) -> Self {
         let mut begin = String::from("begin");
         for (name, value) in settings {
-            // Names are constants of this crate and values numbers; nothing here comes from a request.
+            // Names and values are constants of this crate (numbers, `off`); nothing here comes from a request.
             begin.push_str(&format!("; set local {name} = '{value}'"));
         }
         Database {

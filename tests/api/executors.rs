@@ -33,7 +33,7 @@ pub struct Received {
 type Log = Arc<Mutex<Vec<Received>>>;
 
 /// An executor server whose path says how it behaves: `/ok`, `/refuse`, `/slow`, `/status500`, `/redirect`,
-/// `/malformed`, `/huge`.
+/// `/malformed`, `/huge`, `/canary`.
 pub struct FakeExecutor {
     base: String,
     log: Log,
@@ -106,6 +106,11 @@ async fn answer(
         )
             .into_response(),
         "malformed" => (StatusCode::OK, "{\"content\": 12").into_response(),
+        // What a tool might well answer: a secret and an address (tests/api/token_privacy.rs).
+        "canary" => axum::Json(
+            json!({"content": "sk-abcdefghijklmnopqrstuvwxyz0123456789 ann@example.com", "is_error": false}),
+        )
+        .into_response(),
         "nul" => axum::Json(json!({"content": "before\0after", "is_error": false})).into_response(),
         "huge" => {
             axum::Json(json!({"content": "x".repeat(10_000), "is_error": false})).into_response()

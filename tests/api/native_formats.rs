@@ -683,3 +683,75 @@ async fn the_same_native_registration_again_is_the_same_run_and_the_stored_text_
     assert_eq!(messages, members["messages"].get());
     assert_eq!(system, members["system"].get());
 }
+
+/// The members of a run in `format` whose one pending call has `{"order": {"id": NUMBER}}` as its arguments.
+fn with_number(format: &str, number: &str) -> String {
+    match format {
+        "anthropic" => format!(
+            r#""format":"anthropic","messages":[{{"role":"user","content":"cancel it"}},{{"role":"assistant","content":[{{"type":"tool_use","id":"toolu_1","name":"cancel_order","input":{{"order":{{"id":{number}}}}}}}]}}]"#
+        ),
+        _ => format!(
+            r#""format":"gemini","contents":[{{"role":"user","parts":[{{"text":"cancel it"}}]}},{{"role":"model","parts":[{{"functionCall":{{"name":"cancel_order","args":{{"order":{{"id":{number}}}}}}}}}]}}]"#
+        ),
+    }
+}
+
+#[tokio::test]
+async fn a_number_past_2_53_in_native_arguments_is_refused_however_written_and_2_53_itself_is_kept()
+{
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool).await;
+    app.user(OWNER, false, false, false).await;
+    for (format, place) in [
+        ("anthropic", "messages[1].content[0].input.order.id"),
+        ("gemini", "contents[1].parts[0].args.order.id"),
+    ] {
+        for number in [
+            "9007199254740993.0",
+            "123456789012345678901234",
+            "9.007199254740993e15",
+            "-9007199254740993",
+        ] {
+            let id = Uuid::new_v4();
+            let members = with_number(format, number);
+            let answer = post_text(
+                &app,
+                "/v1/runs",
+                format!("{{\"id\":\"{id}\",\"owner_uid\":7,{members}}}"),
+            )
+            .await;
+            assert_problem(
+                &answer,
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_transcript",
+            );
+            let said = answer.body["detail"].as_str().unwrap();
+            assert!(
+                said.starts_with(&format!("{place}: a number beyond 2^53")),
+                "{format} {number}: {said}"
+            );
+        }
+        assert_eq!(row_counts(&app.pool).await.runs, 0, "{format}");
+    }
+    for format in ["anthropic", "gemini"] {
+        let id = Uuid::new_v4();
+        let members = with_number(format, "9007199254740992.0");
+        let answer = post_text(
+            &app,
+            "/v1/runs",
+            format!("{{\"id\":\"{id}\",\"owner_uid\":7,{members}}}"),
+        )
+        .await;
+        assert_eq!(
+            answer.status,
+            StatusCode::CREATED,
+            "{format}: {}",
+            answer.body
+        );
+        assert_eq!(
+            answer.body["turn"]["pending_calls"][0]["arguments"],
+            r#"{"order":{"id":9007199254740992}}"#,
+            "{format}"
+        );
+    }
+}

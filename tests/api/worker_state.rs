@@ -253,6 +253,36 @@ async fn a_new_turn_replaces_the_state_and_a_turn_without_one_leaves_none() {
     assert_eq!(stored_columns(&app.pool, id).await, (None, None));
 }
 
+/// Texts serde_json reads as JSON but not into a value: a number beyond a double, an escaped lone surrogate.
+const UNREADABLE_STATES: [&str; 3] = ["1e400", "{\"n\": [1e400]}", "\"\\ud800\""];
+
+#[tokio::test]
+async fn a_state_no_json_reader_can_hold_is_refused_400_malformed_json_by_registration_and_new_turns()
+ {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool).await;
+    app.user(7, false, false, false).await;
+    for state in UNREADABLE_STATES {
+        let id = Uuid::new_v4();
+        let answer = register_with_state(&app, id, state).await;
+        assert_problem(&answer, StatusCode::BAD_REQUEST, "malformed_json");
+        let run = app.get(&format!("/v1/runs/{id}")).await;
+        assert_eq!(
+            run.status,
+            StatusCode::NOT_FOUND,
+            "{state}: nothing registered"
+        );
+    }
+    let id = Uuid::new_v4();
+    let digest = run_with_state(&app, id, "{\"turn\": 0}").await;
+    deny(&app, id, &digest).await;
+    for state in UNREADABLE_STATES {
+        let answer = append(&app, id, next_turn("call_3", Some(state))).await;
+        assert_problem(&answer, StatusCode::BAD_REQUEST, "malformed_json");
+        assert_given_back_as_sent(&with_state_included(&app, id).await, "{\"turn\": 0}");
+    }
+}
+
 #[tokio::test]
 async fn a_state_over_the_limit_is_refused_413_and_nothing_is_stored() {
     let (_database, pool) = TestDatabase::create().await;

@@ -23,6 +23,7 @@
 
 pub mod deliver;
 mod hold;
+pub mod lookup;
 pub mod retry;
 mod settings;
 pub mod sign;

@@ -14,6 +14,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
+use super::lookup::{LookupError, Lookups};
+
 /// Whether a webhook may reach this address. With `allow_private`, everything is allowed (tests, or a service
 /// whose receivers live on its private network).
 pub fn is_allowed(ip: IpAddr, allow_private: bool) -> bool {
@@ -90,6 +92,23 @@ pub enum Refusal {
     Resolves { host: String, ip: IpAddr },
     #[error("{host} does not resolve: {error}")]
     Unresolved { host: String, error: String },
+    #[error("{host}: {error}")]
+    TimedOut { host: String, error: LookupError },
+    /// Not checked at all: every lookup of this process is taken (`lookup`). Not the URL's fault: try again.
+    #[error("not checked: {0}")]
+    Busy(LookupError),
+}
+
+impl Refusal {
+    /// What the tenant is told: [`REFUSED`], and that the name took too long where it did (which says nothing of
+    /// any address).
+    pub fn told(&self) -> String {
+        match self {
+            Refusal::TimedOut { error, .. } => format!("{REFUSED} ({error})"),
+            Refusal::Busy(error) => error.to_string(),
+            _ => REFUSED.to_owned(),
+        }
+    }
 }
 
 /// What a tenant is told of any [`Refusal`], at creation or in `last_error`: nothing of the address or the name's
@@ -117,27 +136,29 @@ fn ip_host(url: &reqwest::Url) -> Result<Option<IpAddr>, Refusal> {
     Ok(literal.parse::<IpAddr>().ok())
 }
 
-/// How long a creation waits for a name's lookup.
-const LOOKUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// Checks a new subscription's URL now: an IP host as [`check_host`] does, a name by resolving it and refusing it if
-/// it does not resolve or any of its addresses may not be reached. Deliveries check again (a name may resolve
-/// differently later).
+/// Checks a new subscription's URL now: an IP host as [`check_host`] does, a name by resolving it (bounded, `lookup`)
+/// and refusing it if it does not resolve or any of its addresses may not be reached. Deliveries check again (a name
+/// may resolve differently later).
 pub async fn check_url_resolves(url: &reqwest::Url, allow_private: bool) -> Result<(), Refusal> {
     check_host(url, allow_private)?;
     if ip_host(url)?.is_some() {
         return Ok(());
     }
     let host = url.host_str().ok_or(Refusal::NoHost)?;
-    let unresolved = |error: String| Refusal::Unresolved {
-        host: host.to_owned(),
-        error,
-    };
-    let lookup = tokio::net::lookup_host((host, url.port_or_known_default().unwrap_or(0)));
-    let addresses = tokio::time::timeout(LOOKUP_TIMEOUT, lookup)
+    let addresses = Lookups::system()
+        .lookup(host)
         .await
-        .map_err(|_| unresolved("the lookup timed out".into()))?
-        .map_err(|error| unresolved(error.to_string()))?;
+        .map_err(|error| match error {
+            LookupError::Busy { .. } => Refusal::Busy(error),
+            LookupError::TimedOut(_) => Refusal::TimedOut {
+                host: host.to_owned(),
+                error,
+            },
+            LookupError::Failed(error) => Refusal::Unresolved {
+                host: host.to_owned(),
+                error,
+            },
+        })?;
     first_internal(host, addresses, allow_private)
 }
 
@@ -167,7 +188,8 @@ fn first_internal(
     }
 }
 
-/// The HTTP client's resolver: the system's lookup, refusing a name if any of its addresses is internal.
+/// The HTTP client's resolver: the system's lookup (bounded, `lookup`), refusing a name if any of its addresses is
+/// internal. A lookup that is busy or slow is a connection's failure, retried as one, not a refusal.
 pub struct GuardedResolver {
     pub allow_private: bool,
 }
@@ -178,8 +200,7 @@ impl Resolve for GuardedResolver {
         let host = name.as_str().to_owned();
         Box::pin(async move {
             // Port 0: the client sets the URL's port on the addresses it gets.
-            let addresses: Vec<SocketAddr> =
-                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let addresses: Vec<SocketAddr> = Lookups::system().lookup(&host).await?;
             // A `Refusal` (found again by `deliver::classify`), so that the tenant is told only `REFUSED`.
             first_internal(&host, addresses.iter().copied(), allow_private)?;
             let addresses: Addrs = Box::new(addresses.into_iter());
