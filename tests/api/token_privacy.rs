@@ -100,10 +100,12 @@ async fn a_token_sees_arguments_edits_and_tool_output_only_as_the_runs_privacy_l
             decided.body
         );
         assert_eq!(decided.body["status"], "released", "{level}");
+        // The worker claims the released call before it posts its result (docs/design.md §15).
+        let claim_id = crate::worker_calls::claim(&app, id).await;
         let posted = app
             .post(
                 &format!("/v1/runs/{id}/results"),
-                json!({"results": [{"call_id": "call_2", "content": canary("worker result"), "is_error": false}]}),
+                json!({"claim_id": claim_id, "results": [{"call_id": "call_2", "content": canary("worker result"), "is_error": false}]}),
             )
             .await;
         assert_eq!(posted.status, StatusCode::OK, "{level}: {:?}", posted.body);
