@@ -3,6 +3,7 @@
 mod approvals;
 mod auth;
 mod batched_denies;
+mod body_budget;
 mod concurrency;
 mod cors;
 mod decision_tokens;

@@ -50,6 +50,8 @@ pub struct Options {
     /// `DENY_BATCHES`: `Some(n)` writes denies together beyond `n` in flight (`Some(0)`: every deny queues), `None`
     /// (the service's default) each on its own.
     pub deny_batch_beyond: Option<usize>,
+    /// `MAX_BODY_BYTES_IN_FLIGHT`; `None`: its default for the body limits.
+    pub body_bytes_in_flight: Option<usize>,
 }
 
 impl Default for Options {
@@ -61,6 +63,7 @@ impl Default for Options {
             request_timeout: Duration::from_secs(30),
             body_read_timeout: Duration::from_secs(15),
             deny_batch_beyond: None,
+            body_bytes_in_flight: None,
         }
     }
 }
@@ -101,6 +104,7 @@ pub async fn app_with(pool: PgPool, options: Options) -> TestApp {
             request_timeout: options.request_timeout,
             body_read_timeout: options.body_read_timeout,
             work: WorkLimits::default(),
+            body_bytes_in_flight: options.body_bytes_in_flight,
         },
         events: events_hub(&pool),
         webhooks: webhook_policy(),
