@@ -195,7 +195,7 @@ mod tests {
         assert!(matches!(empty, Ok(Admitted::Bodiless)));
     }
 
-    #[tokio::test(start_paused = true)]
+    #[tokio::test]
     async fn a_body_whose_share_stays_taken_is_refused_503_after_the_wait() {
         let budget = budget(4 << 20);
         let held = budget.admit(&SizeHint::with_exact(2 << 20), 8 << 20).await;
