@@ -53,12 +53,9 @@ fn routes(cors: CorsLayer, limits: &Limits) -> Router<AppState> {
     Router::new()
         .merge(token_routes)
         .route("/v1/users/{uid}", put(users::put_user))
+        .route("/v1/runs", post(runs::register_run).layer(with_state))
         .route(
-            worker_state::ROUTES[0],
-            post(runs::register_run).layer(with_state),
-        )
-        .route(
-            worker_state::ROUTES[1],
+            "/v1/runs/{id}/turns",
             post(turns::append_turn).layer(with_state),
         )
         .route("/v1/runs/{id}/events", get(run_events::list_events))

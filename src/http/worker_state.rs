@@ -161,7 +161,8 @@ pub fn body_limit(limits: &Limits) -> usize {
     limits.largest_body()
 }
 
-/// The routes that take a `worker_state`, and so read bodies of [`body_limit`]: a registration and a new turn.
+/// The routes that take a `worker_state`, and so read bodies of [`body_limit`]: a registration and a new turn, as
+/// `app::routes` names them (the `MatchedPath` of their requests).
 pub const ROUTES: [&str; 2] = ["/v1/runs", "/v1/runs/{id}/turns"];
 
 /// The length of the body's top-level `worker_state` text; 0 when it has none, or is no object that could have one
