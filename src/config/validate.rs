@@ -90,7 +90,9 @@ impl Config {
         let Some(in_flight) = self.max_body_bytes_in_flight else {
             return Ok(());
         };
-        let largest = self.max_body_bytes.saturating_add(self.max_worker_state_bytes);
+        let largest = self
+            .max_body_bytes
+            .saturating_add(self.max_worker_state_bytes);
         let share = |bytes: u64| usize::try_from(bytes).unwrap_or(usize::MAX);
         if limits::large_body_share(share(in_flight)) < share(largest) {
             return Err(ConfigError {

@@ -76,11 +76,11 @@ impl BodyBudget {
             )));
         }
         // Sent in chunks, a body is weighed as all it may grow to.
-        let weight = size
-            .upper()
-            .map_or(route_limit, |upper| {
-                usize::try_from(upper).unwrap_or(usize::MAX).min(route_limit)
-            });
+        let weight = size.upper().map_or(route_limit, |upper| {
+            usize::try_from(upper)
+                .unwrap_or(usize::MAX)
+                .min(route_limit)
+        });
         if weight == 0 {
             return Ok(Admitted::Bodiless);
         }
@@ -181,7 +181,9 @@ mod tests {
     async fn a_body_sent_in_chunks_weighs_its_route_s_limit() {
         let budget = budget(4 << 20);
         let chunked = budget.admit(&SizeHint::new(), 3 << 20).await;
-        assert!(matches!(chunked, Ok(Admitted::Large(ref permit)) if permit.num_permits() == 3 * 1024));
+        assert!(
+            matches!(chunked, Ok(Admitted::Large(ref permit)) if permit.num_permits() == 3 * 1024)
+        );
         assert_eq!(budget.large.available_permits(), 0);
     }
 

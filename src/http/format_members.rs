@@ -28,8 +28,7 @@ impl<'de> Deserialize<'de> for RawMember {
 
 impl Serialize for RawMember {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let canonical =
-            value_text::canonical(self.0.get()).map_err(serde::ser::Error::custom)?;
+        let canonical = value_text::canonical(self.0.get()).map_err(serde::ser::Error::custom)?;
         RawValue::from_string(canonical)
             .map_err(serde::ser::Error::custom)?
             .serialize(serializer)

@@ -16,10 +16,10 @@ use axum::body::{Body, Bytes};
 use axum::http::{Method, Request, StatusCode};
 use http_body::{Frame, SizeHint};
 use serde_json::json;
-use tower::ServiceExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
+use tower::ServiceExt;
 use uuid::Uuid;
 
 use approval_resume::app;
@@ -181,7 +181,12 @@ async fn a_body_over_the_budget_is_answered_503_with_retry_after_and_left_unread
     let registered = app
         .send_bytes(Method::POST, "/v1/runs", Some("application/json"), largest)
         .await;
-    assert_eq!(registered.status, StatusCode::CREATED, "{:?}", registered.body);
+    assert_eq!(
+        registered.status,
+        StatusCode::CREATED,
+        "{:?}",
+        registered.body
+    );
 }
 
 #[tokio::test]
@@ -210,7 +215,12 @@ async fn a_body_sent_in_chunks_weighs_its_route_s_limit() {
 
     let half = registration_of(MIB / 2);
     let refused = app
-        .send_bytes(Method::POST, "/v1/runs", Some("application/json"), half.clone())
+        .send_bytes(
+            Method::POST,
+            "/v1/runs",
+            Some("application/json"),
+            half.clone(),
+        )
         .await;
     assert_problem(
         &refused,
@@ -221,7 +231,12 @@ async fn a_body_sent_in_chunks_weighs_its_route_s_limit() {
     let registered = app
         .send_bytes(Method::POST, "/v1/runs", Some("application/json"), half)
         .await;
-    assert_eq!(registered.status, StatusCode::CREATED, "{:?}", registered.body);
+    assert_eq!(
+        registered.status,
+        StatusCode::CREATED,
+        "{:?}",
+        registered.body
+    );
 }
 
 #[tokio::test]
@@ -256,7 +271,8 @@ fn body_budget_wait() -> Duration {
 }
 
 #[tokio::test]
-async fn over_a_real_connection_a_declared_length_over_the_limit_is_answered_without_sending_the_body() {
+async fn over_a_real_connection_a_declared_length_over_the_limit_is_answered_without_sending_the_body()
+ {
     let (_database, app) = app_with_budget(64 * MIB).await;
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
