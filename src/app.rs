@@ -5,6 +5,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use axum::Router;
+use axum::body::HttpBody;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
 use axum::http::StatusCode;
 use axum::middleware::{self, Next};
@@ -19,8 +20,8 @@ use tower_http::trace::TraceLayer;
 
 use crate::http::error::{ApiError, REQUEST_ID};
 use crate::http::{
-    approvals, body, claims, cors, decisions, detach, events_feed, ops, request_id, results,
-    run_events, runs, turns, ui, users, webhooks, worker_state,
+    approvals, body, body_budget, claims, cors, decisions, detach, events_feed, ops, request_id,
+    results, run_events, runs, turns, ui, users, webhooks, worker_state,
 };
 use crate::listen::{self, ConnectionLimits};
 use crate::metrics;
@@ -91,12 +92,14 @@ async fn method_not_allowed() -> ApiError {
 /// route of its own, one that panics say, through exactly these layers.
 pub fn layered(routes: Router<AppState>, state: AppState) -> Router {
     let limits = state.limits;
+    // One budget for every request this router serves.
+    let budget = body_budget::BodyBudget::new(&limits);
     // Middleware written as one function each where the order allows it: every `from_fn` layer costs each request
     // a clone of the service below it and a boxed future (BENCHMARKS.md, "Lighter writes per decision").
     routes
         .layer(DefaultBodyLimit::max(limits.max_body_bytes))
         .layer(middleware::from_fn(move |request: Request, next: Next| {
-            within_bounds(limits, request, next)
+            within_bounds(limits, budget.clone(), request, next)
         }))
         // Inside `counted_with_request_id`, so that the 500 of a panic carries the request id like every other
         // problem, and is counted.
@@ -142,23 +145,38 @@ async fn counted_with_request_id(request: Request, next: Next) -> Response {
     response
 }
 
-/// The bounds of serving one request, outermost first: its body must arrive within BODY_READ_TIMEOUT_MS, and a slow
-/// body is the client's fault (408), not a slow service's (503), so that answer wins; the answer must come within
-/// REQUEST_TIMEOUT_MS, which is longer (Config::validate); and the handler runs in a task of its own (`detach`), so
-/// a timeout or a client that goes away stops the wait, never the handler. The feed's long poll is the exception:
-/// it opens no transaction, and a reader that hangs up must stop waiting and give its slot back (docs/design.md §17,
+/// The bounds of serving one request, outermost first: its body is weighed against MAX_BODY_BYTES_IN_FLIGHT before
+/// any of it is read (`body_budget`); it must arrive within BODY_READ_TIMEOUT_MS, and a slow body is the client's
+/// fault (408), not a slow service's (503), so that answer wins; the answer must come within REQUEST_TIMEOUT_MS,
+/// which is longer (Config::validate); and the handler runs in a task of its own (`detach`), so a timeout or a
+/// client that goes away stops the wait, never the handler. The feed's long poll is the exception: it opens no
+/// transaction, and a reader that hangs up must stop waiting and give its slot back (docs/design.md §17,
 /// `events_feed`), so it is served attached to its connection.
-async fn within_bounds(limits: Limits, request: Request, next: Next) -> Response {
-    let attached = request
-        .extensions()
-        .get::<MatchedPath>()
-        .is_some_and(|route| route.as_str() == events_feed::ROUTE);
+async fn within_bounds(
+    limits: Limits,
+    budget: body_budget::BodyBudget,
+    request: Request,
+    next: Next,
+) -> Response {
+    let route = request.extensions().get::<MatchedPath>();
+    let attached = route.is_some_and(|route| route.as_str() == events_feed::ROUTE);
+    let route_limit = if route.is_some_and(|route| worker_state::ROUTES.contains(&route.as_str())) {
+        worker_state::body_limit(&limits)
+    } else {
+        limits.max_body_bytes
+    };
+    let admitted = match budget.admit(&request.body().size_hint(), route_limit).await {
+        Ok(admitted) => admitted,
+        Err(refused) => return refused,
+    };
     body::read_within_timeout(limits.body_read_timeout, request, |request| {
         within_timeout(limits.request_timeout, async move {
             if attached {
-                next.run(request).await
+                let response = next.run(request).await;
+                drop(admitted);
+                response
             } else {
-                detach::run_to_completion(request, next).await
+                detach::run_to_completion(request, next, admitted).await
             }
         })
     })

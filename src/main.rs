@@ -115,6 +115,9 @@ async fn serve(config: Config) -> Result<(), String> {
             request_timeout: config.request_timeout(),
             body_read_timeout: Duration::from_millis(config.body_read_timeout_ms),
             work: config.work_limits(),
+            body_bytes_in_flight: config
+                .max_body_bytes_in_flight
+                .map(|bytes| usize::try_from(bytes).unwrap_or(usize::MAX)),
         },
         events: events.clone(),
         webhooks: config.events.webhook_policy(),

@@ -11,7 +11,7 @@ use crate::storage::Database;
 use crate::admitted_keys::AdmittedKeys;
 use crate::delivery::EventsHub;
 use crate::delivery::webhooks::subscription::Policy as WebhookPolicy;
-use crate::domain::limits::WorkLimits;
+use crate::domain::limits::{self, WorkLimits};
 use crate::resume::Resumer;
 
 /// What every handler may use.
@@ -37,6 +37,24 @@ pub struct Limits {
     pub body_read_timeout: Duration,
     /// The work one request may cause: calls per turn, argument bytes per call and per inbox page.
     pub work: WorkLimits,
+    /// Most bytes of request bodies in flight (MAX_BODY_BYTES_IN_FLIGHT); `None`: the default for the body limits
+    /// above ([`Limits::body_bytes_in_flight`]).
+    pub body_bytes_in_flight: Option<usize>,
+}
+
+impl Limits {
+    /// The largest body a route reads: a registration's or a new turn's, with room for a worker state beside a
+    /// transcript of MAX_BODY_BYTES (docs/design.md §15).
+    pub fn largest_body(&self) -> usize {
+        self.max_body_bytes
+            .saturating_add(self.work.max_worker_state_bytes)
+    }
+
+    /// MAX_BODY_BYTES_IN_FLIGHT, or its default for these body limits.
+    pub fn body_bytes_in_flight(&self) -> usize {
+        self.body_bytes_in_flight
+            .unwrap_or_else(|| limits::default_body_bytes_in_flight(self.largest_body()))
+    }
 }
 
 /// The admitted keys alone, for the decision route's extractor (`http::decision_credential`): a clone of one `Arc`

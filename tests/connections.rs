@@ -39,6 +39,7 @@ async fn serve(limits: ConnectionLimits) -> std::net::SocketAddr {
             request_timeout: Duration::from_secs(30),
             body_read_timeout: Duration::from_secs(15),
             work: WorkLimits::default(),
+            body_bytes_in_flight: None,
         },
         // No reader waits here, so the hub never polls the unreachable database.
         events: EventsHub::start(

@@ -42,6 +42,14 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1024..=1024 * 1024 * 1024))]
     pub max_body_bytes: u64,
 
+    /// Most bytes of request bodies read and handled at once, each weighed before any of it is read by its
+    /// Content-Length (a body sent in chunks: by its route's limit); a quarter is kept for bodies up to 256 KiB.
+    /// Past it a request waits up to a second, then is answered 503 `too_many_body_bytes`. Unset: four bodies of
+    /// the largest size, 4 × (MAX_BODY_BYTES + MAX_WORKER_STATE_BYTES).
+    #[arg(long, env = "MAX_BODY_BYTES_IN_FLIGHT", value_name = "MAX_BODY_BYTES_IN_FLIGHT",
+          value_parser = clap::value_parser!(u64).range(1024..=64 * 1024 * 1024 * 1024))]
+    pub max_body_bytes_in_flight: Option<u64>,
+
     /// Milliseconds a client may take to send a request's whole body; a slower one is answered 408 and its
     /// connection closed.
     #[arg(long, env = "BODY_READ_TIMEOUT_MS", value_name = "BODY_READ_TIMEOUT_MS", default_value_t = 15_000,

@@ -1,6 +1,7 @@
 //! The start-up checks of settings against each other; each refusal names the variable at fault.
 
 use super::{Command, Config};
+use crate::domain::limits;
 
 /// A setting that is valid on its own but not together with others.
 #[derive(Debug, thiserror::Error)]
@@ -80,6 +81,29 @@ impl Config {
                 ),
             });
         }
+        self.validate_body_budget()
+    }
+
+    /// A body of the largest size must fit in the share of MAX_BODY_BYTES_IN_FLIGHT that large bodies may take,
+    /// or every such body would wait and be answered 503.
+    fn validate_body_budget(&self) -> Result<(), ConfigError> {
+        let Some(in_flight) = self.max_body_bytes_in_flight else {
+            return Ok(());
+        };
+        let largest = self
+            .max_body_bytes
+            .saturating_add(self.max_worker_state_bytes);
+        let share = |bytes: u64| usize::try_from(bytes).unwrap_or(usize::MAX);
+        if limits::large_body_share(share(in_flight)) < share(largest) {
+            return Err(ConfigError {
+                variable: "MAX_BODY_BYTES_IN_FLIGHT",
+                message: format!(
+                    "{in_flight}: three quarters of it must hold a body of MAX_BODY_BYTES plus MAX_WORKER_STATE_BYTES \
+                     ({largest}), so at least {}",
+                    largest.saturating_mul(4).div_ceil(3)
+                ),
+            });
+        }
         Ok(())
     }
 }
@@ -112,6 +136,28 @@ mod tests {
         .unwrap();
         let error = cli.into_command().validate().unwrap_err();
         assert_eq!(error.variable, "BODY_READ_TIMEOUT_MS");
+    }
+
+    #[test]
+    fn a_body_budget_without_room_for_a_body_of_the_largest_size_is_refused() {
+        let with_budget = |bytes: &str| {
+            parse(&[
+                "--max-body-bytes",
+                "2048",
+                "--max-worker-state-bytes",
+                "1024",
+                "--max-body-bytes-in-flight",
+                bytes,
+            ])
+            .unwrap()
+            .into_command()
+            .validate()
+        };
+        let error = with_budget("4095").unwrap_err();
+        assert!(with_budget("4094").is_err());
+        assert_eq!(error.variable, "MAX_BODY_BYTES_IN_FLIGHT");
+        assert!(error.message.contains("at least 4096"), "{}", error.message);
+        assert!(with_budget("4096").is_ok());
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Bounds on the work one request may cause: how many calls a turn may hold, how large one call's arguments may
-//! be, how many argument bytes one inbox page may load, and how large a run's worker state may be. Each is a setting
-//! (config/serve.rs) with these defaults.
+//! be, how many argument bytes one inbox page may load, how large a run's worker state may be, and how the bytes of
+//! the bodies in flight are shared. Each is a setting (config/serve.rs) with these defaults.
 
 use super::transcript::PendingCall;
 
@@ -17,6 +17,23 @@ pub const DEFAULT_INBOX_ARGUMENTS_BYTES: usize = 4 * 1024 * 1024;
 /// Most bytes of a run's `worker_state` text (docs/design.md §15): an agent SDK's serialized run state, which the
 /// service keeps, seals and gives back whole, so one run cannot make it hold an unbounded blob.
 pub const DEFAULT_MAX_WORKER_STATE_BYTES: usize = 1024 * 1024;
+
+/// Bodies of at most this many bytes are small: they take their share of MAX_BODY_BYTES_IN_FLIGHT apart from larger
+/// ones (`http::body_budget`), and are parsed where they are served; a larger one is parsed on a thread of its own.
+/// Parsing 256 KiB of JSON takes about a millisecond, the longest a small request should wait behind another.
+pub const SMALL_BODY_BYTES: usize = 256 * 1024;
+
+/// MAX_BODY_BYTES_IN_FLIGHT when it is not set: four bodies of the largest size a route reads.
+pub fn default_body_bytes_in_flight(largest_body: usize) -> usize {
+    largest_body.saturating_mul(4)
+}
+
+/// The part of MAX_BODY_BYTES_IN_FLIGHT that bodies over [`SMALL_BODY_BYTES`] may hold together: three quarters. The
+/// last quarter is kept for small bodies, so that however many large ones wait, a decision is never held up by them.
+pub fn large_body_share(in_flight: usize) -> usize {
+    // ⌊3n/4⌋ without overflow: a body of L bytes fits exactly when n ≥ ⌈4L/3⌉, as the check of the setting says.
+    in_flight / 4 * 3 + in_flight % 4 * 3 / 4
+}
 
 /// The limits in force.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,6 +162,14 @@ mod tests {
             "{error:?}"
         );
         assert!(error.to_string().contains("tool call 1"), "{error}");
+    }
+
+    #[test]
+    fn the_default_body_budget_lets_three_bodies_of_the_largest_size_in_beside_the_small_share() {
+        let largest = 9 * 1024 * 1024;
+        let in_flight = default_body_bytes_in_flight(largest);
+        assert_eq!(large_body_share(in_flight), 3 * largest);
+        assert_eq!(in_flight - large_body_share(in_flight), largest);
     }
 
     #[test]

@@ -20,5 +20,6 @@ pub mod token_view;
 pub mod transcript;
 pub mod transcript_text;
 pub mod translate;
+pub mod value_text;
 pub mod verdicts;
 pub mod vocabulary;

@@ -11,10 +11,12 @@ use super::error::ApiError;
 use crate::domain::model_input::ModelInputFormat;
 use crate::domain::native_turn::{self, members};
 use crate::domain::transcript::{self, PendingCall};
+use crate::domain::value_text;
 
 /// A transcript member as the loop sent it: read as its text, which is what is stored. It serializes as its parsed
-/// value, keys sorted, so that a body's hash (`serde_json::to_vec` of the body, as before formats existed) is one
-/// per meaning, whatever the member's spacing or key order.
+/// value would, keys sorted, so that a body's hash (`serde_json::to_vec` of the body, as before formats existed) is
+/// one per meaning, whatever the member's spacing or key order; written from the text (`value_text::canonical`),
+/// without the tree.
 #[derive(Debug)]
 pub struct RawMember(pub Box<RawValue>);
 
@@ -26,8 +28,10 @@ impl<'de> Deserialize<'de> for RawMember {
 
 impl Serialize for RawMember {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let value: Value = serde_json::from_str(self.0.get()).map_err(serde::ser::Error::custom)?;
-        value.serialize(serializer)
+        let canonical = value_text::canonical(self.0.get()).map_err(serde::ser::Error::custom)?;
+        RawValue::from_string(canonical)
+            .map_err(serde::ser::Error::custom)?
+            .serialize(serializer)
     }
 }
 
@@ -172,7 +176,7 @@ impl Members {
 /// not into a value: a number beyond a double, an escaped lone surrogate. Checked before anything else reads it.
 pub fn well_formed(members: &[&Option<RawMember>]) -> Result<(), ApiError> {
     for member in members.iter().filter_map(|member| member.as_ref()) {
-        if let Err(error) = serde_json::from_str::<Value>(member.0.get()) {
+        if let Err(error) = value_text::check(member.0.get()) {
             return Err(ApiError::new(
                 axum::http::StatusCode::BAD_REQUEST,
                 "malformed_json",

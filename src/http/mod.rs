@@ -3,6 +3,7 @@
 
 pub mod approvals;
 pub mod body;
+pub mod body_budget;
 pub mod claims;
 pub mod cors;
 pub mod decision_body;

@@ -93,7 +93,10 @@ impl RegisterRun {
 /// so that the same registration (or new turn) with its keys in another order or other spacing is the same one,
 /// and a body from before formats existed hashes as it did. What is stored is the text the loop sent.
 pub fn meaning_hash(body: &impl Serialize) -> Result<[u8; 32], ApiError> {
-    Ok(Sha256::digest(serde_json::to_vec(body).map_err(ApiError::internal)?).into())
+    // Written into the hash as it is serialized: a body of megabytes is not held a second time as its text.
+    let mut hasher = Sha256::new();
+    serde_json::to_writer(&mut hasher, body).map_err(ApiError::internal)?;
+    Ok(hasher.finalize().into())
 }
 
 /// When a new turn expires (docs/design.md §5, §8): `expires_at` (RFC 3339) or `approval_ttl_secs`, at most one.

@@ -158,10 +158,12 @@ where
 
 /// The body limit of a route that takes a `worker_state`: room for a body of MAX_BODY_BYTES and a state.
 pub fn body_limit(limits: &Limits) -> usize {
-    limits
-        .max_body_bytes
-        .saturating_add(limits.work.max_worker_state_bytes)
+    limits.largest_body()
 }
+
+/// The routes that take a `worker_state`, and so read bodies of [`body_limit`]: a registration and a new turn, as
+/// `app::routes` names them (the `MatchedPath` of their requests).
+pub const ROUTES: [&str; 2] = ["/v1/runs", "/v1/runs/{id}/turns"];
 
 /// The length of the body's top-level `worker_state` text; 0 when it has none, or is no object that could have one
 /// (its shape is refused later, if it is not over the limit first).

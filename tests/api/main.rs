@@ -3,6 +3,7 @@
 mod approvals;
 mod auth;
 mod batched_denies;
+mod body_budget;
 mod claims;
 mod concurrency;
 mod cors;

@@ -442,10 +442,28 @@ impl<'a> Op<'a> {
         .await;
     }
 
-    /// 500 `internal`, 503 `database_unavailable` and 503 `timeout`, as the database can fail any keyed request.
+    /// 500 `internal`, 503 `database_unavailable` and 503 `timeout`, as the database can fail any keyed request;
+    /// and 503 `too_many_body_bytes`, as any request with a body may find MAX_BODY_BYTES_IN_FLIGHT taken.
     async fn provoke_server_errors(&self, path: &str, body: Option<Value>) {
         let (app, body) = (self.app, || body.clone());
         let key = Some(app.admin_key.as_str());
+        // A budget whose shares hold 1 KiB at most: a body of 2 KiB waits for what it can never get.
+        let starved = with_limits(
+            app,
+            Limits {
+                body_bytes_in_flight: Some(1024),
+                ..app.state.limits
+            },
+        );
+        let padded = Body::from(json!({"padding": "x".repeat(2048)}).to_string());
+        self.expect_raw(
+            &starved,
+            path,
+            "application/json",
+            padded,
+            "503 too_many_body_bytes",
+        )
+        .await;
         let broken = app.with_pool(pool_without_tables(&app.pool));
         self.expect_on(&broken, key, path, body(), "500 internal")
             .await;

@@ -52,6 +52,8 @@ pub struct Options {
     pub deny_batch_beyond: Option<usize>,
     /// `WORKER_CLAIM_TTL_SECS`: the service's default, 300 s; tests that see a claim lapse move its `until` in SQL.
     pub claim_ttl: Duration,
+    /// `MAX_BODY_BYTES_IN_FLIGHT`; `None`: its default for the body limits.
+    pub body_bytes_in_flight: Option<usize>,
 }
 
 impl Default for Options {
@@ -64,6 +66,7 @@ impl Default for Options {
             body_read_timeout: Duration::from_secs(15),
             deny_batch_beyond: None,
             claim_ttl: Duration::from_secs(300),
+            body_bytes_in_flight: None,
         }
     }
 }
@@ -105,6 +108,7 @@ pub async fn app_with(pool: PgPool, options: Options) -> TestApp {
             request_timeout: options.request_timeout,
             body_read_timeout: options.body_read_timeout,
             work: WorkLimits::default(),
+            body_bytes_in_flight: options.body_bytes_in_flight,
         },
         events: events_hub(&pool),
         webhooks: webhook_policy(),

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Peak memory and small-decision latency while many clients send the largest bodies allowed (BENCHMARKS.md, "Big
+# bodies"): MAX_BODY_BYTES_IN_FLIGHT bounds what the service holds, and large bodies are parsed off the threads
+# that serve small requests.
+#
+#   bash bench/big_bodies.sh [label]     report in bench/results/profile/big-bodies-<label>.md; stops by itself
+#
+# One load on a freshly started release binary, loopback only (bench/big_bodies.py says what it sends): BIG_CLIENTS
+# clients for BIG_SECONDS, BIG_OVER_LIMIT of them sending a Content-Length one byte over the route's limit, the
+# others registering Anthropic runs of exactly MAX_BODY_BYTES (10,002 messages), beside one client deciding small
+# runs every 20 ms, measured alone first and then under that load. The service runs with its defaults
+# (MAX_BODY_BYTES 8 MiB, MAX_WORKER_STATE_BYTES 1 MiB, MAX_BODY_BYTES_IN_FLIGHT unset: 36 MiB); BIG_ENV adds
+# NAME=VALUE settings (space-separated). The peak RSS (VmHWM, reset when the load starts) is held to BIG_RSS_BOUND_MIB.
+# Settings: PROFILE_BINARY [target/release/approval-resume], BIG_CLIENTS [64], BIG_OVER_LIMIT [16], BIG_SECONDS [30],
+# BIG_RSS_BOUND_MIB [192], BIG_ENV [], BIG_DATABASE [approval_resume_big_bodies] (created afresh and dropped after).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+binary=${PROFILE_BINARY:-target/release/approval-resume}
+label=${1:-$(git describe --always --dirty)}
+bound=${BIG_RSS_BOUND_MIB:-192}
+out=bench/results/profile
+work=target/profile/$label
+mkdir -p "$out" "$work"
+report=$out/big-bodies-$label.md
+env_args=()
+for pair in ${BIG_ENV:-}; do env_args+=(--env "$pair"); done
+result=$(python3 bench/big_bodies.py --binary "$binary" --clients "${BIG_CLIENTS:-64}" \
+    --over-limit "${BIG_OVER_LIMIT:-16}" --seconds "${BIG_SECONDS:-30}" --out "$work/big-bodies.log" \
+    --database "${BIG_DATABASE:-approval_resume_big_bodies}" \
+    "${env_args[@]}" 2> "$work/big-bodies.stderr.txt")
+{
+    echo "# Big bodies: $label"
+    echo
+    echo "Made by \`bash bench/big_bodies.sh $label\` (PROFILE_BINARY=$binary, $(date -u +%FT%TZ))."
+    echo "Binary: $(sha256sum "$binary" | cut -c1-12), $(git describe --always --dirty) of this checkout; $(nproc) CPUs."
+    echo
+    python3 - "$result" "$bound" <<'PY'
+import json, sys
+r, bound = json.loads(sys.argv[1]), float(sys.argv[2])
+a, l = r["small_alone"], r["small_loaded"]
+print(f'{r["clients"]} clients for {r["seconds"]:g} s ({r["over_limit_clients"]} over the limit), registrations of '
+      f'{r["registration_bytes"]} bytes, {r["messages"]} messages; settings added: {r["env"] or "none"}; '
+      f'load average after: {r["loadavg"]}.')
+print()
+print("| RSS before MiB | peak RSS MiB | bound MiB | within | large bodies answered | seconds to the answer, p50 / max |")
+print("|---:|---:|---:|---|---|---|")
+answers = ", ".join(f"{k}: {v}" for k, v in r["large_answers"].items())
+seconds = ", ".join(f'{k}: {r["large_seconds_p50"][k]} / {r["large_seconds_max"][k]}' for k in r["large_answers"])
+print(f'| {r["rss_before_mib"]} | **{r["peak_rss_mib"]}** | {bound:g} | {"yes" if r["peak_rss_mib"] <= bound else "**no**"} '
+      f'| {answers} | {seconds} |')
+print()
+print("| small decisions | count | p50 ms | p99 ms | max ms | not 200 |")
+print("|---|---:|---:|---:|---:|---|")
+for name, s in [("alone", a), ("under the load", l)]:
+    print(f'| {name} | {s["decisions"]} | {s["p50_ms"]} | **{s["p99_ms"]}** | {s["max_ms"]} | {s["failed"] or "none"} |')
+print()
+print(f'p99 under the load ÷ alone: **{l["p99_ms"] / a["p99_ms"]:.2f}**')
+PY
+    echo
+    echo '```json'
+    echo "$result"
+    echo '```'
+} | tee "$report"
+echo "kept in $report"

@@ -1,0 +1,215 @@
+//! The bytes of request bodies in flight, bounded by MAX_BODY_BYTES_IN_FLIGHT (docs/design.md §17).
+//!
+//! Every body is weighed before a byte of it is read: by its Content-Length, or, sent in chunks, by its route's limit,
+//! all it may grow to. A body declared larger than that limit is refused 413 at once, unread. Any other takes its
+//! weight from a semaphore, in KiB, and holds it until its handler has answered, since the parsed body lives as long
+//! as the handler (a body of n bytes costs a few times n while it is parsed and checked). Bodies up to
+//! `SMALL_BODY_BYTES` take theirs from a quarter of the budget kept for them, larger ones from the rest, so that
+//! large bodies never hold up a decision. A request whose share is taken waits up to [`WAIT`], then is answered 503
+//! `too_many_body_bytes` with `Retry-After`, its body still unread.
+//!
+//! A large body's handler runs on a thread of the blocking pool ([`Admitted::spawn`]): parsing, hashing and checking
+//! megabytes of JSON hold a CPU for hundreds of milliseconds, which on one of the runtime's few workers would hold up
+//! every small request queued behind it. The budget bounds how many such threads there are.
+//!
+//! The weighing comes before the key is checked, as the connection bound does: it reads nothing, and a stranger's
+//! weight is held only until the key is refused, before the body is read.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::header::CONNECTION;
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use http_body::SizeHint;
+use tokio::runtime::Handle;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinHandle;
+
+use super::error::ApiError;
+use crate::domain::limits::{SMALL_BODY_BYTES, large_body_share};
+use crate::state::Limits;
+
+/// How long a request waits for its share of the budget before it is answered 503: long enough for a large body
+/// ahead of it to be handled, short enough that a client is told to come back rather than left hanging.
+pub const WAIT: Duration = Duration::from_secs(1);
+
+/// The bytes of bodies in flight, in KiB: one share for small bodies, one for the rest.
+#[derive(Clone)]
+pub struct BodyBudget {
+    small: Arc<Semaphore>,
+    large: Arc<Semaphore>,
+}
+
+/// A request let in, holding its body's weight until it is dropped.
+pub enum Admitted {
+    /// No body: nothing to weigh.
+    Bodiless,
+    Small(OwnedSemaphorePermit),
+    Large(OwnedSemaphorePermit),
+}
+
+impl BodyBudget {
+    /// The budget of `limits` (MAX_BODY_BYTES_IN_FLIGHT, or its default), split into its two shares.
+    pub fn new(limits: &Limits) -> Self {
+        let total = limits.body_bytes_in_flight();
+        let large = large_body_share(total);
+        let permits = |bytes: usize| kib(bytes).min(Semaphore::MAX_PERMITS);
+        BodyBudget {
+            small: Arc::new(Semaphore::new(permits(total - large))),
+            large: Arc::new(Semaphore::new(permits(large))),
+        }
+    }
+
+    /// Lets in a request whose body is declared as `size`, on a route that reads bodies up to `route_limit` bytes:
+    /// 413 if the declared size is over the limit, 503 if its share stays taken for [`WAIT`]. Both refusals close
+    /// the connection, since the body is left unread on it.
+    pub async fn admit(&self, size: &SizeHint, route_limit: usize) -> Result<Admitted, Response> {
+        let declared = usize::try_from(size.lower()).unwrap_or(usize::MAX);
+        if declared > route_limit {
+            return Err(closing(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                "the body is larger than MAX_BODY_BYTES (on a registration or a new turn: MAX_BODY_BYTES plus \
+                 MAX_WORKER_STATE_BYTES)",
+            )));
+        }
+        // Sent in chunks, a body is weighed as all it may grow to.
+        let weight = size.upper().map_or(route_limit, |upper| {
+            usize::try_from(upper)
+                .unwrap_or(usize::MAX)
+                .min(route_limit)
+        });
+        if weight == 0 {
+            return Ok(Admitted::Bodiless);
+        }
+        let large = weight > SMALL_BODY_BYTES;
+        let share = if large { &self.large } else { &self.small };
+        let permits = u32::try_from(kib(weight)).unwrap_or(u32::MAX);
+        match tokio::time::timeout(WAIT, Arc::clone(share).acquire_many_owned(permits)).await {
+            Ok(Ok(permit)) if large => Ok(Admitted::Large(permit)),
+            Ok(Ok(permit)) => Ok(Admitted::Small(permit)),
+            // Never closed; a closed budget admits nobody, as a full one does.
+            Ok(Err(_)) | Err(_) => Err(closing(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too_many_body_bytes",
+                "the bodies being read take MAX_BODY_BYTES_IN_FLIGHT; retry after the time in Retry-After",
+            ))),
+        }
+    }
+}
+
+impl Admitted {
+    /// Runs a request's handler to completion in a task of its own, holding the body's weight until it ends: on
+    /// the runtime's workers for a small body, on a thread of the blocking pool for a large one (the module's
+    /// comment says why). The handler's I/O is still driven by the runtime, from whichever thread awaits it.
+    pub fn spawn<F>(self, handler: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        match self {
+            Admitted::Bodiless => tokio::spawn(handler),
+            Admitted::Small(permit) => tokio::spawn(async move {
+                let output = handler.await;
+                drop(permit);
+                output
+            }),
+            Admitted::Large(permit) => {
+                let runtime = Handle::current();
+                tokio::task::spawn_blocking(move || {
+                    let output = runtime.block_on(handler);
+                    drop(permit);
+                    output
+                })
+            }
+        }
+    }
+}
+
+/// Bytes in KiB, rounded up: the semaphores count KiB so that a single request's weight fits the `u32` that
+/// `acquire_many` takes, whatever the body limits.
+fn kib(bytes: usize) -> usize {
+    bytes.div_ceil(1024)
+}
+
+/// The refusal of a request whose body stays unread: the connection cannot carry another request after it.
+fn closing(error: ApiError) -> Response {
+    let mut response = error.into_response();
+    response
+        .headers_mut()
+        .insert(CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::limits::WorkLimits;
+
+    fn budget(in_flight: usize) -> BodyBudget {
+        BodyBudget::new(&Limits {
+            max_body_bytes: 1024 * 1024,
+            request_timeout: Duration::from_secs(30),
+            body_read_timeout: Duration::from_secs(15),
+            work: WorkLimits::default(),
+            body_bytes_in_flight: Some(in_flight),
+        })
+    }
+
+    #[test]
+    fn bytes_are_counted_in_whole_kib_rounded_up() {
+        assert_eq!(kib(0), 0);
+        assert_eq!(kib(1), 1);
+        assert_eq!(kib(1024), 1);
+        assert_eq!(kib(1025), 2);
+    }
+
+    #[tokio::test]
+    async fn a_declared_size_over_the_route_s_limit_is_refused_413() {
+        let refused = budget(4 << 20)
+            .admit(&SizeHint::with_exact(1025), 1024)
+            .await
+            .err()
+            .expect("refused");
+        assert_eq!(refused.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(refused.headers()[CONNECTION], "close");
+    }
+
+    #[tokio::test]
+    async fn a_body_sent_in_chunks_weighs_its_route_s_limit() {
+        let budget = budget(4 << 20);
+        let chunked = budget.admit(&SizeHint::new(), 3 << 20).await;
+        assert!(
+            matches!(chunked, Ok(Admitted::Large(ref permit)) if permit.num_permits() == 3 * 1024)
+        );
+        assert_eq!(budget.large.available_permits(), 0);
+    }
+
+    #[tokio::test]
+    async fn small_bodies_are_let_in_while_large_ones_hold_their_whole_share() {
+        let budget = budget(4 << 20);
+        let _held = budget.admit(&SizeHint::with_exact(3 << 20), 8 << 20).await;
+        let small = budget.admit(&SizeHint::with_exact(200), 8 << 20).await;
+        assert!(matches!(small, Ok(Admitted::Small(_))));
+        let empty = budget.admit(&SizeHint::with_exact(0), 8 << 20).await;
+        assert!(matches!(empty, Ok(Admitted::Bodiless)));
+    }
+
+    #[tokio::test]
+    async fn a_body_whose_share_stays_taken_is_refused_503_after_the_wait() {
+        let budget = budget(4 << 20);
+        let held = budget.admit(&SizeHint::with_exact(2 << 20), 8 << 20).await;
+        let refused = budget
+            .admit(&SizeHint::with_exact(2 << 20), 8 << 20)
+            .await
+            .err()
+            .expect("refused");
+        assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(refused.headers().contains_key("retry-after"));
+        drop(held);
+        let admitted = budget.admit(&SizeHint::with_exact(2 << 20), 8 << 20).await;
+        assert!(matches!(admitted, Ok(Admitted::Large(_))));
+    }
+}
