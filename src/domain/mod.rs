@@ -10,6 +10,7 @@ pub mod native_input;
 pub mod native_turn;
 pub mod privacy;
 pub mod redact;
+pub mod remembered;
 pub mod released;
 pub mod results;
 pub mod scopes;

@@ -12,6 +12,7 @@ pub mod denials;
 pub mod hosts;
 pub mod outbox;
 pub mod primary;
+pub mod remembered_rules;
 pub mod rekeying;
 pub mod retention;
 mod row_text;
