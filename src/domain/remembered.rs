@@ -268,10 +268,7 @@ mod tests {
             call("edit", r#"{"a": 2, "b": [true]}"#),
             call("edit", "not json"),
         ];
-        assert_eq!(
-            ids(&deciding(&rules, &RUN, &calls)),
-            [Some(1), None, None]
-        );
+        assert_eq!(ids(&deciding(&rules, &RUN, &calls)), [Some(1), None, None]);
     }
 
     #[test]

@@ -16,6 +16,7 @@
 //! approve.rs       an approved turn: its calls run, the turn closes; recovery of turns whose instance stopped
 //! sweeper.rs       expiry: turns nobody decided in time
 //! periodic.rs      the loop the background tasks share
+//! rule_book.rs     making and revoking remembered decisions (docs/design.md §18), audited, with their events
 //! rules.rs         who may decide, what an approver may release (docs/design.md §4); the actor and the request
 //! results.rs       the worker's results of released calls (docs/design.md §15), under the run's row lock
 //! turn.rs          a closed turn: the resumed answer read back, the closing and tool events
@@ -36,6 +37,7 @@ pub mod posted;
 mod record;
 pub mod results;
 mod resumer;
+pub mod rule_book;
 mod rules;
 pub mod sweeper;
 mod turn;

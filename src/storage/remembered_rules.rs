@@ -59,7 +59,8 @@ pub struct RuleRow {
     pub live: bool,
 }
 
-const RULE_COLUMNS: &str = "id, tenant, scope, run_id, owner_uid, tool, arguments, arguments_sealed, verdict, reason,
+const RULE_COLUMNS: &str =
+    "id, tenant, scope, run_id, owner_uid, tool, arguments, arguments_sealed, verdict, reason,
      created_by, client_name, token_kid, created_at, expires_at, revoked_at, revoked_by,
      (revoked_at is null and (expires_at is null or expires_at > now())) as live";
 
@@ -277,7 +278,8 @@ fn open_arguments(sealer: &Sealer, id: Uuid, row: &PgRow) -> Result<Option<Strin
 
 fn verdict(id: Uuid, row: &PgRow) -> Result<RuleVerdict, StorageError> {
     let text: String = row.try_get("verdict")?;
-    RuleVerdict::parse(&text).ok_or_else(|| StorageError::Corrupt(format!("the verdict of rule {id}")))
+    RuleVerdict::parse(&text)
+        .ok_or_else(|| StorageError::Corrupt(format!("the verdict of rule {id}")))
 }
 
 fn reason(id: Uuid, row: &PgRow) -> Result<Option<DenialReason>, StorageError> {
