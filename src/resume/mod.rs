@@ -16,6 +16,7 @@
 //! approve.rs       an approved turn: its calls run, the turn closes; recovery of turns whose instance stopped
 //! sweeper.rs       expiry: turns nobody decided in time
 //! periodic.rs      the loop the background tasks share
+//! remembered.rs    a new turn decided by remembered decisions, in its registration's transaction (§18)
 //! rule_book.rs     making and revoking remembered decisions (docs/design.md §18), audited, with their events
 //! rules.rs         who may decide, what an approver may release (docs/design.md §4); the actor and the request
 //! results.rs       the worker's results of released calls (docs/design.md §15), under the run's row lock
@@ -35,6 +36,7 @@ mod error;
 pub mod periodic;
 pub mod posted;
 mod record;
+pub mod remembered;
 pub mod results;
 mod resumer;
 pub mod rule_book;

@@ -1,0 +1,144 @@
+//! Remembered decisions used where a turn is registered (registration or `POST /turns`), in that transaction, once
+//! (docs/design.md §18): the live rules that may decide the turn are read (one indexed read, nothing more when there
+//! are none); when they cover every pending call and all come from one author, the turn is decided then and there,
+//! exactly as that author's decision posted under the run's lock would be: §4 checked again against the run at
+//! hand, the decision recorded by the same write, its calls run (or released) once the transaction committed.
+
+use sqlx::PgConnection;
+
+use super::error::ResumeError;
+use super::record::{ClearedDecision, Recorded, Through};
+use super::resumer::Resumer;
+use super::rules::{Actor, DecisionRequest, authorize_decider, gate_approval, turn_calls};
+use crate::domain::authorize::Refusal;
+use crate::domain::remembered::{self, LiveRule, RuleCall, RunAtHand};
+use crate::domain::verdicts::{CallVerdict, DecisionForm, Verdicts};
+use crate::storage::decision_statements;
+use crate::storage::remembered_rules;
+use crate::storage::runs::RunRow;
+
+/// A turn the rules decided, recorded in the registration's transaction: what is left once that transaction
+/// committed (an approval's calls run, as for a posted approval).
+pub struct RuleDecision(Recorded);
+
+impl RuleDecision {
+    /// Once the registration committed: runs the approved calls (or nothing, for a denial or released calls).
+    pub async fn finish(self, resumer: &Resumer) -> Result<(), ResumeError> {
+        self.0.finish(resumer).await.map(|_| ())
+    }
+}
+
+/// The turn just registered on `run` (locked, or inserted, by the caller's transaction), whose pending calls are of
+/// `tools`: decided by the rules of one author when they cover it whole, recorded through `conn`; `None` when it
+/// waits for a person (the caller then records `run.waiting`). `new_run`: a registration, where no run-scope rule can
+/// exist yet.
+pub async fn decide_by_rules(
+    conn: &mut PgConnection,
+    resumer: &Resumer,
+    actor: &Actor,
+    run: &RunRow,
+    tools: &[&str],
+    new_run: bool,
+) -> Result<Option<RuleDecision>, ResumeError> {
+    // A service run's new registration has no rule that could apply: not even the read is made.
+    if new_run && run.owner_uid < 1 {
+        return Ok(None);
+    }
+    let sealer = resumer.pool.sealer();
+    let run_id = (!new_run).then_some(run.id);
+    let rules = remembered_rules::live_for_turn(
+        &mut *conn,
+        sealer,
+        &actor.tenant,
+        run_id,
+        run.owner_uid,
+        tools,
+    )
+    .await?;
+    if rules.is_empty() {
+        return Ok(None);
+    }
+    let (calls, earlier_calls) =
+        decision_statements::calls_through(&mut *conn, sealer, run.id, run.turn_index).await?;
+    let turn = turn_calls(resumer, run, &calls);
+    let rule_calls: Vec<RuleCall<'_>> = turn
+        .iter()
+        .map(|call| RuleCall {
+            tool: call.tool,
+            arguments: call.arguments,
+            effect: call.effect,
+        })
+        .collect();
+    let at_hand = RunAtHand {
+        owner_uid: run.owner_uid,
+        require_second_approver: run.require_second_approver,
+    };
+    let deciding = remembered::deciding(&rules, &at_hand, &rule_calls);
+    let Some(author) = remembered::sole_author(&deciding) else {
+        return Ok(None);
+    };
+    let chosen: Vec<&LiveRule> = deciding.into_iter().flatten().collect();
+    let form = DecisionForm::PerCall(
+        turn.iter()
+            .zip(&chosen)
+            .map(|(call, rule)| CallVerdict {
+                call_id: call.call_id.to_owned(),
+                approved: rule.verdict.approves(),
+                reason: rule.reason.filter(|_| !rule.verdict.approves()),
+                arguments: None,
+            })
+            .collect(),
+    );
+    let mut verdicts = Verdicts::resolve(&form, &turn)?;
+    for (verdict, rule) in verdicts.0.iter_mut().zip(&chosen) {
+        verdict.rule_id = Some(rule.id);
+    }
+    drop(turn);
+    // The author's row read with the run, under its lock, as a posted decision reads it: §4 once more, from there.
+    let facts = decision_statements::lock_run(
+        &mut *conn,
+        sealer,
+        &actor.tenant,
+        run.id,
+        Some(author),
+    )
+    .await?
+    .ok_or(ResumeError::RunNotFound)?;
+    let approves = form.approves_any();
+    let decided_by = match authorize_decider(actor, &facts, Some(author), approves) {
+        Ok(decided_by) => decided_by,
+        Err(ResumeError::Refused(refusal)) => return Ok(declined(run, refusal)),
+        Err(other) => return Err(other),
+    };
+    if let Err(refusal) = gate_approval(&facts, Some(author), &verdicts) {
+        return Ok(declined(run, refusal));
+    }
+    let request = DecisionRequest {
+        run_id: run.id,
+        decider_uid: Some(author),
+        turn_digest: run.turn_digest.clone(),
+        form,
+    };
+    let cleared = ClearedDecision {
+        facts,
+        calls,
+        earlier_calls,
+        verdicts,
+        decided_by,
+    };
+    let recorded = cleared
+        .record(resumer, actor, &request, Through::Locked(conn))
+        .await?;
+    if recorded.is_some() {
+        tracing::info!(run_id = %run.id, turn = run.turn_index, decider_uid = author,
+                       "turn decided by remembered decisions");
+    }
+    Ok(recorded.map(RuleDecision))
+}
+
+/// Rules whose author would be refused now decide nothing: the turn waits for a person.
+fn declined(run: &RunRow, refusal: Refusal) -> Option<RuleDecision> {
+    tracing::info!(run_id = %run.id, turn = run.turn_index, refusal = refusal.code(),
+                   "remembered decisions not used: their author may not decide this turn");
+    None
+}
