@@ -264,7 +264,7 @@ mod tests {
         exact.arguments = Some(serde_json::json!({"a": 1, "b": [true]}));
         let rules = [exact];
         let calls = [
-            call("edit", r#"{"b": [true], "a": 1.0}"#),
+            call("edit", r#"{ "b" : [ true ], "a": 1 }"#),
             call("edit", r#"{"a": 2, "b": [true]}"#),
             call("edit", "not json"),
         ];
