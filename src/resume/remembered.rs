@@ -95,15 +95,10 @@ pub async fn decide_by_rules(
     }
     drop(turn);
     // The author's row read with the run, under its lock, as a posted decision reads it: §4 once more, from there.
-    let facts = decision_statements::lock_run(
-        &mut *conn,
-        sealer,
-        &actor.tenant,
-        run.id,
-        Some(author),
-    )
-    .await?
-    .ok_or(ResumeError::RunNotFound)?;
+    let facts =
+        decision_statements::lock_run(&mut *conn, sealer, &actor.tenant, run.id, Some(author))
+            .await?
+            .ok_or(ResumeError::RunNotFound)?;
     let approves = form.approves_any();
     let decided_by = match authorize_decider(actor, &facts, Some(author), approves) {
         Ok(decided_by) => decided_by,

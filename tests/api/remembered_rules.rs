@@ -100,7 +100,8 @@ fn in_days(days: i64) -> String {
 }
 
 #[tokio::test]
-async fn a_never_rule_of_the_owner_denies_the_next_turn_at_once_with_the_owners_text_and_names_the_rule() {
+async fn a_never_rule_of_the_owner_denies_the_next_turn_at_once_with_the_owners_text_and_names_the_rule()
+ {
     let (_database, pool) = TestDatabase::create().await;
     let app = people(pool).await;
     let id = resumed_run(&app).await;
@@ -122,10 +123,7 @@ async fn a_never_rule_of_the_owner_denies_the_next_turn_at_once_with_the_owners_
     assert_eq!(run["decision"]["decider_uid"], OWNER);
     assert_eq!(run["decision"]["approved"], false);
     let model_input = app.get(&format!("/v1/runs/{id}/model-input")).await;
-    let messages = model_input.body["messages"]
-        .as_array()
-        .unwrap()
-        .clone();
+    let messages = model_input.body["messages"].as_array().unwrap().clone();
     assert_eq!(messages.last().unwrap()["content"], OWNER_SKIP);
     // The approval event names the rule of the call; no `run.waiting` for the turn the rule decided.
     let calls: Value = sqlx::query_scalar(
@@ -138,17 +136,13 @@ async fn a_never_rule_of_the_owner_denies_the_next_turn_at_once_with_the_owners_
     assert_eq!(calls[0]["rule_id"], made.body["id"]);
     assert_eq!(
         event_types(&app.pool, id).await,
-        [
-            "run.waiting",
-            "run.resumed",
-            "rule.created",
-            "run.resumed"
-        ]
+        ["run.waiting", "run.resumed", "rule.created", "run.resumed"]
     );
 }
 
 #[tokio::test]
-async fn an_owner_rule_approving_a_worker_tool_releases_the_registered_turn_and_answers_the_run_decided() {
+async fn an_owner_rule_approving_a_worker_tool_releases_the_registered_turn_and_answers_the_run_decided()
+ {
     let (_database, pool) = TestDatabase::create().await;
     let app = people(pool).await;
     let made = app
@@ -169,10 +163,7 @@ async fn an_owner_rule_approving_a_worker_tool_releases_the_registered_turn_and_
     assert_eq!(answer.body["status"], "released", "{:?}", answer.body);
     assert_eq!(answer.body["decision"]["decided_by"], "run_owner");
     assert_eq!(answer.body["released_calls"][0]["call_id"], "call_0");
-    assert_eq!(
-        app.get(&format!("/v1/runs/{id}")).await.body,
-        answer.body
-    );
+    assert_eq!(app.get(&format!("/v1/runs/{id}")).await.body, answer.body);
     assert_eq!(event_types(&app.pool, id).await, ["run.released"]);
 }
 
@@ -190,7 +181,11 @@ async fn a_turn_covered_in_part_or_by_two_people_waits_and_shows_the_run_as_regi
     assert_eq!(owner.status, StatusCode::CREATED, "{:?}", owner.body);
 
     let partly = append(&app, id, &["edit_page", "send_mail"]).await;
-    assert_eq!(partly.body["status"], "waiting_for_approval", "{:?}", partly.body);
+    assert_eq!(
+        partly.body["status"], "waiting_for_approval",
+        "{:?}",
+        partly.body
+    );
     assert!(partly.body.get("decision").is_none());
 
     // The approver covers the other call: every call covered, but by two people.
@@ -239,7 +234,11 @@ async fn a_revoked_rule_and_a_rule_of_a_user_disabled_since_decide_nothing() {
     assert_eq!(revoked.body["revoked_by"], OWNER);
     assert_eq!(revoked.body["live"], false);
     let waits = append(&app, id, &["edit_page"]).await;
-    assert_eq!(waits.body["status"], "waiting_for_approval", "{:?}", waits.body);
+    assert_eq!(
+        waits.body["status"], "waiting_for_approval",
+        "{:?}",
+        waits.body
+    );
 
     let other = resumed_run(&app).await;
     let approver = run_rule(
@@ -251,7 +250,11 @@ async fn a_revoked_rule_and_a_rule_of_a_user_disabled_since_decide_nothing() {
     assert_eq!(approver.status, StatusCode::CREATED, "{:?}", approver.body);
     app.user(APPROVER, false, true, true).await;
     let waits = append(&app, other, &["edit_page"]).await;
-    assert_eq!(waits.body["status"], "waiting_for_approval", "{:?}", waits.body);
+    assert_eq!(
+        waits.body["status"], "waiting_for_approval",
+        "{:?}",
+        waits.body
+    );
 }
 
 #[tokio::test]
@@ -268,7 +271,11 @@ async fn an_approve_rule_of_a_user_who_lost_the_grant_since_decides_nothing() {
     assert_eq!(rule.status, StatusCode::CREATED, "{:?}", rule.body);
     app.user(APPROVER, false, false, false).await;
     let waits = append(&app, id, &["edit_page"]).await;
-    assert_eq!(waits.body["status"], "waiting_for_approval", "{:?}", waits.body);
+    assert_eq!(
+        waits.body["status"], "waiting_for_approval",
+        "{:?}",
+        waits.body
+    );
 }
 
 #[tokio::test]
@@ -303,7 +310,11 @@ async fn four_eyes_refuses_the_owners_approve_rule_at_creation_and_at_use() {
     let four_eyes = app
         .post("/v1/runs", body_with(Uuid::new_v4(), &["send_mail"], true))
         .await;
-    assert_eq!(four_eyes.body["status"], "waiting_for_approval", "{:?}", four_eyes.body);
+    assert_eq!(
+        four_eyes.body["status"], "waiting_for_approval",
+        "{:?}",
+        four_eyes.body
+    );
     let plain = app
         .post("/v1/runs", body_with(Uuid::new_v4(), &["send_mail"], false))
         .await;
@@ -315,9 +326,7 @@ async fn who_may_make_a_rule_is_who_could_make_its_decision() {
     let (_database, pool) = TestDatabase::create().await;
     let app = people(pool).await;
     let id = resumed_run(&app).await;
-    let rule = |uid: Option<i64>, verdict: &str| {
-        json!({"created_by": uid, "tool": "edit_page", "verdict": verdict})
-    };
+    let rule = |uid: Option<i64>, verdict: &str| json!({"created_by": uid, "tool": "edit_page", "verdict": verdict});
     assert_problem(
         &run_rule(&app, id, rule(Some(STRANGER), "deny")).await,
         StatusCode::FORBIDDEN,
@@ -334,15 +343,23 @@ async fn who_may_make_a_rule_is_who_could_make_its_decision() {
         "missing_created_by",
     );
     assert_problem(
-        &run_rule(&app, id, json!({"created_by": OWNER, "tool": "edit_page", "verdict": "approve",
-                                    "reason": "skip"}))
+        &run_rule(
+            &app,
+            id,
+            json!({"created_by": OWNER, "tool": "edit_page", "verdict": "approve",
+                                    "reason": "skip"}),
+        )
         .await,
         StatusCode::UNPROCESSABLE_ENTITY,
         "reason_requires_denial",
     );
     assert_problem(
-        &run_rule(&app, id, json!({"created_by": OWNER, "tool": "edit_page", "verdict": "deny",
-                                    "arguments": [1]}))
+        &run_rule(
+            &app,
+            id,
+            json!({"created_by": OWNER, "tool": "edit_page", "verdict": "deny",
+                                    "arguments": [1]}),
+        )
         .await,
         StatusCode::UNPROCESSABLE_ENTITY,
         "arguments_not_object",
@@ -351,7 +368,12 @@ async fn who_may_make_a_rule_is_who_could_make_its_decision() {
     let gated = json!({"username": "user8", "is_admin": false, "can_approve_others": true, "disabled": false,
                        "approvable_tools": ["send_mail"]});
     let put = app
-        .call(Method::PUT, "/v1/users/8", Some(&app.admin_key), Some(gated))
+        .call(
+            Method::PUT,
+            "/v1/users/8",
+            Some(&app.admin_key),
+            Some(gated),
+        )
         .await;
     assert_eq!(put.status, StatusCode::OK);
     assert_problem(
@@ -386,7 +408,8 @@ async fn an_owner_scope_rule_is_the_owners_or_an_admins_and_ends_within_the_boun
                "expires_at": expires_at})
     };
     assert_problem(
-        &app.post("/v1/rules", rule(APPROVER, json!(in_days(1)))).await,
+        &app.post("/v1/rules", rule(APPROVER, json!(in_days(1))))
+            .await,
         StatusCode::FORBIDDEN,
         "rule_not_permitted",
     );
@@ -491,7 +514,11 @@ async fn a_rule_with_arguments_decides_only_calls_with_equal_arguments() {
     )
     .await;
     let waits = append(&app, id, &["edit_page"]).await;
-    assert_eq!(waits.body["status"], "waiting_for_approval", "{:?}", waits.body);
+    assert_eq!(
+        waits.body["status"], "waiting_for_approval",
+        "{:?}",
+        waits.body
+    );
 
     let other = resumed_run(&app).await;
     run_rule(
@@ -538,7 +565,11 @@ async fn the_same_turn_posted_again_answers_the_run_as_it_stands_and_applies_no_
     let registered = app
         .post("/v1/runs", body_with(run_id, &["send_mail"], false))
         .await;
-    assert_eq!(registered.body["status"], "resumed", "{:?}", registered.body);
+    assert_eq!(
+        registered.body["status"], "resumed",
+        "{:?}",
+        registered.body
+    );
     let repeated = app
         .post("/v1/runs", body_with(run_id, &["send_mail"], false))
         .await;
@@ -571,8 +602,10 @@ async fn a_token_makes_run_rules_as_its_user_and_revokes_only_its_users_rules() 
             Method::POST,
             "/v1/rules",
             Some(&token),
-            Some(json!({"owner_uid": OWNER, "created_by": OWNER, "tool": "x", "verdict": "deny",
-                        "expires_at": in_days(1)})),
+            Some(
+                json!({"owner_uid": OWNER, "created_by": OWNER, "tool": "x", "verdict": "deny",
+                        "expires_at": in_days(1)}),
+            ),
         )
         .await;
     assert_problem(&owner_scope, StatusCode::FORBIDDEN, "token_not_allowed");
@@ -602,7 +635,12 @@ async fn a_token_makes_run_rules_as_its_user_and_revokes_only_its_users_rules() 
     assert_eq!(own.status, StatusCode::OK, "{:?}", own.body);
     assert_eq!(own.body["revoked_by"], OWNER);
     let listed = app
-        .call(Method::GET, &format!("/v1/runs/{id}/rules"), Some(&token), None)
+        .call(
+            Method::GET,
+            &format!("/v1/runs/{id}/rules"),
+            Some(&token),
+            None,
+        )
         .await;
     assert_eq!(listed.status, StatusCode::OK, "{:?}", listed.body);
     assert_eq!(listed.body["rules"].as_array().unwrap().len(), 2);
