@@ -13,8 +13,9 @@ use observed::Observed;
 /// The bound on the statements of a one-call approval, the API key's lookup included.
 const MOST_STATEMENTS: i64 = 10;
 
-/// A one-call approval's statements: the read (the key's lookup in it), taking the turn, closing it.
-const APPROVAL_STATEMENTS: i64 = 3;
+/// A one-call approval's statements: the read (the key's lookup in it), the read of the deny rules that could refuse
+/// it (docs/design.md §18: `denied_by_rule`; a deny has none), taking the turn, closing it.
+const APPROVAL_STATEMENTS: i64 = 4;
 
 /// A deny's statements: the run read without its lock, with the API key's lookup in it, and the one write that
 /// records the decision only while the run still waits (src/storage/run_snapshot.rs); no `BEGIN` or `COMMIT`.

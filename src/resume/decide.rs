@@ -4,6 +4,7 @@
 
 use super::error::ResumeError;
 use super::record::{ClearedDecision, Through};
+use super::remembered::refuse_denied_by_rule;
 use super::resumer::Resumer;
 use super::rules::{Actor, DecisionRequest, authorize_decider, gate_approval, turn_calls};
 use super::sweeper;
@@ -52,6 +53,23 @@ pub async fn decide(
     let run = run.ok_or(ResumeError::RunNotFound)?;
     match ClearedDecision::from_read(resumer, actor, request, run) {
         Some(cleared) => {
+            let mut connection = connection;
+            // An approval is checked against the deny rules first (docs/design.md §18); a denial never is.
+            if cleared.verdicts.approves_any() {
+                let (tenant, run) = (&actor.tenant, &cleared.facts.run);
+                let (calls, verdicts) = (&cleared.calls, &cleared.verdicts);
+                match connection.as_mut() {
+                    Some(conn) => {
+                        refuse_denied_by_rule(conn, resumer, tenant, run, calls, verdicts).await?
+                    }
+                    None => {
+                        let mut tx = resumer.pool.begin().await?;
+                        refuse_denied_by_rule(&mut tx, resumer, tenant, run, calls, verdicts)
+                            .await?;
+                        tx.commit().await?;
+                    }
+                }
+            }
             // The connection goes back to the pool once the write is done (before a deny queues, with DENY_BATCHES),
             // and before an approval's calls run.
             let recorded = cleared
@@ -133,6 +151,9 @@ async fn decide_under_lock(
     }
     // Nothing has been recorded yet: a write released by someone who could not run it is refused here (§4).
     gate_approval(&locked, request.decider_uid, &verdicts)?;
+    if verdicts.approves_any() {
+        refuse_denied_by_rule(&mut tx, resumer, &actor.tenant, run, &calls, &verdicts).await?;
+    }
 
     // Kept for the one way the write below can still record nothing under the lock.
     let (expiring_run, expiring_calls) = (run.clone(), calls.clone());

@@ -28,6 +28,14 @@ pub enum ResumeError {
     ResumeInProgress,
     #[error("the turn expired before it was decided")]
     Expired,
+    /// An approval of a call a live deny rule covers (docs/design.md §18): revoke the rule first.
+    #[error(
+        "the call {call_id:?} is denied by the remembered decision {rule_id}; revoke it to approve the call"
+    )]
+    DeniedByRule {
+        call_id: String,
+        rule_id: uuid::Uuid,
+    },
     #[error("{0}")]
     Verdicts(#[from] VerdictError),
     #[error("the run was cancelled")]

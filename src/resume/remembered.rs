@@ -15,7 +15,7 @@ use crate::domain::remembered::{self, LiveRule, RuleCall, RunAtHand};
 use crate::domain::verdicts::{CallVerdict, DecisionForm, Verdicts};
 use crate::storage::decision_statements;
 use crate::storage::remembered_rules;
-use crate::storage::runs::RunRow;
+use crate::storage::runs::{CallRow, RunRow};
 
 /// A turn the rules decided, recorded in the registration's transaction: what is left once that transaction
 /// committed (an approval's calls run, as for a posted approval).
@@ -129,6 +129,62 @@ pub async fn decide_by_rules(
                        "turn decided by remembered decisions");
     }
     Ok(recorded.map(RuleDecision))
+}
+
+/// A person's approval checked against the rules (docs/design.md §18): the first approved call that a live deny rule
+/// covers (one that would decide it: its author passes §4 on the run at hand), refused 409 `denied_by_rule`. Read
+/// through `conn`: the decision's transaction under the run's lock, or the connection of its read.
+pub(super) async fn refuse_denied_by_rule(
+    conn: &mut PgConnection,
+    resumer: &Resumer,
+    tenant: &str,
+    run: &RunRow,
+    calls: &[CallRow],
+    verdicts: &Verdicts,
+) -> Result<(), ResumeError> {
+    let approved: Vec<_> = verdicts.approved().collect();
+    if approved.is_empty() {
+        return Ok(());
+    }
+    let tools: Vec<&str> = approved
+        .iter()
+        .map(|verdict| verdict.tool.as_str())
+        .collect();
+    let rules = remembered_rules::live_for_turn(
+        conn,
+        resumer.pool.sealer(),
+        tenant,
+        Some(run.id),
+        run.owner_uid,
+        &tools,
+    )
+    .await?;
+    let at_hand = RunAtHand {
+        owner_uid: run.owner_uid,
+        require_second_approver: run.require_second_approver,
+    };
+    for verdict in approved {
+        let Some(call) = calls.iter().find(|call| call.call_id == verdict.call_id) else {
+            continue;
+        };
+        let rule_call = RuleCall {
+            tool: &call.tool,
+            arguments: &call.arguments,
+            effect: verdict.effect,
+        };
+        let deciding = remembered::deciding(&rules, &at_hand, &[rule_call]);
+        if let Some(rule) = deciding
+            .into_iter()
+            .flatten()
+            .find(|rule| !rule.verdict.approves())
+        {
+            return Err(ResumeError::DeniedByRule {
+                call_id: verdict.call_id.clone(),
+                rule_id: rule.id,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Rules whose author would be refused now decide nothing: the turn waits for a person.

@@ -645,3 +645,54 @@ async fn a_token_makes_run_rules_as_its_user_and_revokes_only_its_users_rules() 
     assert_eq!(listed.status, StatusCode::OK, "{:?}", listed.body);
     assert_eq!(listed.body["rules"].as_array().unwrap().len(), 2);
 }
+
+#[tokio::test]
+async fn approving_a_call_a_live_deny_rule_covers_is_a_conflict_and_records_nothing() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = people(pool).await;
+    let id = resumed_run(&app).await;
+    run_rule(
+        &app,
+        id,
+        json!({"created_by": OWNER, "tool": "edit_page", "verdict": "deny"}),
+    )
+    .await;
+    let waits = append(&app, id, &["edit_page", "send_mail"]).await;
+    assert_eq!(
+        waits.body["status"], "waiting_for_approval",
+        "{:?}",
+        waits.body
+    );
+    let digest = waits.body["turn"]["digest"].as_str().unwrap().to_owned();
+    let refused = app.decide(id, true, Some(APPROVER), &digest).await;
+    assert_problem(&refused, StatusCode::CONFLICT, "denied_by_rule");
+    assert!(refused.body["detail"].as_str().unwrap().contains("next_0"));
+    assert_eq!(
+        app.get(&format!("/v1/runs/{id}")).await.body["status"],
+        "waiting_for_approval"
+    );
+    // Denying the covered call and approving the other is allowed.
+    let mixed = app
+        .post(
+            &format!("/v1/runs/{id}/decision"),
+            json!({"decider_uid": APPROVER, "turn_digest": digest, "calls": [
+                {"call_id": "next_0", "approved": false},
+                {"call_id": "next_1", "approved": true},
+            ]}),
+        )
+        .await;
+    assert_eq!(mixed.status, StatusCode::OK, "{:?}", mixed.body);
+    // Once the rule is revoked, the call may be approved.
+    let other = resumed_run(&app).await;
+    let rule_two = run_rule(
+        &app,
+        other,
+        json!({"created_by": OWNER, "tool": "edit_page", "verdict": "deny"}),
+    )
+    .await;
+    let partly = append(&app, other, &["edit_page", "send_mail"]).await;
+    let digest = partly.body["turn"]["digest"].as_str().unwrap().to_owned();
+    revoke(&app, &rule_two.body["id"], &app.admin_key, "?revoked_by=7").await;
+    let approved = app.decide(other, true, Some(APPROVER), &digest).await;
+    assert_eq!(approved.status, StatusCode::OK, "{:?}", approved.body);
+}
