@@ -61,6 +61,38 @@ impl RuleVerdict {
     }
 }
 
+/// What a decision asks to remember (docs/design.md §18: `remember`, `remember_until`): per call id, the scope its
+/// verdict is remembered in; one rule is made per distinct tool and verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Remember {
+    pub calls: Vec<(String, RuleScope)>,
+    /// The whole-turn form's: every call's verdict, in this scope.
+    pub every_call: Option<RuleScope>,
+    /// The end of the `owner` scope rules made.
+    pub until: Option<DateTime<Utc>>,
+}
+
+impl Remember {
+    /// The scope `call_id`'s verdict is remembered in, if any.
+    pub fn scope_of(&self, call_id: &str) -> Option<RuleScope> {
+        self.every_call.or_else(|| {
+            self.calls
+                .iter()
+                .find(|(id, _)| id == call_id)
+                .map(|(_, scope)| *scope)
+        })
+    }
+
+    /// Whether some verdict is remembered in `owner` scope (which needs `until`).
+    pub fn any_owner(&self) -> bool {
+        self.every_call == Some(RuleScope::Owner)
+            || self
+                .calls
+                .iter()
+                .any(|(_, scope)| *scope == RuleScope::Owner)
+    }
+}
+
 /// A rule author's row as the lookup read it: `facts` is `None` when the uid names no backend user any more.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Author {

@@ -160,6 +160,8 @@ pub struct Verdict {
     pub edited_arguments: Option<String>,
     /// The remembered decision that gave this verdict (docs/design.md §18); `None`: a person posted it.
     pub rule_id: Option<Uuid>,
+    /// The scope the decision asks this verdict remembered in (docs/design.md §18).
+    pub remember: Option<super::remembered::RuleScope>,
 }
 
 /// One verdict per pending call, in the turn's order.
@@ -179,6 +181,9 @@ pub struct RecordedVerdict {
     /// call); left out when a person posted it, so that decisions recorded before rules existed read as they did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule_id: Option<Uuid>,
+    /// The scope the decision asked this verdict remembered in (`remember`), part of the decision for its replay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remember: Option<super::remembered::RuleScope>,
 }
 
 impl Verdicts {
@@ -195,6 +200,7 @@ impl Verdicts {
             reason,
             edited_arguments,
             rule_id: None,
+            remember: None,
         };
         match form {
             DecisionForm::WholeTurn { approved, reason } => Ok(Verdicts(
@@ -275,6 +281,7 @@ impl Verdicts {
                     .as_ref()
                     .map(|arguments| hex::encode(Sha256::digest(arguments.as_bytes()))),
                 rule_id: verdict.rule_id,
+                remember: verdict.remember,
             })
             .collect()
     }
@@ -291,6 +298,7 @@ impl Verdicts {
                 recorded.iter().any(|stored| {
                     stored.call_id == verdict.call_id
                         && stored.approved == verdict.approved
+                        && stored.remember == verdict.remember
                         && stored.reason == verdict.reason
                         && match (&verdict.edited_arguments, stored_edits(&stored.call_id)) {
                             (None, None) => !stored.edited,

@@ -15,6 +15,7 @@ use super::views::{DecisionView, hide_released_arguments};
 use super::visible;
 use crate::domain::model_input::{self, ModelInputFormat, RenderError};
 use crate::domain::released::ReleasedCall;
+use crate::domain::remembered::Remember;
 use crate::domain::results::ToolResult;
 use crate::domain::scopes::Scope;
 use crate::domain::token_view;
@@ -158,7 +159,8 @@ pub async fn decide(
         Ok(Json(body)) => body,
         Err(refused) => return Err(credential.refuse(&state, refused).await),
     };
-    let form = body.form(state.limits.work.max_arguments_bytes);
+    let work = state.limits.work;
+    let form = body.form(work.max_arguments_bytes, work.max_rule_ttl_days);
     let (poster, posted) = match &credential {
         DecisionCredential::Key(hash) => {
             // A body that is refused anyway is refused after the key's own lookup, in the order of the checks in
@@ -222,7 +224,7 @@ pub async fn decide(
 fn keyed(
     caller: &Caller,
     body: DecisionBody,
-    form: Result<DecisionForm, ApiError>,
+    form: Result<(DecisionForm, Option<Remember>), ApiError>,
 ) -> Result<(Poster<'static>, Result<Posted, ApiError>), ApiError> {
     let (actor, decider_uid) = key_actor(caller, &body)?;
     let posted = checked(decider_uid, body.turn_digest, form)?;
@@ -256,7 +258,7 @@ fn key_actor(caller: &Caller, body: &DecisionBody) -> Result<(Actor, Option<i64>
 fn checked(
     decider_uid: Option<i64>,
     turn_digest: String,
-    form: Result<DecisionForm, ApiError>,
+    form: Result<(DecisionForm, Option<Remember>), ApiError>,
 ) -> Result<Posted, ApiError> {
     if decider_uid.is_some_and(|uid| uid < 1) {
         return Err(ApiError::unprocessable(
@@ -264,9 +266,11 @@ fn checked(
             "decider_uid must be a uid of at least 1, or null",
         ));
     }
+    let (form, remember) = form?;
     Ok(Posted {
         turn_digest,
-        form: form?,
+        form,
+        remember,
     })
 }
 

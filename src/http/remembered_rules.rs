@@ -139,6 +139,14 @@ impl From<RuleError> for ApiError {
             RuleError::NotRevocable => {
                 ApiError::new(StatusCode::FORBIDDEN, "rule_not_revocable", detail)
             }
+            RuleError::OwnerWithoutEnd => {
+                ApiError::unprocessable("remember_until_required", detail)
+            }
+            RuleError::Anonymous => ApiError::new(StatusCode::FORBIDDEN, "anonymous_rule", detail),
+            RuleError::TokenOwnerScope => {
+                ApiError::new(StatusCode::FORBIDDEN, "token_not_allowed", detail)
+            }
+            RuleError::Edited(_) => ApiError::unprocessable("remember_edited", detail),
             RuleError::Storage(error) => error.into(),
         }
     }

@@ -50,6 +50,9 @@ pub enum ResumeError {
     ResultConflict(String),
     #[error("the redaction of the tool events failed: {0}")]
     Redaction(String),
+    /// The decision's `remember` is refused: the whole decision is (docs/design.md §18).
+    #[error(transparent)]
+    Remember(#[from] super::rule_book::RuleError),
     #[error(transparent)]
     Storage(#[from] StorageError),
 }

@@ -9,9 +9,10 @@ use sqlx::PgConnection;
 use super::error::ResumeError;
 use super::record::{ClearedDecision, Recorded, Through};
 use super::resumer::Resumer;
+use super::rule_book::{self, RuleAsk, RuleError};
 use super::rules::{Actor, DecisionRequest, authorize_decider, gate_approval, turn_calls};
 use crate::domain::authorize::Refusal;
-use crate::domain::remembered::{self, LiveRule, RuleCall, RunAtHand};
+use crate::domain::remembered::{self, LiveRule, RuleCall, RuleScope, RuleVerdict, RunAtHand};
 use crate::domain::verdicts::{CallVerdict, DecisionForm, Verdicts};
 use crate::storage::decision_statements;
 use crate::storage::remembered_rules;
@@ -113,6 +114,7 @@ pub async fn decide_by_rules(
         decider_uid: Some(author),
         turn_digest: run.turn_digest.clone(),
         form,
+        remember: None,
     };
     let cleared = ClearedDecision {
         facts,
@@ -182,6 +184,89 @@ pub(super) async fn refuse_denied_by_rule(
                 call_id: verdict.call_id.clone(),
                 rule_id: rule.id,
             });
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a `remember` that no rule could come of, before anything is read under the lock: no rule is anonymous,
+/// and a decision token remembers for its run only.
+pub(super) fn refuse_remember(actor: &Actor, request: &DecisionRequest) -> Result<(), ResumeError> {
+    let Some(remember) = &request.remember else {
+        return Ok(());
+    };
+    if request.decider_uid.is_none() {
+        return Err(RuleError::Anonymous.into());
+    }
+    if actor.token_kid.is_some() && remember.any_owner() {
+        return Err(RuleError::TokenOwnerScope.into());
+    }
+    Ok(())
+}
+
+/// Marks each verdict with the scope the decision asks it remembered in: part of the decision, and of its replay.
+pub(super) fn mark_remembered(request: &DecisionRequest, verdicts: &mut Verdicts) {
+    if let Some(remember) = &request.remember {
+        for verdict in &mut verdicts.0 {
+            verdict.remember = remember.scope_of(&verdict.call_id);
+        }
+    }
+}
+
+/// Makes the rules a decision asks for (docs/design.md §18), in its transaction under the run's lock: one per distinct
+/// tool, verdict and scope, without arguments, as the decider's; an edited verdict is refused (422), and any refusal
+/// refuses the whole decision (the transaction is never committed).
+pub(super) async fn make_remembered(
+    conn: &mut PgConnection,
+    resumer: &Resumer,
+    actor: &Actor,
+    run: &RunRow,
+    request: &DecisionRequest,
+    verdicts: &Verdicts,
+) -> Result<(), ResumeError> {
+    let (Some(remember), Some(decider)) = (&request.remember, request.decider_uid) else {
+        return Ok(());
+    };
+    let mut made: Vec<(&str, bool, RuleScope)> = Vec::new();
+    for verdict in &verdicts.0 {
+        let Some(scope) = verdict.remember else {
+            continue;
+        };
+        if verdict.edited_arguments.is_some() {
+            return Err(RuleError::Edited(verdict.call_id.clone()).into());
+        }
+        let key = (verdict.tool.as_str(), verdict.approved, scope);
+        if made.contains(&key) {
+            continue;
+        }
+        made.push(key);
+        let ask = RuleAsk {
+            created_by: decider,
+            tool: &verdict.tool,
+            arguments: None,
+            verdict: if verdict.approved {
+                RuleVerdict::Approve
+            } else {
+                RuleVerdict::Deny
+            },
+            reason: verdict.reason,
+        };
+        let through = rule_book::Through {
+            tenant: &actor.tenant,
+            client_name: &actor.client_name,
+            token_kid: actor.token_kid.as_deref(),
+        };
+        match (scope, remember.until) {
+            (RuleScope::Run, _) => {
+                rule_book::make_on_locked_run(conn, resumer, through, run, &ask, &|_, _| true)
+                    .await?;
+            }
+            (RuleScope::Owner, Some(until)) => {
+                rule_book::make_owner_on(conn, resumer, through, run.owner_uid, &ask, until)
+                    .await?;
+            }
+            // The route refuses `remember: "owner"` without `remember_until` before anything is read.
+            (RuleScope::Owner, None) => return Err(RuleError::OwnerWithoutEnd.into()),
         }
     }
     Ok(())

@@ -38,6 +38,14 @@ pub enum RuleError {
     NotOwnerOrAdmin,
     #[error("a rule is revoked by its author, the run's owner (run scope) or an admin")]
     NotRevocable,
+    #[error("remember: \"owner\" makes rules that end: give remember_until")]
+    OwnerWithoutEnd,
+    #[error("a decision without a decider uid remembers nothing: no rule is anonymous")]
+    Anonymous,
+    #[error("a decision token remembers a verdict for its run only (remember: \"run\")")]
+    TokenOwnerScope,
+    #[error("the verdict on call {0:?} edits its arguments: an edited verdict is not remembered")]
+    Edited(String),
     #[error(transparent)]
     Storage(#[from] StorageError),
 }
@@ -142,13 +150,27 @@ pub async fn make_owner_rule(
     expires_at: DateTime<Utc>,
 ) -> Result<RuleRow, RuleError> {
     let mut tx = resumer.pool.begin().await?;
-    if users::find(&mut *tx, through.tenant, owner_uid)
+    let rule = make_owner_on(&mut tx, resumer, through, owner_uid, ask, expires_at).await?;
+    tx.commit().await?;
+    Ok(rule)
+}
+
+/// Makes an `owner` scope rule inside the caller's transaction: the route's, or the decision's that remembers it.
+pub(super) async fn make_owner_on(
+    conn: &mut PgConnection,
+    resumer: &Resumer,
+    through: Through<'_>,
+    owner_uid: i64,
+    ask: &RuleAsk<'_>,
+    expires_at: DateTime<Utc>,
+) -> Result<RuleRow, RuleError> {
+    if users::find(&mut *conn, through.tenant, owner_uid)
         .await?
         .is_none()
     {
         return Err(RuleError::UnknownOwner);
     }
-    let author = users::find(&mut *tx, through.tenant, ask.created_by).await?;
+    let author = users::find(&mut *conn, through.tenant, ask.created_by).await?;
     let facts = author
         .as_ref()
         .map(facts_of)
@@ -181,9 +203,7 @@ pub async fn make_owner_rule(
         token_kid: through.token_kid,
         expires_at: Some(expires_at),
     };
-    let rule = write(&mut tx, resumer, &new_rule).await?;
-    tx.commit().await?;
-    Ok(rule)
+    write(conn, resumer, &new_rule).await
 }
 
 /// Who asks to revoke a rule.

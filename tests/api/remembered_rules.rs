@@ -696,3 +696,147 @@ async fn approving_a_call_a_live_deny_rule_covers_is_a_conflict_and_records_noth
     let approved = app.decide(other, true, Some(APPROVER), &digest).await;
     assert_eq!(approved.status, StatusCode::OK, "{:?}", approved.body);
 }
+
+async fn rule_count(pool: &PgPool) -> i64 {
+    sqlx::query_scalar("select count(*) from remembered_rules")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+/// A run waiting on `edit_page` and `send_mail`; its id and digest.
+async fn waiting_two(app: &TestApp) -> (Uuid, String) {
+    let id = Uuid::new_v4();
+    let run = app
+        .register(body_with(id, &["edit_page", "send_mail"], false))
+        .await;
+    (id, run["turn"]["digest"].as_str().unwrap().to_owned())
+}
+
+#[tokio::test]
+async fn a_decision_that_remembers_makes_one_rule_per_tool_and_verdict_and_its_replay_makes_none() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = people(pool).await;
+    let (id, digest) = waiting_two(&app).await;
+    let body = json!({"approved": false, "reason": "skip", "decider_uid": OWNER, "turn_digest": digest,
+                      "remember": "run"});
+    let path = format!("/v1/runs/{id}/decision");
+    let decided = app.post(&path, body.clone()).await;
+    assert_eq!(decided.status, StatusCode::OK, "{:?}", decided.body);
+    let rules = app.get(&format!("/v1/runs/{id}/rules")).await.body["rules"].clone();
+    let mut tools: Vec<&str> = rules
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|rule| rule["tool"].as_str().unwrap())
+        .collect();
+    tools.sort();
+    assert_eq!(tools, ["edit_page", "send_mail"]);
+    assert!(
+        rules
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["verdict"] == "deny"
+                && r["reason"] == "skip"
+                && r["created_by"] == OWNER
+                && r["arguments"].is_null())
+    );
+    // The same decision again: the same bytes, no second rule; without `remember` it is another decision.
+    let again = app.post(&path, body.clone()).await;
+    assert_eq!(again.status, StatusCode::OK, "{:?}", again.body);
+    assert_eq!(again.bytes, decided.bytes);
+    assert_eq!(rule_count(&app.pool).await, 2);
+    let mut without = body;
+    without.as_object_mut().unwrap().remove("remember");
+    assert_problem(
+        &app.post(&path, without).await,
+        StatusCode::CONFLICT,
+        "already_decided",
+    );
+    // The next turn of those tools is decided at once: "never in this conversation".
+    let next = append(&app, id, &["send_mail", "edit_page"]).await;
+    assert_eq!(next.body["status"], "resumed", "{:?}", next.body);
+}
+
+#[tokio::test]
+async fn a_refused_remember_refuses_the_whole_decision_and_records_nothing() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = people(pool).await;
+    let (id, digest) = waiting_two(&app).await;
+    let path = format!("/v1/runs/{id}/decision");
+    let edited = json!({"decider_uid": OWNER, "turn_digest": digest, "calls": [
+        {"call_id": "call_0", "approved": true, "arguments": "{\"page\": 1}", "remember": "run"},
+        {"call_id": "call_1", "approved": false},
+    ]});
+    assert_problem(
+        &app.post(&path, edited).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "remember_edited",
+    );
+    let by_nobody = app.client("anonymous", &["decisions:anonymous"]).await;
+    let anonymous = app
+        .call(
+            Method::POST,
+            &path,
+            Some(&by_nobody),
+            Some(json!({"approved": false, "decider_uid": null, "turn_digest": digest, "remember": "run"})),
+        )
+        .await;
+    assert_problem(&anonymous, StatusCode::FORBIDDEN, "anonymous_rule");
+    let owner_scope = json!({"approved": false, "decider_uid": APPROVER, "turn_digest": digest,
+                             "remember": "owner", "remember_until": in_days(1)});
+    assert_problem(
+        &app.post(&path, owner_scope).await,
+        StatusCode::FORBIDDEN,
+        "rule_not_permitted",
+    );
+    let no_end = json!({"approved": false, "decider_uid": OWNER, "turn_digest": digest, "remember": "owner"});
+    assert_problem(
+        &app.post(&path, no_end).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "remember_until_required",
+    );
+    support::assert_nothing_recorded(&app.pool, id).await;
+    assert_eq!(rule_count(&app.pool).await, 0);
+    // The owner remembers for their runs of the tool until a date.
+    let owner = json!({"approved": false, "decider_uid": OWNER, "turn_digest": digest, "remember": "owner",
+                       "remember_until": in_days(2)});
+    let decided = app.post(&path, owner).await;
+    assert_eq!(decided.status, StatusCode::OK, "{:?}", decided.body);
+    let listed = app.get(&format!("/v1/rules?owner_uid={OWNER}")).await;
+    assert!(
+        listed.body["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["scope"] == "owner")
+    );
+    let later = app
+        .post("/v1/runs", body_with(Uuid::new_v4(), &["edit_page"], false))
+        .await;
+    assert_eq!(later.body["status"], "resumed", "{:?}", later.body);
+}
+
+#[tokio::test]
+async fn a_token_remembers_for_its_run_only() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = people(pool).await;
+    app.client("chat", &["runs:read", "decisions:write"]).await;
+    let signer = Signer::register(&app.pool, "chat", "k1").await;
+    let token = signer.token(OWNER);
+    let (id, digest) = waiting_two(&app).await;
+    let path = format!("/v1/runs/{id}/decision");
+    let owner_scope = json!({"approved": false, "turn_digest": digest, "remember": "owner",
+                             "remember_until": in_days(1)});
+    let refused = app
+        .call(Method::POST, &path, Some(&token), Some(owner_scope))
+        .await;
+    assert_problem(&refused, StatusCode::FORBIDDEN, "token_not_allowed");
+    let run_scope = json!({"approved": false, "turn_digest": digest, "remember": "run"});
+    let decided = app
+        .call(Method::POST, &path, Some(&token), Some(run_scope))
+        .await;
+    assert_eq!(decided.status, StatusCode::OK, "{:?}", decided.body);
+    assert_eq!(rule_count(&app.pool).await, 2);
+}
