@@ -20,8 +20,9 @@ use tower_http::trace::TraceLayer;
 
 use crate::http::error::{ApiError, REQUEST_ID};
 use crate::http::{
-    approvals, body, body_budget, claims, cors, decisions, detach, events_feed, ops, request_id,
-    results, run_events, runs, turns, ui, users, webhooks, worker_state,
+    approvals, body, body_budget, claims, cors, decisions, detach, events_feed, ops,
+    remembered_rules, request_id, results, run_events, runs, turns, ui, users, webhooks,
+    worker_state,
 };
 use crate::listen::{self, ConnectionLimits};
 use crate::metrics;
@@ -47,6 +48,11 @@ fn routes(cors: CorsLayer, limits: &Limits) -> Router<AppState> {
         .route("/v1/runs/{id}", get(runs::get_run))
         .route("/v1/runs/{id}/decision", post(decisions::decide))
         .route("/v1/runs/{id}/model-input", get(decisions::model_input))
+        .route(
+            "/v1/runs/{id}/rules",
+            get(remembered_rules::list_run_rules).post(remembered_rules::make_run_rule),
+        )
+        .route("/v1/rules/{id}", delete(remembered_rules::revoke))
         // Set before the layer, so that CORS wraps it and answers a preflight (OPTIONS) before it would.
         .method_not_allowed_fallback(method_not_allowed)
         .layer(cors);
@@ -64,6 +70,10 @@ fn routes(cors: CorsLayer, limits: &Limits) -> Router<AppState> {
         .route("/v1/runs/{id}/results", post(results::post))
         .route("/v1/runs/{id}/claim", post(claims::post))
         .route("/v1/approvals", get(approvals::inbox))
+        .route(
+            "/v1/rules",
+            get(remembered_rules::list_owner_rules).post(remembered_rules::make_owner_rule),
+        )
         .route("/v1/events", get(events_feed::feed))
         .route("/v1/webhooks", get(webhooks::list).post(webhooks::create))
         .route("/v1/webhooks/{id}", delete(webhooks::remove))

@@ -13,8 +13,9 @@ use observed::Observed;
 /// The bound on the statements of a one-call approval, the API key's lookup included.
 const MOST_STATEMENTS: i64 = 10;
 
-/// A one-call approval's statements: the read (the key's lookup in it), taking the turn, closing it.
-const APPROVAL_STATEMENTS: i64 = 3;
+/// A one-call approval's statements: the read (the key's lookup in it), the read of the deny rules that could refuse
+/// it (docs/design.md §18: `denied_by_rule`; a deny has none), taking the turn, closing it.
+const APPROVAL_STATEMENTS: i64 = 4;
 
 /// A deny's statements: the run read without its lock, with the API key's lookup in it, and the one write that
 /// records the decision only while the run still waits (src/storage/run_snapshot.rs); no `BEGIN` or `COMMIT`.
@@ -82,4 +83,50 @@ async fn counted(admin: sqlx::PgConnection) -> (i64, String) {
         })
         .collect();
     (total, listing.join("\n"))
+}
+
+/// A registration's statements before remembered decisions (docs/design.md §18): the API key's lookup, `BEGIN`, the
+/// owner's row, the run's insert, its calls' insert, `run.waiting`, `COMMIT`, and the run view's two reads (calls,
+/// decision).
+const REGISTRATION_STATEMENTS_BEFORE_RULES: i64 = 9;
+
+/// With no live rule for its tools, a registration costs one statement more than before rules existed: the one
+/// indexed read of the rules that could decide its turn (`remembered_rules`), nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registration_with_no_live_rule_makes_one_statement_more_than_before_rules_the_rules_read()
+ {
+    let observed = Observed::start(
+        "approval_resume_registration_trips",
+        &[
+            ("RECOVERY_INTERVAL_SECS", "3600"),
+            ("EXPIRY_SWEEP_INTERVAL_MS", "3600000"),
+            ("EVENTS_POLL_INTERVAL_MS", "60000"),
+        ],
+    )
+    .await;
+    // One registration first, so that the pool's connections are open before the count starts.
+    observed.waiting_runs(1).await;
+    let admin = observed.start_recording().await;
+    let id = uuid::Uuid::new_v4();
+    let body = serde_json::json!({
+        "id": id, "owner_uid": 1,
+        "messages": [
+            {"role": "user", "content": "Shorten page 12."},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+                "function": {"name": "update_page", "arguments": "{\"page\": 12}"}}]},
+        ],
+        "tools": [{"name": "update_page", "effect": "write"}],
+    });
+    let (status, run) = observed.send(reqwest::Method::POST, "/v1/runs", body).await;
+    assert_eq!(status, 201, "{run}");
+    let (total, listing) = counted(admin).await;
+    eprintln!("{total} statements in one registration:\n{listing}");
+    let rules_reads = listing
+        .lines()
+        .filter(|line| {
+            line.contains("select r.id, r.tool, r.arguments, r.arguments_sealed, r.verdict")
+        })
+        .count();
+    assert_eq!(rules_reads, 1, "{listing}");
+    assert_eq!(total, REGISTRATION_STATEMENTS_BEFORE_RULES + 1, "{listing}");
 }

@@ -146,6 +146,13 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1..=1024 * 1024 * 1024))]
     pub max_worker_state_bytes: u64,
 
+    /// Most days ahead an owner-scope remembered decision may end (its `expires_at`, or a decision's
+    /// `remember_until`); later is answered 422 `rule_ttl_too_long`.
+    #[arg(long, env = "MAX_RULE_TTL_DAYS", value_name = "MAX_RULE_TTL_DAYS",
+          default_value_t = limits::DEFAULT_MAX_RULE_TTL_DAYS,
+          value_parser = clap::value_parser!(u32).range(1..=366))]
+    pub max_rule_ttl_days: u32,
+
     /// Days to keep tool-event payloads and finished (cancelled or completed) runs. When set, `serve` purges
     /// older ones every PURGE_INTERVAL_SECS; unset, nothing is purged unless `purge --older-than-days` is run.
     #[arg(long, env = "RETENTION_DAYS", value_name = "RETENTION_DAYS",
@@ -193,6 +200,7 @@ impl Config {
             inbox_arguments_bytes: size(self.inbox_arguments_bytes),
             max_worker_state_bytes: size(self.max_worker_state_bytes),
             default_approval_ttl_secs: self.approval_ttl_secs,
+            max_rule_ttl_days: self.max_rule_ttl_days,
         }
     }
 }

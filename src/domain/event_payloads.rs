@@ -31,16 +31,24 @@ pub enum EventType {
     Cancelled,
     #[serde(rename = "run.completed")]
     Completed,
+    /// A remembered decision was made (docs/design.md §18).
+    #[serde(rename = "rule.created")]
+    RuleCreated,
+    /// A remembered decision was revoked.
+    #[serde(rename = "rule.revoked")]
+    RuleRevoked,
 }
 
 impl EventType {
-    pub const ALL: [EventType; 6] = [
+    pub const ALL: [EventType; 8] = [
         EventType::Waiting,
         EventType::Released,
         EventType::Resumed,
         EventType::Expired,
         EventType::Cancelled,
         EventType::Completed,
+        EventType::RuleCreated,
+        EventType::RuleRevoked,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -51,6 +59,8 @@ impl EventType {
             EventType::Expired => "run.expired",
             EventType::Cancelled => "run.cancelled",
             EventType::Completed => "run.completed",
+            EventType::RuleCreated => "rule.created",
+            EventType::RuleRevoked => "rule.revoked",
         }
     }
 
@@ -166,6 +176,23 @@ pub fn released_data(facts: &RunFacts<'_>, released_call_ids: Vec<String>) -> Ev
         released_call_ids: Some(released_call_ids),
         ..data(facts, None)
     }
+}
+
+/// The `data` of `rule.created` and `rule.revoked` (docs/design.md §18): the rule's ids, tool, verdict and scope, and
+/// who made or revoked it; never its arguments.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RuleEventData {
+    pub rule_id: Uuid,
+    pub tenant: String,
+    pub scope: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<Uuid>,
+    pub owner_uid: i64,
+    pub tool: String,
+    pub verdict: &'static str,
+    pub created_by: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revoked_by: Option<i64>,
 }
 
 #[cfg(test)]

@@ -35,6 +35,10 @@ pub fn large_body_share(in_flight: usize) -> usize {
     in_flight / 4 * 3 + in_flight % 4 * 3 / 4
 }
 
+/// Most days ahead an owner-scope remembered decision may end (docs/design.md §18): such a rule decides every run of
+/// its owner for one tool, so it must end, and not years from now.
+pub const DEFAULT_MAX_RULE_TTL_DAYS: u32 = 30;
+
 /// The limits in force.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WorkLimits {
@@ -46,6 +50,9 @@ pub struct WorkLimits {
     /// Seconds a new turn waits for a decision when its request names no expiry (APPROVAL_TTL_SECS); `None`:
     /// such turns never expire. Kept with the limits because, like them, it bounds what one request leaves waiting.
     pub default_approval_ttl_secs: Option<u64>,
+    /// Most days ahead an owner-scope rule's `expires_at` (or a decision's `remember_until`) may be
+    /// (MAX_RULE_TTL_DAYS).
+    pub max_rule_ttl_days: u32,
 }
 
 impl Default for WorkLimits {
@@ -55,6 +62,7 @@ impl Default for WorkLimits {
             max_arguments_bytes: DEFAULT_MAX_ARGUMENTS_BYTES,
             inbox_arguments_bytes: DEFAULT_INBOX_ARGUMENTS_BYTES,
             max_worker_state_bytes: DEFAULT_MAX_WORKER_STATE_BYTES,
+            max_rule_ttl_days: DEFAULT_MAX_RULE_TTL_DAYS,
             default_approval_ttl_secs: None,
         }
     }
@@ -137,6 +145,7 @@ mod tests {
         inbox_arguments_bytes: 0,
         max_worker_state_bytes: 4,
         default_approval_ttl_secs: None,
+        max_rule_ttl_days: 1,
     };
 
     #[test]

@@ -12,6 +12,7 @@ pub mod native_turn;
 pub mod privacy;
 pub mod redact;
 pub mod released;
+pub mod remembered;
 pub mod results;
 pub mod scopes;
 pub mod secret;

@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+use uuid::Uuid;
 
 use super::vocabulary::{DenialReason, Effect, ExecutorKind};
 
@@ -157,6 +158,10 @@ pub struct Verdict {
     pub reason: Option<DenialReason>,
     /// Edited arguments that differ (as JSON values) from the proposed ones; `None`: as proposed.
     pub edited_arguments: Option<String>,
+    /// The remembered decision that gave this verdict (docs/design.md §18); `None`: a person posted it.
+    pub rule_id: Option<Uuid>,
+    /// The scope the decision asks this verdict remembered in (docs/design.md §18).
+    pub remember: Option<super::remembered::RuleScope>,
 }
 
 /// One verdict per pending call, in the turn's order.
@@ -172,6 +177,13 @@ pub struct RecordedVerdict {
     pub edited: bool,
     /// Lowercase hex SHA-256 of the edited arguments text, when edited.
     pub arguments_sha256: Option<String>,
+    /// The remembered decision that gave the verdict (docs/design.md §18: the approval event names the rule of each
+    /// call); left out when a person posted it, so that decisions recorded before rules existed read as they did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_id: Option<Uuid>,
+    /// The scope the decision asked this verdict remembered in (`remember`), part of the decision for its replay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remember: Option<super::remembered::RuleScope>,
 }
 
 impl Verdicts {
@@ -187,6 +199,8 @@ impl Verdicts {
             approved,
             reason,
             edited_arguments,
+            rule_id: None,
+            remember: None,
         };
         match form {
             DecisionForm::WholeTurn { approved, reason } => Ok(Verdicts(
@@ -266,6 +280,8 @@ impl Verdicts {
                     .edited_arguments
                     .as_ref()
                     .map(|arguments| hex::encode(Sha256::digest(arguments.as_bytes()))),
+                rule_id: verdict.rule_id,
+                remember: verdict.remember,
             })
             .collect()
     }
@@ -282,6 +298,7 @@ impl Verdicts {
                 recorded.iter().any(|stored| {
                     stored.call_id == verdict.call_id
                         && stored.approved == verdict.approved
+                        && stored.remember == verdict.remember
                         && stored.reason == verdict.reason
                         && match (&verdict.edited_arguments, stored_edits(&stored.call_id)) {
                             (None, None) => !stored.edited,

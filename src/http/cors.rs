@@ -36,7 +36,7 @@ pub fn layer(pool: Database) -> CorsLayer {
                 }
             },
         ))
-        .allow_methods([Method::GET, Method::POST])
+        .allow_methods([Method::GET, Method::POST, Method::DELETE])
         .allow_headers([AUTHORIZATION, CONTENT_TYPE])
         .expose_headers([HeaderName::from_static("x-request-id")])
         .max_age(PREFLIGHT_MAX_AGE)

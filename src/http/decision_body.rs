@@ -5,6 +5,8 @@ use serde::Deserialize;
 
 use super::error::ApiError;
 use super::integer;
+use super::remembered_rules::rule_expiry;
+use crate::domain::remembered::{Remember, RuleScope};
 use crate::domain::verdicts::{CallVerdict, DecisionForm};
 use crate::domain::vocabulary::DenialReason;
 
@@ -25,6 +27,12 @@ pub struct DecisionBody {
     /// Like `approved`: `calls: null` is no list, and refused rather than read as absent (schemathesis ST201).
     #[serde(default, deserialize_with = "present_not_null")]
     calls: Option<Vec<CallVerdictBody>>,
+    /// Remember every call's verdict (whole-turn form; docs/design.md §18).
+    #[serde(default)]
+    remember: Option<RuleScope>,
+    /// The end of `owner` scope rules (RFC 3339, at most MAX_RULE_TTL_DAYS ahead).
+    #[serde(default)]
+    remember_until: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -37,11 +45,19 @@ pub struct CallVerdictBody {
     /// Edited arguments: the text of a JSON object, like the model's own arguments.
     #[serde(default)]
     arguments: Option<String>,
+    /// Remember this verdict (docs/design.md §18).
+    #[serde(default)]
+    remember: Option<RuleScope>,
 }
 
 impl DecisionBody {
     /// The form the body is in, checked by the rules that need no turn; 422 with a stable code otherwise.
-    pub(super) fn form(&mut self, max_arguments_bytes: usize) -> Result<DecisionForm, ApiError> {
+    pub(super) fn form(
+        &mut self,
+        max_arguments_bytes: usize,
+        max_rule_ttl_days: u32,
+    ) -> Result<(DecisionForm, Option<Remember>), ApiError> {
+        let mut remembered = Vec::new();
         let form = match (self.approved, self.calls.take()) {
             (Some(_), Some(_)) => {
                 return Err(ApiError::unprocessable(
@@ -74,6 +90,16 @@ impl DecisionBody {
                         "with calls, each denial carries its own reason",
                     ));
                 }
+                if self.remember.is_some() {
+                    return Err(ApiError::unprocessable(
+                        "remember_with_calls",
+                        "with calls, each verdict carries its own remember",
+                    ));
+                }
+                remembered = calls
+                    .iter()
+                    .filter_map(|call| call.remember.map(|scope| (call.call_id.clone(), scope)))
+                    .collect();
                 DecisionForm::PerCall(
                     calls
                         .into_iter()
@@ -89,7 +115,29 @@ impl DecisionBody {
         };
         form.check(max_arguments_bytes)
             .map_err(|error| ApiError::unprocessable(error.code(), error.to_string()))?;
-        Ok(form)
+        let remember = Remember {
+            calls: remembered,
+            every_call: self.remember,
+            until: None,
+        };
+        let asked = remember.every_call.is_some() || !remember.calls.is_empty();
+        let until = match (&self.remember_until, asked && remember.any_owner()) {
+            (Some(text), true) => Some(rule_expiry(text, max_rule_ttl_days)?),
+            (None, false) => None,
+            (None, true) => {
+                return Err(ApiError::unprocessable(
+                    "remember_until_required",
+                    "remember: \"owner\" makes rules that end: give remember_until",
+                ));
+            }
+            (Some(_), false) => {
+                return Err(ApiError::unprocessable(
+                    "invalid_body",
+                    "remember_until goes with remember: \"owner\" only",
+                ));
+            }
+        };
+        Ok((form, asked.then_some(Remember { until, ..remember })))
     }
 }
 

@@ -14,6 +14,7 @@ use super::json_pieces::JsonPieces;
 use super::views::{DecisionView, ReleasedCallView, ResultView};
 use super::visible;
 use crate::domain::model_input::{self, ModelInputFormat, RenderError};
+use crate::domain::remembered::Remember;
 use crate::domain::results::ToolResult;
 use crate::domain::scopes::Scope;
 use crate::domain::token_view::Audience;
@@ -144,7 +145,8 @@ pub async fn decide(
         Ok(Json(body)) => body,
         Err(refused) => return Err(credential.refuse(&state, refused).await),
     };
-    let form = body.form(state.limits.work.max_arguments_bytes);
+    let work = state.limits.work;
+    let form = body.form(work.max_arguments_bytes, work.max_rule_ttl_days);
     let (poster, posted) = match &credential {
         DecisionCredential::Key(hash) => {
             // A body that is refused anyway is refused after the key's own lookup, in the order of the checks in
@@ -205,7 +207,7 @@ pub async fn decide(
 fn keyed(
     caller: &Caller,
     body: DecisionBody,
-    form: Result<DecisionForm, ApiError>,
+    form: Result<(DecisionForm, Option<Remember>), ApiError>,
 ) -> Result<(Poster<'static>, Result<Posted, ApiError>), ApiError> {
     let (actor, decider_uid) = key_actor(caller, &body)?;
     let posted = checked(decider_uid, body.turn_digest, form)?;
@@ -239,7 +241,7 @@ fn key_actor(caller: &Caller, body: &DecisionBody) -> Result<(Actor, Option<i64>
 fn checked(
     decider_uid: Option<i64>,
     turn_digest: String,
-    form: Result<DecisionForm, ApiError>,
+    form: Result<(DecisionForm, Option<Remember>), ApiError>,
 ) -> Result<Posted, ApiError> {
     if decider_uid.is_some_and(|uid| uid < 1) {
         return Err(ApiError::unprocessable(
@@ -256,9 +258,11 @@ fn checked(
              digits); this is not one",
         ));
     }
+    let (form, remember) = form?;
     Ok(Posted {
         turn_digest,
-        form: form?,
+        form,
+        remember,
     })
 }
 

@@ -180,6 +180,8 @@ impl From<ResumeError> for ApiError {
                 "expired",
                 "the turn expired before it was decided; every call has the expired result",
             ),
+            ResumeError::DeniedByRule { .. } => ApiError::conflict("denied_by_rule", detail),
+            ResumeError::Remember(refused) => refused.into(),
             ResumeError::RunCancelled => ApiError::conflict(
                 "run_cancelled",
                 "the run was cancelled; it takes no results",

@@ -231,6 +231,10 @@ pub mod scope {
         MetricsRead => [MetricsRead];
         EventsRead => [EventsRead];
         WebhooksWrite => [WebhooksWrite];
+        /// Making and revoking remembered decisions (docs/design.md §18) with a key.
+        DecisionsWrite => [DecisionsWrite];
+        /// Listing remembered decisions.
+        RulesRead => [RunsRead, DecisionsWrite];
     }
 }
 

@@ -18,6 +18,7 @@ pub mod format_members;
 pub mod integer;
 pub mod json_pieces;
 pub mod ops;
+pub mod remembered_rules;
 pub mod request_id;
 pub mod results;
 pub mod run_events;

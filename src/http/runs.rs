@@ -21,6 +21,7 @@ use crate::domain::token_view::Reader;
 use crate::domain::transcript::{self, PendingCall, is_valid_tool_name};
 use crate::domain::transcript_text::TranscriptText;
 use crate::domain::vocabulary::{Effect, ExecutorKind, PrivacyLevel, RunStatus};
+use crate::resume::{Actor, remembered};
 use crate::state::AppState;
 use crate::storage::runs::{self, DeclaredTool, Expiry, NewRun, RunRow};
 use crate::storage::{claims, decision_record, outbox, users};
@@ -233,12 +234,56 @@ pub async fn register_run(
     };
     runs::insert_calls(&mut tx, state.pool.sealer(), run.id, 0, &with_effects).await?;
     worker_state::store_registered(&mut tx, &state, run.id, body.worker_state.as_ref()).await?;
-    outbox::record_status(&mut tx, &run).await?;
+    let tools: Vec<&str> = with_effects
+        .iter()
+        .map(|(call, _)| call.name.as_str())
+        .collect();
+    let by_rules = remembered::decide_by_rules(
+        &mut tx,
+        &state.resumer,
+        &actor_of(&caller),
+        &run,
+        &tools,
+        true,
+    )
+    .await?;
+    if by_rules.is_none() {
+        outbox::record_status(&mut tx, &run).await?;
+    }
     tx.commit().await?;
     state.events.committed();
     tracing::info!(run_id = %run.id, calls = with_effects.len(), "run registered");
-    let view = run_view(&state, &run, Reader::Key).await?;
+    let view = answer_after_rules(&state, &caller, run, by_rules).await?;
     Ok((StatusCode::CREATED, axum::Json(view)).into_response())
+}
+
+/// The client registering a turn, as the decision its rules may make there names it (docs/design.md §18).
+pub fn actor_of(caller: &Caller) -> Actor {
+    Actor {
+        tenant: caller.tenant.clone(),
+        client_name: caller.name.clone(),
+        may_decide_anonymously: false,
+        token_kid: None,
+    }
+}
+
+/// The run as a turn's registration answers it: as registered, or, when remembered decisions decided the turn, once
+/// the decision's calls ran (or were released), with its decision, results and released calls, as `GET` shows it.
+pub async fn answer_after_rules(
+    state: &AppState,
+    caller: &Caller,
+    run: RunRow,
+    by_rules: Option<remembered::RuleDecision>,
+) -> Result<RunView, ApiError> {
+    let Some(decided) = by_rules else {
+        return run_view(state, &run, Reader::Key).await;
+    };
+    decided.finish(&state.resumer).await?;
+    state.events.committed();
+    let run = runs::find(&state.pool, &caller.tenant, run.id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("run"))?;
+    run_view(state, &run, Reader::Key).await
 }
 
 /// A registration under a taken id: the same body is answered with the run, anything else is a conflict.

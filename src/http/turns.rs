@@ -9,14 +9,16 @@ use serde::{Deserialize, Serialize};
 use super::error::ApiError;
 use super::extract::{Authorized, RunId, scope};
 use super::format_members::{Members, RawMember, entries_text, well_formed};
-use super::runs::{ExpiryBody, meaning_hash, run_view, with_effects, within_limits};
+use super::runs::{
+    ExpiryBody, actor_of, answer_after_rules, meaning_hash, run_view, with_effects, within_limits,
+};
 use super::worker_state::{self, JsonWithState};
 use crate::domain::model_input::{ModelInputFormat, tool_messages_entries};
 use crate::domain::native_input;
 use crate::domain::token_view::Reader;
 use crate::domain::transcript;
 use crate::domain::vocabulary::{Effect, RunStatus};
-use crate::resume::load_turn;
+use crate::resume::{load_turn, remembered};
 use crate::state::AppState;
 use crate::storage::{StorageError, outbox, runs};
 
@@ -90,10 +92,9 @@ pub async fn append_turn(
     let run = runs::lock(&mut tx, &caller.tenant, id)
         .await?
         .ok_or_else(|| ApiError::not_found("run"))?;
-    if run.status() == RunStatus::WaitingForApproval
-        && run.turn_request_hash.as_deref() == Some(&request_hash[..])
-    {
-        // The same append again, after it succeeded: answer the run as it stands.
+    if run.turn_request_hash.as_deref() == Some(&request_hash[..]) {
+        // The same append again, after it succeeded: answer the run as it stands, whatever its status (a turn its
+        // remembered decisions decided at once has moved on), and never apply rules twice (docs/design.md §18).
         tx.rollback().await?;
         return Ok(axum::Json(run_view(&state, &run, Reader::Key).await?));
     }
@@ -165,9 +166,23 @@ pub async fn append_turn(
     .await?;
     runs::insert_calls(&mut tx, state.pool.sealer(), run.id, turn_index, &calls).await?;
     worker_state::replace_on_turn(&mut tx, &state, run.id, body.worker_state.as_ref()).await?;
-    outbox::record_status(&mut tx, &run).await?;
+    let tools: Vec<&str> = calls.iter().map(|(call, _)| call.name.as_str()).collect();
+    let by_rules = remembered::decide_by_rules(
+        &mut tx,
+        &state.resumer,
+        &actor_of(&caller),
+        &run,
+        &tools,
+        false,
+    )
+    .await?;
+    if by_rules.is_none() {
+        outbox::record_status(&mut tx, &run).await?;
+    }
     tx.commit().await?;
     state.events.committed();
     tracing::info!(run_id = %run.id, turn = turn_index, calls = calls.len(), "run suspended on a new turn");
-    Ok(axum::Json(run_view(&state, &run, Reader::Key).await?))
+    Ok(axum::Json(
+        answer_after_rules(&state, &caller, run, by_rules).await?,
+    ))
 }

@@ -81,6 +81,9 @@ pub struct CallVerdictView {
     pub approved: bool,
     pub reason: Option<DenialReason>,
     pub edited: bool,
+    /// The remembered decision that gave this verdict (docs/design.md §18); absent when a person posted it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule_id: Option<uuid::Uuid>,
 }
 
 impl CallVerdictView {
@@ -90,6 +93,7 @@ impl CallVerdictView {
             approved: verdict.approved,
             reason: verdict.reason,
             edited: verdict.edited,
+            rule_id: verdict.rule_id,
         }
     }
 }

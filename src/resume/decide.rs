@@ -4,6 +4,7 @@
 
 use super::error::ResumeError;
 use super::record::{ClearedDecision, Through};
+use super::remembered::{make_remembered, mark_remembered, refuse_denied_by_rule, refuse_remember};
 use super::resumer::Resumer;
 use super::rules::{Actor, DecisionRequest, authorize_decider, gate_approval, turn_calls};
 use super::sweeper;
@@ -50,8 +51,30 @@ pub async fn decide(
         .into());
     }
     let run = run.ok_or(ResumeError::RunNotFound)?;
+    // A decision that remembers its verdicts makes rules under the run's lock, in the decision's transaction.
+    if request.remember.is_some() {
+        drop(connection);
+        return decide_under_lock(resumer, actor, request).await;
+    }
     match ClearedDecision::from_read(resumer, actor, request, run) {
         Some(cleared) => {
+            let mut connection = connection;
+            // An approval is checked against the deny rules first (docs/design.md §18); a denial never is.
+            if cleared.verdicts.approves_any() {
+                let (tenant, run) = (&actor.tenant, &cleared.facts.run);
+                let (calls, verdicts) = (&cleared.calls, &cleared.verdicts);
+                match connection.as_mut() {
+                    Some(conn) => {
+                        refuse_denied_by_rule(conn, resumer, tenant, run, calls, verdicts).await?
+                    }
+                    None => {
+                        let mut tx = resumer.pool.begin().await?;
+                        refuse_denied_by_rule(&mut tx, resumer, tenant, run, calls, verdicts)
+                            .await?;
+                        tx.commit().await?;
+                    }
+                }
+            }
             // The connection goes back to the pool once the write is done (before a deny queues, with DENY_BATCHES),
             // and before an approval's calls run.
             let recorded = cleared
@@ -75,6 +98,7 @@ async fn decide_under_lock(
     request: &DecisionRequest,
 ) -> Result<Resumed, ResumeError> {
     let approves = request.form.approves_any();
+    refuse_remember(actor, request)?;
     let mut tx = resumer.pool.begin().await?;
     // Both answer the transcript from this same read: a deny at once, an approval after its tools ran.
     let locked = decision_statements::lock_run(
@@ -98,7 +122,8 @@ async fn decide_under_lock(
             run.turn_index,
         )
         .await?;
-        let verdicts = Verdicts::resolve(&request.form, &turn_calls(resumer, run, &calls))?;
+        let mut verdicts = Verdicts::resolve(&request.form, &turn_calls(resumer, run, &calls))?;
+        mark_remembered(request, &mut verdicts);
         (calls, earlier_calls, Some(verdicts))
     } else {
         (Vec::new(), Vec::new(), None)
@@ -133,6 +158,10 @@ async fn decide_under_lock(
     }
     // Nothing has been recorded yet: a write released by someone who could not run it is refused here (§4).
     gate_approval(&locked, request.decider_uid, &verdicts)?;
+    if verdicts.approves_any() {
+        refuse_denied_by_rule(&mut tx, resumer, &actor.tenant, run, &calls, &verdicts).await?;
+    }
+    make_remembered(&mut tx, resumer, actor, run, request, &verdicts).await?;
 
     // Kept for the one way the write below can still record nothing under the lock.
     let (expiring_run, expiring_calls) = (run.clone(), calls.clone());

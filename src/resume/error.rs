@@ -32,6 +32,14 @@ pub enum ResumeError {
     ResumeInProgress,
     #[error("the turn expired before it was decided")]
     Expired,
+    /// An approval of a call a live deny rule covers (docs/design.md §18): revoke the rule first.
+    #[error(
+        "the call {call_id:?} is denied by the remembered decision {rule_id}; revoke it to approve the call"
+    )]
+    DeniedByRule {
+        call_id: String,
+        rule_id: uuid::Uuid,
+    },
     #[error("{0}")]
     Verdicts(#[from] VerdictError),
     #[error("the run was cancelled")]
@@ -66,6 +74,9 @@ pub enum ResumeError {
     NotClaimable(RunStatus),
     #[error("the redaction of the tool events failed: {0}")]
     Redaction(String),
+    /// The decision's `remember` is refused: the whole decision is (docs/design.md §18).
+    #[error(transparent)]
+    Remember(#[from] super::rule_book::RuleError),
     #[error(transparent)]
     Storage(#[from] StorageError),
 }

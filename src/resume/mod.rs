@@ -16,6 +16,8 @@
 //! approve.rs       an approved turn: its calls run, the turn closes; recovery of turns whose instance stopped
 //! sweeper.rs       expiry: turns nobody decided in time
 //! periodic.rs      the loop the background tasks share
+//! remembered.rs    a new turn decided by remembered decisions, in its registration's transaction (§18)
+//! rule_book.rs     making and revoking remembered decisions (docs/design.md §18), audited, with their events
 //! rules.rs         who may decide, what an approver may release (docs/design.md §4); the actor and the request
 //! results.rs       the worker's results of released calls (docs/design.md §15), under the run's row lock
 //! claims.rs        a worker's claim on released calls, its renewal, and the claim a results post must hold
@@ -40,8 +42,10 @@ pub mod periodic;
 pub mod posted;
 mod record;
 mod released_turn;
+pub mod remembered;
 pub mod results;
 mod resumer;
+pub mod rule_book;
 mod rules;
 pub mod sweeper;
 mod turn;

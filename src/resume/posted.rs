@@ -12,6 +12,7 @@ use super::rules::{Actor, DecisionRequest};
 use super::turn::Resumed;
 use crate::domain::authorize;
 use crate::domain::model_input::{self, ModelInputFormat, RenderError};
+use crate::domain::remembered::Remember;
 use crate::domain::scopes::Scope;
 use crate::domain::token_view::{self, Audience};
 use crate::domain::transcript_text::TranscriptText;
@@ -59,6 +60,8 @@ impl Poster<'_> {
 pub struct Posted {
     pub turn_digest: String,
     pub form: DecisionForm,
+    /// The verdicts to remember as rules (docs/design.md §18).
+    pub remember: Option<Remember>,
 }
 
 /// A posted decision, decided: the resumed turn, and who reads the answer: a key whole, a decision token at the run's
@@ -117,7 +120,11 @@ pub async fn decide_posted<E: From<ResumeError>>(
             (actor, Audience::of(token_view::Reader::Token, level))
         }
     };
-    let Posted { turn_digest, form } = posted?;
+    let Posted {
+        turn_digest,
+        form,
+        remember,
+    } = posted?;
     if let (Some(run), Some(format)) = (&snapshot.run, format) {
         representable(format, &run.facts.transcript, run_id)?;
     }
@@ -126,6 +133,7 @@ pub async fn decide_posted<E: From<ResumeError>>(
         decider_uid,
         turn_digest,
         form,
+        remember,
     };
     let resumed = decide(resumer, &actor, &request, snapshot).await?;
     Ok(Decided { resumed, audience })

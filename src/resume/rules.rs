@@ -29,6 +29,8 @@ pub struct DecisionRequest {
     pub decider_uid: Option<i64>,
     pub turn_digest: String,
     pub form: DecisionForm,
+    /// The verdicts to remember as rules (docs/design.md §18); such a decision is made under the run's lock.
+    pub remember: Option<crate::domain::remembered::Remember>,
 }
 
 /// The pending calls as the verdicts are resolved against them, each with the effect that applies and who runs it

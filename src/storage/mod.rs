@@ -14,6 +14,7 @@ pub mod hosts;
 pub mod outbox;
 pub mod primary;
 pub mod rekeying;
+pub mod remembered_rules;
 pub mod retention;
 mod row_text;
 pub mod run_snapshot;

@@ -41,7 +41,7 @@ use uuid::Uuid;
 
 use super::runs::RunRow;
 use super::{StorageError, sql};
-use crate::domain::event_payloads::{self, EventData, EventType};
+use crate::domain::event_payloads::{self, EventData, EventType, RuleEventData};
 
 /// A place in a tenant's events: after the event of transaction `xid` with id `id`. `Position::START` is before all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -60,7 +60,8 @@ pub struct StoredEvent {
     pub position: Position,
     pub public_id: Uuid,
     pub tenant: String,
-    pub run_id: Uuid,
+    /// `None` for an event of no run (an owner-scope rule's, docs/design.md §18).
+    pub run_id: Option<Uuid>,
     pub kind: String,
     pub data: Value,
     pub created_at: DateTime<Utc>,
@@ -73,7 +74,7 @@ pub(crate) struct EventRow {
     id: i64,
     public_id: Uuid,
     tenant: String,
-    run_id: Uuid,
+    run_id: Option<Uuid>,
     kind: String,
     data: Json<Value>,
     created_at: DateTime<Utc>,
@@ -117,6 +118,23 @@ pub async fn insert(
     sql::query("insert into events (tenant, run_id, type, data) values ($1, $2, $3, $4)")
         .bind(tenant)
         .bind(run_id)
+        .bind(kind.as_str())
+        .bind(Json(data))
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Writes a rule's event (`rule.created`, `rule.revoked`) in the caller's transaction, which holds the rule's run's
+/// row lock when it has a run (see the module's notes); an owner-scope rule's event has no run.
+pub async fn insert_rule_event(
+    conn: &mut PgConnection,
+    kind: EventType,
+    data: &RuleEventData,
+) -> Result<(), StorageError> {
+    sql::query("insert into events (tenant, run_id, type, data) values ($1, $2, $3, $4)")
+        .bind(&data.tenant)
+        .bind(data.run_id)
         .bind(kind.as_str())
         .bind(Json(data))
         .execute(conn)

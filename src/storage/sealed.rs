@@ -33,6 +33,8 @@ pub enum Column {
     WebhookSecret,
     /// `webhook_subscriptions.previous_secret`, the secret before the last rotation, while it still signs.
     WebhookPreviousSecret,
+    /// `remembered_rules.arguments`, the exact arguments a remembered decision matches (docs/design.md §18).
+    RuleArguments,
 }
 
 impl Column {
@@ -48,6 +50,7 @@ impl Column {
             Column::EventResult => "tool_events.result",
             Column::WebhookSecret => "webhook_subscriptions.secret",
             Column::WebhookPreviousSecret => "webhook_subscriptions.previous_secret",
+            Column::RuleArguments => "remembered_rules.arguments",
         }
     }
 }
@@ -68,6 +71,14 @@ impl Row {
     }
 
     pub fn subscription(id: Uuid) -> Self {
+        Row {
+            run_id: id,
+            call: None,
+        }
+    }
+
+    /// A remembered decision's row, named by the rule's id like a subscription's.
+    pub fn rule(id: Uuid) -> Self {
         Row {
             run_id: id,
             call: None,

@@ -467,6 +467,7 @@ async fn a_decision_whose_read_another_commit_overtook_records_nothing_and_is_an
             approved: false,
             reason: None,
         },
+        remember: None,
     };
     let actor = Actor {
         tenant: "default".to_owned(),
@@ -559,6 +560,7 @@ async fn a_decision_whose_write_waited_for_a_change_that_then_committed_records_
                 approved: false,
                 reason: None,
             },
+            remember: None,
         };
         resume::decide(&resumer, &actor, &request, snapshot).await
     });

@@ -604,7 +604,7 @@ async fn a_reader_woken_by_the_hub_reads_the_event_even_when_its_own_read_places
         .await
         .unwrap();
     assert_eq!(page.len(), 1, "the long poll ended empty");
-    assert_eq!(page[0].run_id, run_id);
+    assert_eq!(page[0].run_id, Some(run_id));
 
     sqlx::query("rollback")
         .execute(&mut elsewhere)

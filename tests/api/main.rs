@@ -24,6 +24,8 @@ mod openapi;
 mod ops;
 mod public_surface;
 mod registration;
+mod remembered_races;
+mod remembered_rules;
 mod retention;
 mod schema_rules;
 mod session_settings;

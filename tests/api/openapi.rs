@@ -1394,11 +1394,93 @@ async fn deciding_a_turn_answers_as_documented() {
     op.expect(&path, deny.clone(), "409 not_awaiting_approval")
         .await;
 
+    provoke_remember_errors(&op, &app, &signer).await;
+
     op.provoke_body_errors(&path).await;
     op.provoke_auth_errors(&path, Some(deny.clone())).await;
     op.provoke_server_errors(&path, Some(deny)).await;
     provoke_undecryptable(&op, &app).await;
     op.assert_every_documented_answer_was_seen();
+}
+
+/// The refusals of a decision's `remember` (docs/design.md §18), and an approval a live deny rule refuses.
+async fn provoke_remember_errors(op: &Op<'_>, app: &TestApp, signer: &Signer) {
+    app.user(11, false, true, false).await;
+    let (id, digest) = owned_run(app).await;
+    let path = format!("/v1/runs/{id}/decision");
+    let until = |days: i64| json!((chrono::Utc::now() + chrono::Duration::days(days)).to_rfc3339());
+    let remember = |decider: Option<i64>, scope: &str| {
+        with(decision(false, decider, &digest), "remember", json!(scope))
+    };
+    op.expect(&path, remember(None, "run"), "403 anonymous_rule")
+        .await;
+    let by_approver = with(remember(Some(11), "owner"), "remember_until", until(1));
+    op.expect(&path, by_approver, "403 rule_not_permitted")
+        .await;
+    let by_token = with(remember(None, "owner"), "remember_until", until(1));
+    let by_token = without(by_token, "decider_uid");
+    op.expect_on(
+        app,
+        Some(&signer.token(7)),
+        &path,
+        Some(by_token),
+        "403 token_not_allowed",
+    )
+    .await;
+    op.expect(
+        &path,
+        remember(Some(7), "owner"),
+        "422 remember_until_required",
+    )
+    .await;
+    for (end, code) in [
+        (json!("nope"), "422 invalid_expires_at"),
+        (until(-1), "422 expires_at_in_past"),
+        (until(400), "422 rule_ttl_too_long"),
+    ] {
+        let body = with(remember(Some(7), "owner"), "remember_until", end);
+        op.expect(&path, body, code).await;
+    }
+    let per_call = |remember_edit: bool| {
+        let mut edited =
+            json!({"call_id": "call_2", "approved": true, "arguments": r#"{"page": 13}"#});
+        if remember_edit {
+            edited["remember"] = json!("run");
+        }
+        json!({"decider_uid": 11, "turn_digest": digest, "calls": [
+            {"call_id": "call_1", "approved": false}, edited,
+        ]})
+    };
+    op.expect(&path, per_call(true), "422 remember_edited")
+        .await;
+    let both = with(per_call(false), "remember", json!("run"));
+    op.expect(&path, both, "422 remember_with_calls").await;
+    let service_run = Uuid::new_v4();
+    let registered = app.register(run_body(service_run, 0)).await;
+    let service_digest = registered["turn"]["digest"].as_str().unwrap();
+    let owner_scope = json!({"approved": false, "decider_uid": 11, "turn_digest": service_digest,
+                             "remember": "owner", "remember_until": until(1)});
+    op.expect(
+        &format!("/v1/runs/{service_run}/decision"),
+        owner_scope,
+        "422 unknown_owner",
+    )
+    .await;
+    // The owner's "never" for the read call: approving it is refused until the rule is revoked.
+    let rule = json!({"created_by": 7, "tool": "read_page", "verdict": "deny"});
+    let made = app.post(&format!("/v1/runs/{id}/rules"), rule).await;
+    assert_eq!(
+        made.status,
+        axum::http::StatusCode::CREATED,
+        "{:?}",
+        made.body
+    );
+    op.expect(
+        &path,
+        decision(true, Some(11), &digest),
+        "409 denied_by_rule",
+    )
+    .await;
 }
 
 #[tokio::test]

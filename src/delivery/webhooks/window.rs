@@ -32,7 +32,8 @@ enum State {
 #[derive(Debug)]
 struct Entry {
     position: Position,
-    run: Uuid,
+    /// `None` for an event of no run (an owner-scope rule's): such events keep their order among themselves.
+    run: Option<Uuid>,
     state: State,
 }
 
@@ -162,7 +163,7 @@ mod tests {
             position: Position { xid: 1, id },
             public_id: Uuid::from_u128(id as u128),
             tenant: "t".into(),
-            run_id: Uuid::from_u128(run),
+            run_id: Some(Uuid::from_u128(run)),
             kind: "run.waiting".into(),
             data: json!({}),
             created_at: Utc::now(),
