@@ -211,7 +211,24 @@ class PostedResult(TypedDict):
 
 
 class PostResults(TypedDict):
+    #: The poster's live claim (`claim`); without one the service answers 409 `claim_required`.
+    claim_id: NotRequired[str]
     results: list[PostedResult]
+
+
+class ClaimBody(TypedDict):
+    """Empty for a new claim; `claim_id` renews that claim (it must be the live one)."""
+
+    claim_id: NotRequired[str]
+
+
+class Claim(TypedDict):
+    """A lease on a released turn (docs/design.md §15): while it lives, no other worker may claim the run or post its
+    results. Renew it before `until` (RFC 3339, the database's clock) while a tool runs long."""
+
+    claim_id: str
+    until: str
+    released_calls: list[ReleasedCall]
 
 
 class ToolResult(TypedDict):
