@@ -1,6 +1,6 @@
 """Calls the worker runs (docs/design.md §15) through the package, against the real binary: an approval releases a
-worker tool's call, the worker claims it and posts its result with `post_results` (sync and async), a repeat is answered as the
-first, another result is refused, and the audit records the worker's result."""
+worker tool's call, the worker claims it and posts its result with `post_results` (sync and async), a repeat is
+answered as the first, another result is refused, and the audit records the worker's result."""
 
 import asyncio
 import json
