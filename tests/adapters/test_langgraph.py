@@ -3,15 +3,19 @@
 checkpointer, against the real binary: a denial reaches the model as the service's exact text and nothing runs; an
 edited approval runs the tool once with the decider's arguments and the model reads the edit note, a blank line, the
 output; two workers resuming at once run the tool once, the other reports the claim; a plain `interrupt()` carrying
-tool calls is adapted too."""
+tool calls is adapted too; the example worker (a SQLite checkpointer) killed after the release is restarted and
+finishes the run once, and killed while its tool runs leaves its claim to lapse: the model reads the interrupted
+text."""
 
 import asyncio
 import json
+import uuid
 from collections.abc import Iterator, Sequence
 from typing import Annotated, Any, TypedDict
 
 import pytest
-from conftest import TOOL, Ledger, Run, denied_text
+from conftest import INTERRUPTED_TEXT, TOOL, Ledger, Run, Service, ShortLease, denied_text
+from examples import example_env, killed_while_its_tool_runs_then_lapsed, run_example, start_example
 from langchain.agents import create_agent
 from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
@@ -28,6 +32,7 @@ from langgraph.types import interrupt
 from approval_resume import AsyncClient, Client, approve_call
 from approval_resume.adapters import WorkerStep
 from approval_resume.adapters.langgraph import LangGraphWorker, current_idempotency_key
+from approval_resume.models import RunView
 
 ARGUMENTS = {"page": 12, "description": "Fresh bread daily."}
 EDITED = {"page": 12, "description": "Rye on Sundays."}
@@ -144,9 +149,9 @@ def test_an_edited_approval_runs_the_tool_once_with_the_edit_and_the_model_reads
 def test_two_workers_resuming_at_once_run_the_tool_once_and_the_other_reports_the_claim(
     on_loop: Run, worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int, checkpointer: InMemorySaver
 ) -> None:
-    chat = model(write("call_write"), AIMessage(content="Done."))
+    chat, other = model(write("call_write"), AIMessage(content="Done.")), model(AIMessage(content="Done."))
     first = LangGraphWorker(worker_client, agent(chat, ledger, checkpointer, seconds=1.0))
-    second = LangGraphWorker(worker_client, agent(model(), ledger, checkpointer, seconds=1.0))
+    second = LangGraphWorker(worker_client, agent(other, ledger, checkpointer, seconds=1.0))
     step = suspend(on_loop, first, owner)
     assert step.run is not None and step.run_id is not None
     decider.approve(step.run_id, step.run["turn"]["digest"], owner)
@@ -157,7 +162,9 @@ def test_two_workers_resuming_at_once_run_the_tool_once_and_the_other_reports_th
     steps = on_loop(both())
     assert sorted(resumed.status for resumed in steps) == ["claimed", "finished"]
     assert ledger.runs() == [ARGUMENTS]
-    assert tool_texts(chat) == {"call_write": "updated page 12: Fresh bread daily."}
+    # Whichever worker won the claim ran the model on; the other never called its model.
+    read = [tool_texts(each) for each in (chat, other) if each.requests and tool_texts(each)]
+    assert read == [{"call_write": "updated page 12: Fresh bread daily."}]
 
 
 class Conversation(TypedDict):
@@ -206,3 +213,38 @@ def test_a_plain_interrupt_carrying_tool_calls_is_a_run_and_an_approval_runs_its
     assert on_loop(worker.resume(step.run_id)).status == "finished"
     assert ledger.runs() == [ARGUMENTS]
     assert tool_texts(chat) == {"call_write": "updated page 12: Fresh bread daily."}
+
+
+def test_a_worker_process_killed_between_release_and_results_is_restarted_and_finishes_the_run_once(
+    service: Service, worker_key: str, decider: Client, ledger: Ledger, owner: int
+) -> None:
+    run_id = str(uuid.uuid4())
+    env = example_env(service, worker_key, owner, ledger, RUN_ID=run_id, POLL_SECONDS="3600")
+    worker = start_example("langgraph_worker.py", env)
+    try:
+        run = decider.get_run(run_id) if worker.wait_for("waits for approval") else None
+        assert run is not None, "".join(worker.lines)
+        edit = approve_call("call_write", EDITED)
+        assert decider.decide_calls(run_id, run["turn"]["digest"], owner, [edit])["status"] == "released"
+    finally:
+        worker.kill()
+    assert decider.get_run(run_id)["status"] == "released" and ledger.runs() == []
+
+    finished = run_example("langgraph_worker.py", env, "resume", run_id)
+    assert "The model read: Note: approval_edited (decided_by: run_owner)." in finished
+    assert ledger.runs() == [EDITED]
+    assert decider.get_run(run_id)["status"] == "completed"
+    again = run_example("langgraph_worker.py", env, "resume", run_id)
+    assert f"run {run_id} is closed" in again and ledger.runs() == [EDITED]
+
+
+def test_a_worker_killed_while_its_tool_runs_leaves_its_claim_to_lapse_and_the_model_reads_the_interrupted_text(
+    short_lease: ShortLease, ledger: Ledger
+) -> None:
+    def approve(run_id: str, run: RunView, owner: int) -> object:
+        return short_lease.decider.approve(run_id, run["turn"]["digest"], owner)
+
+    run_id, output = killed_while_its_tool_runs_then_lapsed("langgraph_worker.py", short_lease, ledger, approve)
+    assert f"The model read: {INTERRUPTED_TEXT}" in output
+    assert ledger.runs() == [ARGUMENTS]
+    assert short_lease.decider.get_run(run_id)["status"] == "completed"

@@ -196,10 +196,9 @@ def test_two_workers_resuming_at_once_run_the_tool_once_and_the_other_reports_th
     on_loop: Run, worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int
 ) -> None:
     model = ScriptedModel([write("call_write"), [assistant_message("Done.")]])
+    other = ScriptedModel([[assistant_message("Done.")]])
     first = OpenAIAgentsWorker(worker_client, agent(ledger, model, seconds=1.0), run_config=CONFIG)
-    second = OpenAIAgentsWorker(
-        worker_client, agent(ledger, ScriptedModel([[assistant_message("Done.")]]), seconds=1.0), run_config=CONFIG
-    )
+    second = OpenAIAgentsWorker(worker_client, agent(ledger, other, seconds=1.0), run_config=CONFIG)
     step = on_loop(first.start(owner, "Write a meta description for page 12."))
     assert step.run is not None and step.run_id is not None
     decider.approve(step.run_id, step.run["turn"]["digest"], owner)
@@ -211,6 +210,9 @@ def test_two_workers_resuming_at_once_run_the_tool_once_and_the_other_reports_th
     assert sorted(resumed.status for resumed in steps) == ["claimed", "finished"]
     assert ledger.runs() == [ARGUMENTS]
     assert decider.get_run(step.run_id)["status"] == "completed"
+    # Whichever worker won the claim ran the model on; the other never called its model.
+    read = [outputs(each.last_call) for each in (model, other) if each.last_call and outputs(each.last_call)]
+    assert read == [{"call_write": "updated page 12"}]
 
 
 def test_a_mixed_turn_runs_and_posts_the_released_call_then_resumes_with_the_denied_text(
