@@ -84,7 +84,7 @@ def test_a_lapsed_claim_and_a_missing_one_are_errors_of_their_own(code: str, kin
 
 
 def test_other_conflicts_stay_plain_api_errors() -> None:
-    api = mock([problem("not_released", status="resumed")], [])
+    api = mock([problem("not_released", run_status="resumed")], [])
     with pytest.raises(ApiError) as refused:
         api.claim(RUN_ID)
     assert type(refused.value) is ApiError and refused.value.code == "not_released"
@@ -127,3 +127,4 @@ def test_one_worker_claims_the_released_run_another_is_refused_and_results_need_
     with pytest.raises(ApiError) as over:
         api.claim(run["id"])
     assert (over.value.status, over.value.code) == (409, "not_released")
+    assert over.value.problem is not None and over.value.problem.get("run_status") == "resumed"

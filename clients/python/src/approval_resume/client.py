@@ -16,7 +16,7 @@ from .models import (
     AppendTurn,
     CallVerdictBody,
     Claim,
-    ClaimBody,
+    ClaimRun,
     CreateWebhook,
     DecisionAnswer,
     DecisionBody,
@@ -123,7 +123,7 @@ class Client:
         `claim_id` the renewal of that live claim (before its `until`, while a tool runs long). Another worker's live
         claim raises `ClaimedError` (with `until`); a renewal after `until` raises `ClaimLapsedError` (the service
         ended the unposted calls as interrupted); a run not released raises `ApiError` 409 `not_released`."""
-        body: ClaimBody = {} if claim_id is None else {"claim_id": claim_id}
+        body: ClaimRun = {} if claim_id is None else {"claim_id": claim_id}
         return cast(Claim, self._send(operations.claim(run_id, body)))
 
     def post_results(self, run_id: str, claim_id: str | None, results: Iterable[PostedResult]) -> RunView:

@@ -14,7 +14,7 @@ problem to read, and the caller may want to tell "the service said no" from "the
 
 import email.utils
 import time
-from typing import Any, cast
+from typing import cast
 
 import httpx
 
@@ -108,9 +108,7 @@ class ClaimedError(ApiError):
 
     @property
     def until(self) -> str | None:
-        # `until` is a member of this problem only, not of every problem (models.Problem).
-        until = cast(dict[str, Any], self.problem or {}).get("until")
-        return until if isinstance(until, str) else None
+        return None if self.problem is None else self.problem.get("until")
 
 
 class ClaimLapsedError(ApiError):

@@ -216,7 +216,7 @@ class PostResults(TypedDict):
     results: list[PostedResult]
 
 
-class ClaimBody(TypedDict):
+class ClaimRun(TypedDict):
     """Empty for a new claim; `claim_id` renews that claim (it must be the live one)."""
 
     claim_id: NotRequired[str]
@@ -449,5 +449,10 @@ class Problem(TypedDict):
     title: str
     status: int
     detail: str
+    #: With `claimed`: when the live claim lapses unless renewed (RFC 3339).
+    until: NotRequired[str]
+    #: With `not_released` from `claim`: the run's status (`waiting_for_approval`, `resuming`: it may still release;
+    #: `resumed`, `completed`: never).
+    run_status: NotRequired[RunStatus]
     code: str
     request_id: NotRequired[str]

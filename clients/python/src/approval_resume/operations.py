@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 from .models import (
     AppendTurn,
-    ClaimBody,
+    ClaimRun,
     CreateWebhook,
     DecisionBody,
     ModelInputFormat,
@@ -128,7 +128,7 @@ def complete_run(run_id: str) -> Request:
     return _request("complete_run", {"id": run_id})
 
 
-def claim(run_id: str, body: ClaimBody) -> Request:
+def claim(run_id: str, body: ClaimRun) -> Request:
     return _request("claim", {"id": run_id}, json=body)
 
 
