@@ -95,6 +95,14 @@ def psql(sql: str) -> None:
     subprocess.run(["psql", ADMIN_URL, "-qAtc", sql], check=True, capture_output=True)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "lease: waits on a claim's lease (seconds each): the service's rule, not the framework's; "
+        "`run.sh --matrix` leaves these to the locked run",
+    )
+
+
 @contextlib.contextmanager
 def running_service(work: Path, name: str, **settings: str) -> Iterator[Service]:
     """The binary serving a database of its own (`name` in its name), with `settings` added to its environment."""

@@ -22,12 +22,14 @@ from agents.testing import ModelCall, ScriptedModel, assistant_message, function
 from conftest import (
     EXPIRED_TEXT,
     INTERRUPTED_TEXT,
+    SHORT_LEASE_SECS,
     TOOL,
     Ledger,
     Run,
     Service,
     ShortLease,
     denied_text,
+    new_owner,
     wait_for_status,
 )
 from examples import example_env, killed_while_its_tool_runs_then_lapsed, run_example, start_example
@@ -381,6 +383,7 @@ def test_a_worker_process_killed_between_release_and_results_is_restarted_and_fi
     assert f"run {run_id} is closed" in again and ledger.runs() == [ARGUMENTS]
 
 
+@pytest.mark.lease
 def test_a_worker_killed_while_its_tool_runs_leaves_its_claim_to_lapse_and_the_model_reads_the_interrupted_text(
     short_lease: ShortLease, ledger: Ledger
 ) -> None:
@@ -392,3 +395,23 @@ def test_a_worker_killed_while_its_tool_runs_leaves_its_claim_to_lapse_and_the_m
     assert ledger.runs() == [ARGUMENTS]
     run = short_lease.decider.get_run(run_id)
     assert run["status"] == "completed"
+
+
+@pytest.mark.lease
+def test_a_tool_that_runs_longer_than_the_lease_keeps_its_claim_renewed_and_its_result_is_taken(
+    on_loop: Run, short_lease: ShortLease, ledger: Ledger
+) -> None:
+    owner = new_owner(short_lease.decider)
+    client = AsyncClient(short_lease.service.base_url, short_lease.worker_key)
+    try:
+        model = ScriptedModel([write("call_write"), [assistant_message("Done.")]])
+        slow = agent(ledger, model, seconds=SHORT_LEASE_SECS + 2.0)
+        worker = OpenAIAgentsWorker(client, slow, run_config=CONFIG)
+        step = on_loop(worker.start(owner, "Write a meta description for page 12."))
+        assert step.run is not None and step.run_id is not None
+        short_lease.decider.approve(step.run_id, step.run["turn"]["digest"], owner)
+        assert on_loop(worker.resume(step.run_id)).status == "finished"
+    finally:
+        on_loop(client.aclose())
+    assert ledger.runs() == [ARGUMENTS]
+    assert outputs(model.last_call) == {"call_write": "updated page 12"}

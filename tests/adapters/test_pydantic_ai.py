@@ -341,6 +341,7 @@ def test_a_worker_process_killed_between_release_and_results_is_restarted_and_fi
     assert f"run {run_id} is closed" in again and ledger.runs() == [EDITED]
 
 
+@pytest.mark.lease
 def test_a_worker_killed_while_its_tool_runs_leaves_its_claim_to_lapse_and_the_model_reads_the_interrupted_text(
     short_lease: ShortLease, ledger: Ledger
 ) -> None:

@@ -113,7 +113,9 @@ class _ToolOutputs(AsyncCallbackHandler):
         if call_id is None:
             return
         tool = self.tools[call_id]
-        _service.logger.error("run %s: released call %s (%s) raised; posted failed", _RUN_ID.get(), call_id, tool)
+        _service.logger.error(
+            "run %s: released call %s (%s) raised; posted failed", _RUN_ID.get(), call_id, tool, exc_info=error
+        )
         self.completed[call_id] = _service.failed_result(call_id, tool)
 
 
