@@ -415,3 +415,32 @@ def test_a_tool_that_runs_longer_than_the_lease_keeps_its_claim_renewed_and_its_
         on_loop(client.aclose())
     assert ledger.runs() == [ARGUMENTS]
     assert outputs(model.last_call) == {"call_write": "updated page 12"}
+
+
+def test_a_run_cancelled_while_its_tool_runs_ends_the_worker_closed_and_its_result_is_not_taken(
+    on_loop: Run,
+    service: Service,
+    worker_key: str,
+    worker_client: AsyncClient,
+    decider: Client,
+    ledger: Ledger,
+    owner: int,
+) -> None:
+    model = ScriptedModel([write("call_write"), [assistant_message("Done.")]])
+    worker = OpenAIAgentsWorker(worker_client, agent(ledger, model, seconds=2.0), run_config=CONFIG)
+    step = on_loop(worker.start(owner, "Write a meta description for page 12."))
+    assert step.run is not None and step.run_id is not None
+    decider.approve(step.run_id, step.run["turn"]["digest"], owner)
+
+    async def cancel_while_the_tool_runs(run_id: str) -> WorkerStep[Any]:
+        resuming = asyncio.create_task(worker.resume(run_id))
+        while not ledger.runs():
+            await asyncio.sleep(0.05)
+        with Client(service.base_url, worker_key) as canceller:
+            await asyncio.to_thread(canceller.cancel_run, run_id)
+        return await resuming
+
+    resumed = on_loop(cancel_while_the_tool_runs(step.run_id))
+    assert resumed.status == "closed" and resumed.run is not None and resumed.run["status"] == "cancelled"
+    assert ledger.runs() == [ARGUMENTS]
+    assert "result" not in decider.get_run(step.run_id)["released_calls"][0]

@@ -101,8 +101,8 @@ def interrupted_result(call_id: str, tool: str) -> PostedResult:
 
 class ClaimRefused(Exception):
     """The service refused this worker the run's released calls: another worker's live claim, a claim of this
-    worker that lapsed, or a run no longer released (another worker posted every result). An adapter answers it with
-    the `claimed` step and runs nothing more."""
+    worker that lapsed, a run no longer released (another worker posted every result), or a run cancelled meanwhile.
+    An adapter answers it with `refused_step` and runs nothing more."""
 
     def __init__(self, error: ApiError) -> None:
         super().__init__(str(error))
@@ -111,7 +111,16 @@ class ClaimRefused(Exception):
 
 def refused(error: ApiError) -> bool:
     """Whether `error` says that the run's released calls are not this worker's to run or post."""
-    return isinstance(error, ClaimedError | ClaimLapsedError) or (error.status == 409 and error.code == "not_released")
+    if isinstance(error, ClaimedError | ClaimLapsedError):
+        return True
+    return error.status == 409 and error.code in ("not_released", "run_cancelled")
+
+
+async def refused_step(client: AsyncClient, run_id: str) -> WorkerStep[Any]:
+    """The step after `ClaimRefused`: `closed` when the run was cancelled meanwhile, else `claimed` (another worker has
+    the run)."""
+    run = await client.get_run(run_id)
+    return WorkerStep("closed" if run["status"] in CLOSED else "claimed", run_id, run)
 
 
 @dataclass

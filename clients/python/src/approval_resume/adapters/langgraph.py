@@ -185,7 +185,7 @@ class LangGraphWorker:
                 async with _service.claimed(self._client, run_id) as held:
                     run = await self._run_released(run, config, held)
             except _service.ClaimRefused:
-                return WorkerStep("claimed", run_id, await self._client.get_run(run_id))
+                return await _service.refused_step(self._client, run_id)
             if run["status"] != "resumed":
                 return WorkerStep("waiting", run_id, run)
             decided = await _service.verdicts(self._client, run)
