@@ -3,9 +3,9 @@ model (`GenericFakeChatModel`), so it runs without a model key: an agent of `lan
 reads page 12 (no approval), then wants to write its meta description, which the `HumanInTheLoopMiddleware` stops
 for. The worker registers the run (the thread id as its worker state; the thread itself in a SQLite checkpointer,
 CHECKPOINTS, so another process resumes it) and polls it; decide it in the AI Tasks module, with
-examples/php/ai_tasks.php, or with curl (README, "Deciding"). On a denial the model reads the service's exact text; on an approval, edited arguments
-included, the tool runs here (it appends a line to PAGES_FILE) and the worker posts its result. Stopped and started
-again, it resumes the run from the service and the checkpointer: `… resume <run-id>`.
+examples/php/ai_tasks.php, or with curl (README, "Deciding"). On a denial the model reads the service's exact text;
+on an approval, edited arguments included, the tool runs here (it appends a line to PAGES_FILE) and the worker posts
+its result. Stopped and started again, it resumes the run from the service and the checkpointer: `… resume <run-id>`.
 
     pip install "./clients/python[langgraph]" langgraph-checkpoint-sqlite   # from the root of a checkout
     APPROVAL_RESUME_URL=http://127.0.0.1:8080 APPROVAL_RESUME_KEY=ar_… python examples/python/langgraph_worker.py
