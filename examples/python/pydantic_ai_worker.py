@@ -6,11 +6,12 @@ registers the run and polls it; decide it in the AI Tasks module, with examples/
 arguments included (`ToolApproved(override_args=…)`), the tool runs here (it appends a line to PAGES_FILE) and the
 worker posts its result. Stopped and started again, it resumes the run from the service alone: `… resume <run-id>`.
 
-    pip install "./clients/python[pydantic-ai]"
+    pip install "./clients/python[pydantic-ai]"      # from the root of a checkout of the repository
     APPROVAL_RESUME_URL=http://127.0.0.1:8080 APPROVAL_RESUME_KEY=ar_… python examples/python/pydantic_ai_worker.py
 
 The key needs `runs:write`, `runs:read` and `users:write`; OWNER_UID (default 7) is upserted as a plain user.
-RUN_ID picks the run's id, POLL_SECONDS how often the run is read while it waits (default 1).
+RUN_ID picks the run's id, POLL_SECONDS how often the run is read while it waits (default 1), TOOL_SECONDS how long
+the write tool takes (default 0).
 """
 
 import asyncio
@@ -28,6 +29,8 @@ from approval_resume.adapters import WorkerStep, wait_until_decided
 from approval_resume.adapters.pydantic_ai import PydanticAIWorker
 
 PAGES_FILE = os.environ.get("PAGES_FILE", "pages.jsonl")
+#: How long the write tool takes after it wrote (default 0): a slow tool, for which the worker renews its claim.
+TOOL_SECONDS = float(os.environ.get("TOOL_SECONDS", "0"))
 
 
 def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -61,10 +64,11 @@ def read_page(page: int) -> str:
 
 
 @agent.tool_plain(requires_approval=True)
-def update_page_metadata(page: int, description: str) -> str:
+async def update_page_metadata(page: int, description: str) -> str:
     """Sets a page's meta description."""
     with open(PAGES_FILE, "a", encoding="utf-8") as pages:
         pages.write(json.dumps({"page": page, "description": description}) + "\n")
+    await asyncio.sleep(TOOL_SECONDS)
     return f"updated page {page}: {description}"
 
 
@@ -89,7 +93,7 @@ async def main(arguments: list[str]) -> WorkerStep[object]:
             await wait_until_decided(client, run_id, poll_interval=poll)
             step = await worker.resume(run_id)
             print(f"run {run_id}: {step.status}", flush=True)
-            if step.status in ("finished", "closed"):
+            if step.status in ("finished", "closed", "claimed"):
                 return step
             if step.status == "waiting":
                 await asyncio.sleep(poll)
@@ -97,4 +101,5 @@ async def main(arguments: list[str]) -> WorkerStep[object]:
 
 if __name__ == "__main__":
     final = asyncio.run(main(sys.argv[1:]))
+    # `claimed`: another worker has the run (its claim is live, or this worker's lapsed); this one ran nothing of it.
     print(final.output if final.status == "finished" else f"run {final.run_id} is {final.status}")

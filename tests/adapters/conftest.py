@@ -1,13 +1,15 @@
 """The real service for the adapters' tests (as tests/python-client/conftest.py starts it, without the loopback
 executor and receiver those tests need): a fresh database, `approval-resume migrate`, API keys from `clients add`,
-and `serve` on a free loopback port. Also the users, the exact texts of docs/design.md §3, and a tool that counts its
-runs in a file, so that runs in other processes count too.
+and `serve` on a free loopback port (a second one, whose claims lapse within seconds, for the tests of a lapse). Also
+the users, the exact texts of docs/design.md §3, and a tool that counts its runs in a file, so that runs in other
+processes count too.
 
 APPROVAL_RESUME_BIN is the binary (default target/debug/approval-resume); ADAPTERS_ADMIN_URL the maintenance database
 (default postgres://postgres@127.0.0.1:5432/postgres).
 """
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -64,6 +66,9 @@ EXPIRED_TEXT = (
 )
 
 
+INTERRUPTED_TEXT = f'Error: tool "{TOOL}" was interrupted; whether it took effect is unknown.'
+
+
 def wait_for_status(client: Client, run_id: str, status: str, timeout: float = 15.0) -> None:
     """Waits until the run has `status` (the service's expiry sweep runs every second by default)."""
     deadline = time.monotonic() + timeout
@@ -90,12 +95,20 @@ def psql(sql: str) -> None:
     subprocess.run(["psql", ADMIN_URL, "-qAtc", sql], check=True, capture_output=True)
 
 
-@pytest.fixture(scope="session")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "lease: waits on a claim's lease (seconds each): the service's rule, not the framework's; "
+        "`run.sh --matrix` leaves these to the locked run",
+    )
+
+
+@contextlib.contextmanager
+def running_service(work: Path, name: str, **settings: str) -> Iterator[Service]:
+    """The binary serving a database of its own (`name` in its name), with `settings` added to its environment."""
     if not BINARY.is_file():
         pytest.fail(f"no binary at {BINARY}: build it (cargo build --bin approval-resume) or set APPROVAL_RESUME_BIN")
-    work = tmp_path_factory.mktemp("service")
-    database = f"approval_resume_adapters_{os.getpid()}"
+    database = f"approval_resume_adapters_{name}_{os.getpid()}"
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "DATABASE_URL": f"{ADMIN_URL.rsplit('/', 1)[0]}/{database}",
@@ -104,6 +117,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
         "SHUTDOWN_GRACE_SECS": "5",
         # The loosest level, so that a run's own level is the one that applies.
         "PRIVACY_LEVEL": "full",
+        **settings,
     }
     psql(f'drop database if exists "{database}" with (force)')
     psql(f'create database "{database}"')
@@ -132,6 +146,33 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
         psql(f'drop database if exists "{database}" with (force)')
     log_text = log_path.read_text(errors="replace")
     assert "panicked" not in log_text, log_text
+
+
+@pytest.fixture(scope="session")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    with running_service(tmp_path_factory.mktemp("service"), "main") as running:
+        yield running
+
+
+#: The shortest lease the service takes (docs/design.md §15), for the tests of a claim that lapses.
+SHORT_LEASE_SECS = 5
+
+
+@dataclass
+class ShortLease:
+    """A service whose claims lapse after `SHORT_LEASE_SECS`, with a worker's key and a decider of its own."""
+
+    service: Service
+    worker_key: str
+    decider: Client
+
+
+@pytest.fixture(scope="session")
+def short_lease(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ShortLease]:
+    work = tmp_path_factory.mktemp("short-lease")
+    with running_service(work, "lease", WORKER_CLAIM_TTL_SECS=str(SHORT_LEASE_SECS)) as running:
+        with Client(running.base_url, running.add_key(DECIDER_SCOPES)) as decider:
+            yield ShortLease(running, running.add_key(WORKER_SCOPES), decider)
 
 
 @pytest.fixture(scope="session")
@@ -173,13 +214,17 @@ def approver(decider: Client) -> int:
     return 3
 
 
-@pytest.fixture
-def owner(decider: Client) -> int:
-    """A backend user of its own for each test."""
+def new_owner(decider: Client) -> int:
     uid = uuid.uuid4().int % 1_000_000_000 + 1000
     user: PutUser = {"username": f"owner-{uid}", "is_admin": False, "can_approve_others": False, "disabled": False}
     decider.put_user(uid, user)
     return uid
+
+
+@pytest.fixture
+def owner(decider: Client) -> int:
+    """A backend user of its own for each test."""
+    return new_owner(decider)
 
 
 @dataclass

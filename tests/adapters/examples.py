@@ -4,10 +4,15 @@ import os
 import subprocess
 import sys
 import threading
+import time
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from conftest import REPO, Ledger, Service
+from conftest import REPO, SHORT_LEASE_SECS, Ledger, Service, ShortLease, new_owner, wait_for_status
+
+from approval_resume.models import RunView
 
 EXAMPLES = REPO / "examples" / "python"
 #: Seconds an example may take to finish a run (start-up imports the framework).
@@ -85,3 +90,33 @@ def run_example(name: str, env: dict[str, str], *arguments: str) -> str:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
+
+
+def wait_for_ledger(ledger: Ledger, count: int, timeout: float = TIMEOUT) -> None:
+    """Waits until the tool wrote `count` lines (a tool in another process started)."""
+    deadline = time.monotonic() + timeout
+    while len(ledger.runs()) < count:
+        assert time.monotonic() < deadline, f"the tool did not run within {timeout}s"
+        time.sleep(0.05)
+
+
+def killed_while_its_tool_runs_then_lapsed(
+    name: str, lease: ShortLease, ledger: Ledger, approve: Callable[[str, RunView, int], object]
+) -> tuple[str, str]:
+    """Starts example `name` with a slow tool on the short-lease service, decides its run with `approve`, kills the
+    worker while its tool runs, waits until the lapsed claim has resumed the run, and resumes it with a new worker;
+    answers the run's id and the new worker's output."""
+    owner = new_owner(lease.decider)
+    run_id = str(uuid.uuid4())
+    env = example_env(lease.service, lease.worker_key, owner, ledger, RUN_ID=run_id, POLL_SECONDS="0.2")
+    worker = start_example(name, {**env, "TOOL_SECONDS": "3600"})
+    try:
+        assert worker.wait_for("waits for approval"), "".join(worker.lines)
+        approve(run_id, lease.decider.get_run(run_id), owner)
+        wait_for_ledger(ledger, 1)
+        assert lease.decider.get_run(run_id)["status"] == "released"
+    finally:
+        worker.kill()
+    # Nobody posts: the claim lapses after SHORT_LEASE_SECS, and the service ends the call as interrupted.
+    wait_for_status(lease.decider, run_id, "resumed", timeout=SHORT_LEASE_SECS * 6)
+    return run_id, run_example(name, env, "resume", run_id)

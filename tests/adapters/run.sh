@@ -1,19 +1,45 @@
 #!/usr/bin/env bash
 # Tests the framework adapters of clients/python (approval_resume.adapters, docs/design.md §16) against the real
 # service: installs the package from its folder with the locked versions of tests/adapters/requirements.txt (the
-# OpenAI Agents SDK and Pydantic AI included), type-checks the adapters, the examples and the tests with
-# `mypy --strict`, then runs pytest: each framework, driven by its own scripted test model (no model key), suspends
-# on a write tool, reads a denial's exact text, runs an approved call once in the worker, and a worker process
-# killed between the release and its results is restarted and finishes the run (conftest.py starts the binary on a
-# fresh database).
+# OpenAI Agents SDK, Pydantic AI, LangChain and LangGraph included), type-checks the adapters, the examples and the
+# tests with `mypy --strict`, then runs pytest: each framework, driven by its own scripted test model (no model key),
+# suspends on a write tool, reads a denial's exact text, runs an approved (and an edited) call once in the worker, two
+# workers resuming at once run it once (the other reports the claim), and an example worker killed while its tool runs
+# leaves its claim to lapse (conftest.py starts the binary on fresh databases, one with a 5-second lease).
 #
-# Run it from anywhere: `bash tests/adapters/run.sh`. Needs Python 3.11+ with venv and PyPI on the first run, `psql`,
-# PostgreSQL on 127.0.0.1:5432 for the user `postgres` without a password, and the debug binary
+# `--matrix` then tests the adapters again against the oldest and the newest release of each range the package's
+# extras declare (clients/python/pyproject.toml), resolved when it runs, each set in a venv of its own
+# (target/adapters-matrix-{oldest,newest}): a release that breaks an adapter fails the run. The matrix runs the tests
+# only (mypy checks the locked set), less those marked `lease` (they wait on the service's lease, whatever the
+# release).
+#
+# Run it from anywhere: `bash tests/adapters/run.sh [--matrix]`. Needs Python 3.11+ with venv and PyPI on the first
+# run, `psql`, PostgreSQL on 127.0.0.1:5432 for the user `postgres` without a password, and the debug binary
 # (APPROVAL_RESUME_BIN, default target/debug/approval-resume). The venv is kept at target/adapters-venv. Knobs:
 # APPROVAL_RESUME_BIN, ADAPTERS_ADMIN_URL (the maintenance database the test database is created from), PYTHON.
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."
+
+matrix=false
+case "${1:-}" in
+    --matrix) matrix=true ;;
+    "") ;;
+    *) echo "usage: $0 [--matrix]" >&2; exit 2 ;;
+esac
+
+export APPROVAL_RESUME_BIN="${APPROVAL_RESUME_BIN:-$PWD/target/debug/approval-resume}"
+export PYTHONDONTWRITEBYTECODE=1
+# Neither framework may reach a model provider or its tracing service: the scripted models need no key.
+export OPENAI_AGENTS_DISABLE_TRACING=1
+unset OPENAI_API_KEY
+
+# pytest in tests/adapters with the venv's Python, and any further pytest arguments.
+run_tests() {
+    local venv=$1
+    shift
+    (cd tests/adapters && "../../$venv/bin/python" -m pytest -p no:cacheprovider -q "$@")
+}
 
 venv=target/adapters-venv
 source tests/python-venv.sh
@@ -30,10 +56,48 @@ rm -rf "$MYPY_CACHE_DIR"
 "$venv/bin/mypy" --strict examples/python
 (cd tests/adapters && "../../$venv/bin/mypy" --strict --explicit-package-bases .)
 
-export APPROVAL_RESUME_BIN="${APPROVAL_RESUME_BIN:-$PWD/target/debug/approval-resume}"
-export PYTHONDONTWRITEBYTECODE=1
-# Neither framework may reach a model provider or its tracing service: the scripted models need no key.
-export OPENAI_AGENTS_DISABLE_TRACING=1
-unset OPENAI_API_KEY
-cd tests/adapters
-"../../$venv/bin/python" -m pytest -p no:cacheprovider -q
+echo "adapters: the locked releases (tests/adapters/requirements.txt)"
+run_tests "$venv"
+
+if ! $matrix; then
+    exit 0
+fi
+
+# The requirement of each extra as pyproject.toml declares it, one a line ("name>=min,<max"), and its oldest release
+# ("name==min"): every range has a lower bound, so "oldest" is a release the adapter claims to work with.
+python="${PYTHON:-python3}"
+ranges=$("$python" - <<'EOF'
+import re, tomllib
+with open("clients/python/pyproject.toml", "rb") as file:
+    extras = tomllib.load(file)["project"]["optional-dependencies"]
+for requirements in extras.values():
+    for requirement in requirements:
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+>=[0-9][^,<>=]*,<[0-9][^,]*", requirement):
+            raise SystemExit(f"pyproject.toml: {requirement!r} is not of the form name>=oldest,<bound")
+        print(requirement)
+EOF
+)
+# Test-only tools, not the frameworks': pytest, and the LangGraph example's checkpointer.
+tools=(pytest langgraph-checkpoint-sqlite)
+for end in oldest newest; do
+    matrix_venv="target/adapters-matrix-$end"
+    rm -rf "$matrix_venv"
+    "$python" -m venv "$matrix_venv"
+    wanted=()
+    while read -r requirement; do
+        if [ "$end" = oldest ]; then
+            wanted+=("${requirement%%>=*}==$(sed -E 's/.*>=([^,]+),.*/\1/' <<<"$requirement")")
+        else
+            wanted+=("$requirement")
+        fi
+    done <<<"$ranges"
+    # The newest release of each range, whatever the pip cache holds: --upgrade, and no lock.
+    "$matrix_venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade \
+        "./clients/python" "${wanted[@]}" "${tools[@]}"
+    "$matrix_venv/bin/python" -m pip check --disable-pip-version-check
+    echo "adapters: the $end release of each range:"
+    "$matrix_venv/bin/python" -m pip list --disable-pip-version-check --format=freeze \
+        | grep -iE '^(openai-agents|pydantic-ai-slim|langchain|langgraph)=='
+    # The tests that wait on a lease prove the service's rule, the same with every release: the locked run has them.
+    run_tests "$matrix_venv" -m "not lease"
+done

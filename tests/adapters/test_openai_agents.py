@@ -1,10 +1,14 @@
 """`approval_resume.adapters.openai_agents` with the OpenAI Agents SDK's own scripted model
 (`agents.testing.ScriptedModel`), against the real binary: a write tool suspends the run, a denial (by the owner, by
 an approver) reaches the model as the service's exact text, an approval runs the tool once in the worker and the
-audit records its result, a mixed turn runs its released call first, a released tool that raises is posted failed
-while the other released call runs once, a recorded result answers only its own call, once, and a worker that dies
-is replaced by another that finishes the run without running a call twice."""
+audit records its result, an edited approval runs the tool once with the decider's arguments (the SDK's approval
+carries none: the adapter's tool wrapper hands them over) and the model reads the edit note, a blank line, the output;
+two workers resuming at once run the tool once and the other reports the claim; a mixed turn runs its released call
+first, a released tool that raises is posted failed while the other released call runs once, a recorded result
+answers only its own call, once, a worker that dies is replaced by another that finishes the run without running a
+call twice, and a worker killed while its tool runs leaves its claim to lapse: the model reads the interrupted text."""
 
+import asyncio
 import json
 import uuid
 from collections.abc import Sequence
@@ -15,15 +19,28 @@ from agents import Agent, FunctionTool, RunConfig, function_tool
 from agents.result import RunResult
 from agents.tool_context import ToolContext
 from agents.testing import ModelCall, ScriptedModel, assistant_message, function_call
-from conftest import EXPIRED_TEXT, TOOL, Ledger, Run, Service, denied_text, wait_for_status
-from examples import example_env, run_example, start_example
+from conftest import (
+    EXPIRED_TEXT,
+    INTERRUPTED_TEXT,
+    SHORT_LEASE_SECS,
+    TOOL,
+    Ledger,
+    Run,
+    Service,
+    ShortLease,
+    denied_text,
+    new_owner,
+    wait_for_status,
+)
+from examples import example_env, killed_while_its_tool_runs_then_lapsed, run_example, start_example
 
-from approval_resume import ApiError, AsyncClient, Client, approve_call, deny_call
+from approval_resume import AsyncClient, Client, approve_call, deny_call
 from approval_resume.adapters import WorkerStep, openai_agents
 from approval_resume.adapters.openai_agents import OpenAIAgentsWorker, current_idempotency_key
-from approval_resume.models import JsonObject
+from approval_resume.models import JsonObject, RunView
 
 ARGUMENTS = {"page": 12, "description": "Fresh bread daily."}
+EDITED = {"page": 12, "description": "Rye on Sundays."}
 CONFIG = RunConfig(tracing_disabled=True)
 #: The service's text for a call whose tool failed (docs/design.md §3), which the adapter posts for a tool that raised.
 PUBLISH_FAILED = 'Error: tool "publish_page" failed.'
@@ -35,14 +52,19 @@ def write(*call_ids: str) -> list[Any]:
 
 
 def agent(
-    ledger: Ledger, model: ScriptedModel, keys: list[str | None] | None = None, more: Sequence[FunctionTool] = ()
+    ledger: Ledger,
+    model: ScriptedModel,
+    keys: list[str | None] | None = None,
+    more: Sequence[FunctionTool] = (),
+    seconds: float = 0,
 ) -> Agent[None]:
     @function_tool(name_override=TOOL, needs_approval=True)
-    def update_page_metadata(page: int, description: str) -> str:
+    async def update_page_metadata(page: int, description: str) -> str:
         """Sets a page's meta description."""
         ledger.write(page=page, description=description)
         if keys is not None:
             keys.append(current_idempotency_key())
+        await asyncio.sleep(seconds)
         return f"updated page {page}"
 
     instructions = "You edit the bakery's website."
@@ -76,7 +98,7 @@ def test_a_denial_by_the_owner_reaches_the_model_as_the_services_exact_text_and_
     run = step.run
     assert (run["status"], run["format"], run["owner_uid"]) == ("waiting_for_approval", "openai-responses", owner)
     (call,) = run["turn"]["pending_calls"]
-    assert (call["id"], call["name"], call["executor"], call["editable"]) == ("call_write", TOOL, "worker", False)
+    assert (call["id"], call["name"], call["executor"], call["editable"]) == ("call_write", TOOL, "worker", True)
     state = decider.get_run(step.run_id, include_worker_state=True)["worker_state"]
     assert isinstance(state, dict) and "$schemaVersion" in state
 
@@ -148,15 +170,51 @@ def test_a_turn_nobody_decided_in_time_reaches_the_model_as_the_expired_text(
     assert ledger.runs() == []
 
 
-def test_an_edit_is_refused_since_the_sdk_cannot_run_one(
+def test_an_edited_approval_runs_the_tool_once_with_the_edit_and_the_model_reads_the_note_then_the_output(
     on_loop: Run, worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int
 ) -> None:
-    _, _, step = suspend(on_loop, worker_client, ledger, owner)
+    keys: list[str | None] = []
+    model = ScriptedModel([write("call_write"), [assistant_message("Done.")]])
+    worker = OpenAIAgentsWorker(worker_client, agent(ledger, model, keys), run_config=CONFIG)
+    step = on_loop(worker.start(owner, "Write a meta description for page 12."))
     assert step.run is not None and step.run_id is not None
-    edit = approve_call("call_write", {"page": 12, "description": "Rye on Sundays."})
-    with pytest.raises(ApiError) as refused:
-        decider.decide_calls(step.run_id, step.run["turn"]["digest"], owner, [edit])
-    assert (refused.value.status, refused.value.code) == (422, "not_editable")
+    edit = approve_call("call_write", EDITED)
+    assert decider.decide_calls(step.run_id, step.run["turn"]["digest"], owner, [edit])["status"] == "released"
+    assert on_loop(worker.resume(step.run_id)).status == "finished"
+
+    assert ledger.runs() == [EDITED]
+    assert keys == [f"{step.run_id}:call_write"]
+    note = (
+        "Note: approval_edited (decided_by: run_owner). The arguments of this call were changed before it was "
+        "approved, by the user who started this run, the person you are talking to; it ran with these arguments "
+        f"instead of the ones you proposed: {json.dumps(EDITED)}"
+    )
+    assert outputs(model.last_call) == {"call_write": f"{note}\n\nupdated page 12"}
+    run = decider.get_run(step.run_id)
+    assert run["released_calls"][0]["result"] == {"content": "updated page 12", "is_error": False}
+
+
+def test_two_workers_resuming_at_once_run_the_tool_once_and_the_other_reports_the_claim(
+    on_loop: Run, worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int
+) -> None:
+    model = ScriptedModel([write("call_write"), [assistant_message("Done.")]])
+    other = ScriptedModel([[assistant_message("Done.")]])
+    first = OpenAIAgentsWorker(worker_client, agent(ledger, model, seconds=1.0), run_config=CONFIG)
+    second = OpenAIAgentsWorker(worker_client, agent(ledger, other, seconds=1.0), run_config=CONFIG)
+    step = on_loop(first.start(owner, "Write a meta description for page 12."))
+    assert step.run is not None and step.run_id is not None
+    decider.approve(step.run_id, step.run["turn"]["digest"], owner)
+
+    async def both(run_id: str) -> list[WorkerStep[Any]]:
+        return list(await asyncio.gather(first.resume(run_id), second.resume(run_id)))
+
+    steps = on_loop(both(step.run_id))
+    assert sorted(resumed.status for resumed in steps) == ["claimed", "finished"]
+    assert ledger.runs() == [ARGUMENTS]
+    assert decider.get_run(step.run_id)["status"] == "completed"
+    # Whichever worker won the claim ran the model on; the other never called its model.
+    read = [outputs(each.last_call) for each in (model, other) if each.last_call and outputs(each.last_call)]
+    assert read == [{"call_write": "updated page 12"}]
 
 
 def test_a_mixed_turn_runs_and_posts_the_released_call_then_resumes_with_the_denied_text(
@@ -323,3 +381,66 @@ def test_a_worker_process_killed_between_release_and_results_is_restarted_and_fi
     assert decider.get_run(run_id)["status"] == "completed"
     again = run_example("openai_agents_worker.py", env, "resume", run_id)
     assert f"run {run_id} is closed" in again and ledger.runs() == [ARGUMENTS]
+
+
+@pytest.mark.lease
+def test_a_worker_killed_while_its_tool_runs_leaves_its_claim_to_lapse_and_the_model_reads_the_interrupted_text(
+    short_lease: ShortLease, ledger: Ledger
+) -> None:
+    def approve(run_id: str, run: RunView, owner: int) -> object:
+        return short_lease.decider.approve(run_id, run["turn"]["digest"], owner)
+
+    run_id, output = killed_while_its_tool_runs_then_lapsed("openai_agents_worker.py", short_lease, ledger, approve)
+    assert f"The model read: {INTERRUPTED_TEXT}" in output
+    assert ledger.runs() == [ARGUMENTS]
+    run = short_lease.decider.get_run(run_id)
+    assert run["status"] == "completed"
+
+
+@pytest.mark.lease
+def test_a_tool_that_runs_longer_than_the_lease_keeps_its_claim_renewed_and_its_result_is_taken(
+    on_loop: Run, short_lease: ShortLease, ledger: Ledger
+) -> None:
+    owner = new_owner(short_lease.decider)
+    client = AsyncClient(short_lease.service.base_url, short_lease.worker_key)
+    try:
+        model = ScriptedModel([write("call_write"), [assistant_message("Done.")]])
+        slow = agent(ledger, model, seconds=SHORT_LEASE_SECS + 2.0)
+        worker = OpenAIAgentsWorker(client, slow, run_config=CONFIG)
+        step = on_loop(worker.start(owner, "Write a meta description for page 12."))
+        assert step.run is not None and step.run_id is not None
+        short_lease.decider.approve(step.run_id, step.run["turn"]["digest"], owner)
+        assert on_loop(worker.resume(step.run_id)).status == "finished"
+    finally:
+        on_loop(client.aclose())
+    assert ledger.runs() == [ARGUMENTS]
+    assert outputs(model.last_call) == {"call_write": "updated page 12"}
+
+
+def test_a_run_cancelled_while_its_tool_runs_ends_the_worker_closed_and_its_result_is_not_taken(
+    on_loop: Run,
+    service: Service,
+    worker_key: str,
+    worker_client: AsyncClient,
+    decider: Client,
+    ledger: Ledger,
+    owner: int,
+) -> None:
+    model = ScriptedModel([write("call_write"), [assistant_message("Done.")]])
+    worker = OpenAIAgentsWorker(worker_client, agent(ledger, model, seconds=2.0), run_config=CONFIG)
+    step = on_loop(worker.start(owner, "Write a meta description for page 12."))
+    assert step.run is not None and step.run_id is not None
+    decider.approve(step.run_id, step.run["turn"]["digest"], owner)
+
+    async def cancel_while_the_tool_runs(run_id: str) -> WorkerStep[Any]:
+        resuming = asyncio.create_task(worker.resume(run_id))
+        while not ledger.runs():
+            await asyncio.sleep(0.05)
+        with Client(service.base_url, worker_key) as canceller:
+            await asyncio.to_thread(canceller.cancel_run, run_id)
+        return await resuming
+
+    resumed = on_loop(cancel_while_the_tool_runs(step.run_id))
+    assert resumed.status == "closed" and resumed.run is not None and resumed.run["status"] == "cancelled"
+    assert ledger.runs() == [ARGUMENTS]
+    assert "result" not in decider.get_run(step.run_id)["released_calls"][0]

@@ -5,14 +5,25 @@ audit records its result, a mixed turn runs its released call first, a released 
 (and reaches the model as a failed return) while the other released call runs once, and a worker that dies is
 replaced by another that finishes the run without running a call twice."""
 
+import asyncio
 import json
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from conftest import EXPIRED_TEXT, TOOL, Ledger, Run, Service, denied_text, wait_for_status
-from examples import example_env, run_example, start_example
+from conftest import (
+    EXPIRED_TEXT,
+    INTERRUPTED_TEXT,
+    TOOL,
+    Ledger,
+    Run,
+    Service,
+    ShortLease,
+    denied_text,
+    wait_for_status,
+)
+from examples import example_env, killed_while_its_tool_runs_then_lapsed, run_example, start_example
 from pydantic_ai import Agent, AgentRunResult, DeferredToolRequests, RunContext
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -20,6 +31,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from approval_resume import AsyncClient, Client, approve_call, deny_call
 from approval_resume.adapters import WorkerStep
 from approval_resume.adapters.pydantic_ai import PydanticAIWorker, current_idempotency_key
+from approval_resume.models import RunView
 
 ARGUMENTS = {"page": 12, "description": "Fresh bread daily."}
 EDITED = {"page": 12, "description": "Rye on Sundays."}
@@ -64,17 +76,18 @@ class Script:
 Editor = Agent[None, str | DeferredToolRequests]
 
 
-def agent(ledger: Ledger, script: Script, keys: list[str | None] | None = None) -> Editor:
+def agent(ledger: Ledger, script: Script, keys: list[str | None] | None = None, seconds: float = 0) -> Editor:
     editor: Editor = Agent(
         FunctionModel(script), output_type=[str, DeferredToolRequests], instructions="You edit the bakery's website."
     )
 
     @editor.tool(name=TOOL, requires_approval=True)
-    def update_page_metadata(ctx: RunContext[None], page: int, description: str) -> str:
+    async def update_page_metadata(ctx: RunContext[None], page: int, description: str) -> str:
         """Sets a page's meta description."""
         ledger.write(page=page, description=description)
         if keys is not None and ctx.tool_call_id is not None:
             keys.append(current_idempotency_key(ctx.tool_call_id))
+        await asyncio.sleep(seconds)
         return f"updated page {page}: {description}"
 
     return editor
@@ -166,6 +179,27 @@ def test_an_approval_with_edited_arguments_runs_the_tool_once_with_them_and_the_
     (event,) = decider.list_events(step.run_id)["tool_events"]
     assert (event["outcome"], event["privacy_level"], event["result_bytes"]) == ("ok", privacy_level, len(read))
     assert event["result"] == (read if privacy_level == "full" else None)
+
+
+def test_two_workers_resuming_at_once_run_the_tool_once_and_the_other_reports_the_claim(
+    on_loop: Run, worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int
+) -> None:
+    script, other = Script(), Script()
+    first: PydanticAIWorker[None] = PydanticAIWorker(worker_client, agent(ledger, script, seconds=1.0))
+    second: PydanticAIWorker[None] = PydanticAIWorker(worker_client, agent(ledger, other, seconds=1.0))
+    step = on_loop(first.start(owner, "Write a meta description for page 12."))
+    assert step.run is not None and step.run_id is not None
+    decider.approve(step.run_id, step.run["turn"]["digest"], owner)
+
+    async def both(run_id: str) -> list[WorkerStep[Any]]:
+        return list(await asyncio.gather(first.resume(run_id), second.resume(run_id)))
+
+    steps = on_loop(both(step.run_id))
+    assert sorted(resumed.status for resumed in steps) == ["claimed", "finished"]
+    assert ledger.runs() == [ARGUMENTS]
+    # Whichever worker won the claim ran the model on; the other never called its model.
+    read = [each.last_returns() for each in (script, other) if each.requests and each.last_returns()]
+    assert read == [{"call_write": "updated page 12: Fresh bread daily."}]
 
 
 def test_a_mixed_turn_runs_and_posts_the_released_call_then_resumes_with_the_denied_text(
@@ -305,3 +339,18 @@ def test_a_worker_process_killed_between_release_and_results_is_restarted_and_fi
     assert decider.get_run(run_id)["status"] == "completed"
     again = run_example("pydantic_ai_worker.py", env, "resume", run_id)
     assert f"run {run_id} is closed" in again and ledger.runs() == [EDITED]
+
+
+@pytest.mark.lease
+def test_a_worker_killed_while_its_tool_runs_leaves_its_claim_to_lapse_and_the_model_reads_the_interrupted_text(
+    short_lease: ShortLease, ledger: Ledger
+) -> None:
+    def approve(run_id: str, run: RunView, owner: int) -> object:
+        return short_lease.decider.approve(run_id, run["turn"]["digest"], owner)
+
+    run_id, output = killed_while_its_tool_runs_then_lapsed("pydantic_ai_worker.py", short_lease, ledger, approve)
+    (read,) = [line.removeprefix("The model read: ") for line in output.splitlines() if line.startswith("The model")]
+    # A failed return, which Pydantic AI hands a model without an error flag wrapped.
+    assert json.loads(read) == {"error": INTERRUPTED_TEXT}
+    assert ledger.runs() == [ARGUMENTS]
+    assert short_lease.decider.get_run(run_id)["status"] == "completed"

@@ -22,10 +22,10 @@ python_venv "$venv" tests/python-client/requirements.txt
 "$venv/bin/python" -m pip check --disable-pip-version-check
 
 export MYPY_CACHE_DIR="$PWD/target/python-client-mypy-cache"
-# The package, strictly; then the tests, as a user's code: against the installed package and its py.typed. The two
+# The package, strictly; then the tests, as a user's code: against the installed package and its py.typed. The three
 # framework adapters import their frameworks, which this venv does not have: tests/adapters/run.sh checks them.
 (cd clients/python && "../../$venv/bin/mypy" --strict --no-incremental \
-    --exclude 'adapters/(openai_agents|pydantic_ai)\.py$' src/approval_resume)
+    --exclude 'adapters/(openai_agents|pydantic_ai|langgraph)\.py$' src/approval_resume)
 (cd tests/python-client && "../../$venv/bin/mypy" --strict --no-incremental --explicit-package-bases .)
 
 export APPROVAL_RESUME_BIN="${APPROVAL_RESUME_BIN:-$PWD/target/debug/approval-resume}"

@@ -162,3 +162,22 @@ def test_the_file_store_keeps_the_last_whole_checkpoint_when_a_write_fails(
     assert [path.name for path in tmp_path.iterdir()] == ["cursor.json"]
     store.save(Checkpoint(after="99_9"))
     assert FileCursorStore(tmp_path / "cursor.json").load() == Checkpoint(after="99_9", handled=())
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        '{"after": "12_3", "handled": "abc"}',
+        '{"after": 12, "handled": []}',
+        '{"after": null, "handled": [1, 2]}',
+        '{"after": null}',
+        '{"after": null, "handled": [], "extra": 1}',
+        '["12_3", []]',
+        "not json",
+    ],
+)
+def test_the_file_store_refuses_a_file_that_is_not_a_checkpoint(tmp_path: Path, stored: str) -> None:
+    path = tmp_path / "cursor.json"
+    path.write_text(stored, encoding="utf-8")
+    with pytest.raises(ValueError, match="not a checkpoint"):
+        FileCursorStore(path).load()

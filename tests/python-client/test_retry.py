@@ -120,3 +120,30 @@ def test_the_async_client_waits_for_retry_after_too(monkeypatch: pytest.MonkeyPa
 
     assert asyncio.run(call()) == RUN
     assert recorded == [3.0] and len(seen) == 2
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+def test_a_redirect_is_an_error_and_is_not_followed(waits: list[float], status: int) -> None:
+    seen: list[httpx.Request] = []
+    moved = httpx.Response(status, headers={"location": "http://elsewhere.invalid/v1/webhooks/w-1"})
+    # A client of the caller's own that would follow redirects: the package still does not.
+    http = httpx.Client(transport=service([moved], seen), follow_redirects=True)
+    api = Client("http://service.invalid", "ar_key", http=http)
+    with pytest.raises(ApiError) as refused:
+        api.remove_webhook("w-1")
+    assert (refused.value.status, refused.value.code) == (status, None)
+    assert "redirect to http://elsewhere.invalid/v1/webhooks/w-1" in refused.value.detail
+    assert [request.url.host for request in seen] == ["service.invalid"]
+
+
+def test_the_async_client_does_not_follow_a_redirect_either() -> None:
+    seen: list[httpx.Request] = []
+    transport = service([httpx.Response(307, headers={"location": "http://elsewhere.invalid/"})], seen)
+
+    async def call() -> object:
+        async with httpx.AsyncClient(transport=transport, follow_redirects=True) as http:
+            return await AsyncClient("http://service.invalid", "ar_key", http=http).complete_run(RUN["id"])
+
+    with pytest.raises(ApiError) as refused:
+        asyncio.run(call())
+    assert refused.value.status == 307 and len(seen) == 1

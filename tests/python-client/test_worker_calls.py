@@ -1,6 +1,6 @@
 """Calls the worker runs (docs/design.md §15) through the package, against the real binary: an approval releases a
-worker tool's call, the worker posts its result with `post_results` (sync and async), a repeat is answered as the
-first, another result is refused, and the audit records the worker's result."""
+worker tool's call, the worker claims it and posts its result with `post_results` (sync and async), a repeat is
+answered as the first, another result is refused, and the audit records the worker's result."""
 
 import asyncio
 import json
@@ -65,12 +65,13 @@ def test_an_approval_releases_the_call_and_its_posted_result_resumes_the_run_onc
     assert (pending.value.status, pending.value.code) == (409, "results_pending")
 
     result: PostedResult = {"call_id": "call_1", "content": "saved page 12", "is_error": False}
-    resumed = api.post_results(run["id"], [result])
+    claim_id = api.claim(run["id"])["claim_id"]
+    resumed = api.post_results(run["id"], claim_id, [result])
     assert resumed["status"] == "resumed"
     assert resumed["released_calls"][0]["result"] == {"content": "saved page 12", "is_error": False}
-    assert api.post_results(run["id"], [result]) == resumed
+    assert api.post_results(run["id"], claim_id, [result]) == resumed
     with pytest.raises(ApiError) as conflict:
-        api.post_results(run["id"], [{**result, "content": "saved it twice"}])
+        api.post_results(run["id"], claim_id, [{**result, "content": "saved it twice"}])
     assert (conflict.value.status, conflict.value.code) == (409, "result_conflict")
 
     model_input = api.get_model_input(run["id"], format="openai-chat")
@@ -93,7 +94,8 @@ def test_an_edited_release_runs_the_edit_and_the_model_reads_the_note_before_the
     assert released["edited"] is True and json.loads(released["arguments"]) == edited
     assert [result["call_id"] for result in answer["results"]] == ["call_2"]
 
-    view = api.post_results(run["id"], [{"call_id": "call_1", "content": "saved", "is_error": True}])
+    claim_id = api.claim(run["id"])["claim_id"]
+    view = api.post_results(run["id"], claim_id, [{"call_id": "call_1", "content": "saved", "is_error": True}])
     assert view["status"] == "resumed"
     model_input = api.get_model_input(run["id"], format="openai-chat")
     assert model_input["format"] == "openai-chat"
@@ -105,14 +107,14 @@ def test_an_edited_release_runs_the_edit_and_the_model_reads_the_note_before_the
     assert outcomes == {"call_1": "failed", "call_2": "denied"}
 
 
-def test_a_tool_that_is_not_editable_refuses_an_edit_and_a_call_not_released_takes_no_result(api: Client) -> None:
+def test_a_tool_that_is_not_editable_refuses_an_edit_and_a_run_not_released_takes_no_claim(api: Client) -> None:
     owner = new_owner(api)
     run = register(api, owner, editable=False)
     with pytest.raises(ApiError) as refused:
         api.decide_calls(run["id"], run["turn"]["digest"], owner, [approve_call("call_1", {"page": 13})])
     assert (refused.value.status, refused.value.code) == (422, "not_editable")
     with pytest.raises(ApiError) as early:
-        api.post_results(run["id"], [{"call_id": "call_1", "content": "saved", "is_error": False}])
+        api.claim(run["id"])
     assert (early.value.status, early.value.code) == (409, "not_released")
 
 
@@ -124,6 +126,9 @@ def test_the_async_client_posts_results_as_the_sync_one_does(service: Service, a
 
     async def post() -> RunView:
         async with AsyncClient(service.base_url, key) as client:
-            return await client.post_results(run["id"], [{"call_id": "call_1", "content": "ok", "is_error": False}])
+            claim_id = (await client.claim(run["id"]))["claim_id"]
+            return await client.post_results(
+                run["id"], claim_id, [{"call_id": "call_1", "content": "ok", "is_error": False}]
+            )
 
     assert asyncio.run(post())["status"] == "resumed"

@@ -4,7 +4,7 @@ webhook verification. Framework adapters live in `approval_resume.adapters` (opt
 from . import models, verdicts
 from .async_client import AsyncClient
 from .client import Client
-from .errors import ApiError
+from .errors import ApiError, ClaimedError, ClaimLapsedError, ClaimRequiredError
 from .feed import AsyncFeed, Checkpoint, CursorStore, Feed, FileCursorStore, MemoryCursorStore
 from .retry import RetryPolicy
 from .verdicts import approve_call, deny_call
@@ -15,6 +15,9 @@ __all__ = [
     "AsyncClient",
     "AsyncFeed",
     "Checkpoint",
+    "ClaimLapsedError",
+    "ClaimRequiredError",
+    "ClaimedError",
     "Client",
     "CursorStore",
     "Feed",

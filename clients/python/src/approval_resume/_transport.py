@@ -16,7 +16,8 @@ def headers(key: str, extra: dict[str, str] | None) -> dict[str, str]:
 
 def send_arguments(request: Request) -> dict[str, Any]:
     """The keyword arguments of `httpx.Client.request` for `request`."""
-    arguments: dict[str, Any] = {"params": request.params or None}
+    # Never follow a redirect, whatever the `httpx` client given was built with (errors.py says why).
+    arguments: dict[str, Any] = {"params": request.params or None, "follow_redirects": False}
     if request.json is not None:
         arguments["json"] = request.json
     elif request.operation.method in ("POST", "PUT"):
@@ -28,7 +29,7 @@ def send_arguments(request: Request) -> dict[str, Any]:
 
 
 def decode(request: Request, response: httpx.Response) -> Any:
-    """The answer of a success; an `ApiError` is raised by the caller before this for any status of 400 or more."""
+    """The answer of a success; an `ApiError` is raised by the caller before this for any other status."""
     answer = request.operation.answer
     if answer == "none":
         return None
@@ -38,4 +39,5 @@ def decode(request: Request, response: httpx.Response) -> Any:
 
 
 def error(response: httpx.Response) -> ApiError | None:
-    return ApiError.from_response(response) if response.status_code >= 400 else None
+    """The error of an answer that is not a 2xx: a redirect is refused like any error, never taken as done."""
+    return None if 200 <= response.status_code < 300 else ApiError.from_response(response)

@@ -15,6 +15,8 @@ from . import _transport, operations, verdicts
 from .models import (
     AppendTurn,
     CallVerdictBody,
+    Claim,
+    ClaimRun,
     CreateWebhook,
     DecisionAnswer,
     DecisionBody,
@@ -27,6 +29,7 @@ from .models import (
     ModelInput,
     ModelInputFormat,
     PostedResult,
+    PostResults,
     PutUser,
     RegisterRun,
     RotateWebhookSecret,
@@ -115,11 +118,23 @@ class Client:
         """The run's audit records (approval and tool events), not the feed (`follow_events`)."""
         return cast(EventsView, self._send(operations.list_events(run_id)))
 
-    def post_results(self, run_id: str, results: Iterable[PostedResult]) -> RunView:
-        """The worker's results of calls released to it (`run["released_calls"]`), some or all at a time. The same
-        result again is answered 200 (nothing written); once every released call has one, the run is `resumed`."""
-        request = operations.post_results(run_id, {"results": list(results)})
-        return cast(RunView, self._send(request))
+    def claim(self, run_id: str, claim_id: str | None = None) -> Claim:
+        """Claims the run's released calls before the worker runs any (docs/design.md §15): a new claim, or with
+        `claim_id` the renewal of that live claim (before its `until`, while a tool runs long). Another worker's live
+        claim raises `ClaimedError` (with `until`); a renewal after `until` raises `ClaimLapsedError` (the service
+        ended the unposted calls as interrupted); a run not released raises `ApiError` 409 `not_released`."""
+        body: ClaimRun = {} if claim_id is None else {"claim_id": claim_id}
+        return cast(Claim, self._send(operations.claim(run_id, body)))
+
+    def post_results(self, run_id: str, claim_id: str | None, results: Iterable[PostedResult]) -> RunView:
+        """The worker's results of calls released to it, some or all at a time, under its live claim (`claim`). The
+        same result again is answered 200 (nothing written) whatever the claim's state; once every released call has
+        one, the run is `resumed`. `claim_id=None` sends none: the service answers `ClaimRequiredError` (409
+        `claim_required`) to anything but such a repeat."""
+        body: PostResults = {"results": list(results)}
+        if claim_id is not None:
+            body["claim_id"] = claim_id
+        return cast(RunView, self._send(operations.post_results(run_id, body)))
 
     def cancel_run(self, run_id: str) -> RunView:
         return cast(RunView, self._send(operations.cancel_run(run_id)))

@@ -59,7 +59,7 @@ class MemoryCursorStore:
 class FileCursorStore:
     """A checkpoint in a JSON file, replaced atomically: written to a temporary file beside it, flushed to disk,
     renamed over it (`os.replace`, atomic on POSIX and Windows), and the directory flushed so the rename
-    survives a power loss."""
+    survives a power loss. `load` raises `ValueError` for a file that is not a checkpoint as `save` writes it."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
@@ -69,8 +69,7 @@ class FileCursorStore:
             text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return None
-        stored = json.loads(text)
-        return Checkpoint(after=stored["after"], handled=tuple(stored["handled"]))
+        return _checkpoint(self.path, text)
 
     def save(self, checkpoint: Checkpoint) -> None:
         document = json.dumps({"after": checkpoint.after, "handled": list(checkpoint.handled)})
@@ -86,6 +85,24 @@ class FileCursorStore:
             Path(temporary).unlink(missing_ok=True)
             raise
         _fsync_directory(directory)
+
+
+def _checkpoint(path: Path, text: str) -> Checkpoint:
+    """The checkpoint a file holds, or `ValueError` naming the file: a checkpoint read wrongly would skip events or
+    handle them again (a string `"abc"` in `handled` would read as the three ids `a`, `b`, `c`), so anything but
+    what `save` writes is refused rather than guessed at."""
+    try:
+        stored = json.loads(text)
+    except ValueError as error:
+        raise ValueError(f"{path}: not a checkpoint (not JSON: {error})") from None
+    if not isinstance(stored, dict) or set(stored) != {"after", "handled"}:
+        raise ValueError(f'{path}: not a checkpoint (expected an object with "after" and "handled" only)')
+    after, handled = stored["after"], stored["handled"]
+    if after is not None and not isinstance(after, str):
+        raise ValueError(f'{path}: not a checkpoint ("after" must be a string or null)')
+    if not isinstance(handled, list) or not all(isinstance(event_id, str) for event_id in handled):
+        raise ValueError(f'{path}: not a checkpoint ("handled" must be a list of event ids)')
+    return Checkpoint(after=after, handled=tuple(handled))
 
 
 def _fsync_directory(directory: Path) -> None:

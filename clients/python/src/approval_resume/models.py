@@ -211,7 +211,24 @@ class PostedResult(TypedDict):
 
 
 class PostResults(TypedDict):
+    #: The poster's live claim (`claim`); without one the service answers 409 `claim_required`.
+    claim_id: NotRequired[str]
     results: list[PostedResult]
+
+
+class ClaimRun(TypedDict):
+    """Empty for a new claim; `claim_id` renews that claim (it must be the live one)."""
+
+    claim_id: NotRequired[str]
+
+
+class Claim(TypedDict):
+    """A lease on a released turn (docs/design.md §15): while it lives, no other worker may claim the run or post its
+    results. Renew it before `until` (RFC 3339, the database's clock) while a tool runs long."""
+
+    claim_id: str
+    until: str
+    released_calls: list[ReleasedCall]
 
 
 class ToolResult(TypedDict):
@@ -432,6 +449,11 @@ class Problem(TypedDict):
     title: str
     status: int
     detail: str
+    #: With `claimed`: when the live claim lapses unless renewed (RFC 3339).
+    until: NotRequired[str]
+    #: With `not_released` from `claim`: the run's status (`waiting_for_approval`, `resuming`: it may still release;
+    #: `resumed`, `completed`: never).
+    run_status: NotRequired[RunStatus]
     code: str
     request_id: NotRequired[str]
     run_status: NotRequired[RunStatus]  # where the run is now: stale_turn, not_released, run_resumed

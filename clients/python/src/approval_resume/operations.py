@@ -9,6 +9,7 @@ from urllib.parse import quote
 
 from .models import (
     AppendTurn,
+    ClaimRun,
     CreateWebhook,
     DecisionBody,
     ModelInputFormat,
@@ -49,6 +50,8 @@ OPERATIONS: dict[str, Operation] = {
     "list_events": _op("listEvents", "GET", "/v1/runs/{id}/events", True),
     "cancel_run": _op("cancelRun", "POST", "/v1/runs/{id}/cancel", True),
     "complete_run": _op("completeRun", "POST", "/v1/runs/{id}/complete", True),
+    # Not idempotent: a new claim sent again after its answer was lost finds that claim live (409 `claimed`).
+    "claim": _op("claimRun", "POST", "/v1/runs/{id}/claim", False),
     # Idempotent: the same result again answers 200 and records nothing (another one is 409 `result_conflict`).
     "post_results": _op("postResults", "POST", "/v1/runs/{id}/results", True),
     "list_approvals": _op("listApprovals", "GET", "/v1/approvals", True),
@@ -123,6 +126,10 @@ def cancel_run(run_id: str) -> Request:
 
 def complete_run(run_id: str) -> Request:
     return _request("complete_run", {"id": run_id})
+
+
+def claim(run_id: str, body: ClaimRun) -> Request:
+    return _request("claim", {"id": run_id}, json=body)
 
 
 def post_results(run_id: str, body: PostResults) -> Request:

@@ -1,6 +1,7 @@
 """What every adapter asks of the service, whatever its framework (docs/design.md §15, §16): register a suspended
-run, wait until its turn is released or resumed, read the verdicts and the exact texts the model is to read, post
-the released calls' results, append the next turn or complete the run.
+run, wait until its turn is released or resumed, claim the released calls (and renew the claim while they run), read
+the verdicts and the exact texts the model is to read, post the released calls' results under the claim, append the
+next turn or complete the run.
 
 The adapters keep nothing of their own between calls: a run's state lives in the service (`worker_state`, the
 released calls and their results, the model input), so any process, a restarted one included, continues a run from
@@ -8,15 +9,17 @@ its id alone.
 """
 
 import asyncio
-import json
+import contextlib
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, Generic, Literal, TypeVar
 
 from ..async_client import AsyncClient
-from ..models import DeclaredTool, Effect, PostedResult, ReleasedCall, RunStatus, RunView
+from ..errors import ApiError, ClaimedError, ClaimLapsedError
+from ..models import Claim, DeclaredTool, Effect, PostedResult, ReleasedCall, RunStatus, RunView
 
 OutputT = TypeVar("OutputT")
 
@@ -36,11 +39,14 @@ class WorkerStep(Generic[OutputT]):
     - `suspended`: the model asked for approval; the run waits for a decision (registered, or a new turn appended);
     - `waiting`: nothing to do yet (no decision, or the service still runs its own tools);
     - `closed`: the run is over without this worker (cancelled, or completed before);
+    - `claimed`: another worker has the run: its claim on the released calls is live, or it resumed the run, or this
+      worker's own claim lapsed before its results were posted (the service then gave the unposted calls the
+      `interrupted` result); this worker ran nothing it may post, and leaves the run to the service and the other;
     - `finished`: the model answered without asking for approval, `output` is its answer, the run (if any) is
       completed.
     """
 
-    status: Literal["suspended", "waiting", "closed", "finished"]
+    status: Literal["suspended", "waiting", "closed", "claimed", "finished"]
     run_id: str | None
     run: RunView | None = None
     output: OutputT | None = None
@@ -93,17 +99,125 @@ def interrupted_result(call_id: str, tool: str) -> PostedResult:
     }
 
 
+class ClaimRefused(Exception):
+    """The service refused this worker the run's released calls: another worker's live claim, a claim of this
+    worker that lapsed, a run no longer released (another worker posted every result), or a run cancelled meanwhile.
+    An adapter answers it with `refused_step` and runs nothing more."""
+
+    def __init__(self, error: ApiError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def refused(error: ApiError) -> bool:
+    """Whether `error` says that the run's released calls are not this worker's to run or post."""
+    if isinstance(error, ClaimedError | ClaimLapsedError):
+        return True
+    return error.status == 409 and error.code in ("not_released", "run_cancelled")
+
+
+async def refused_step(client: AsyncClient, run_id: str) -> WorkerStep[Any]:
+    """The step after `ClaimRefused`: `closed` when the run was cancelled meanwhile, else `claimed` (another worker has
+    the run)."""
+    run = await client.get_run(run_id)
+    return WorkerStep("closed" if run["status"] in CLOSED else "claimed", run_id, run)
+
+
+@dataclass
+class HeldClaim:
+    """A live claim of this worker (docs/design.md §15) and the released calls it covers, as the claim answered."""
+
+    run_id: str
+    claim: Claim
+    #: Set when a renewal found the claim lapsed: the results will be refused, the service interrupted the calls.
+    lapsed: bool = False
+
+    @property
+    def claim_id(self) -> str:
+        return self.claim["claim_id"]
+
+    def unrun(self) -> list[ReleasedCall]:
+        """The released calls without a result, in the turn's order: the ones this worker is to run."""
+        return [call for call in self.claim["released_calls"] if "result" not in call]
+
+
+def seconds_left(until: str) -> float:
+    """Seconds from now until `until` (RFC 3339), by this machine's clock."""
+    moment = datetime.fromisoformat(until)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return (moment - datetime.now(timezone.utc)).total_seconds()
+
+
+#: The fraction of a claim's remaining time after which it is renewed: early enough that a renewal delayed by a slow
+#: answer, or a clock a little off the database's, still arrives before `until`.
+RENEW_AFTER = 1 / 3
+
+
+async def _keep_renewed(client: AsyncClient, held: HeldClaim) -> None:
+    """Renews the claim again and again while the released calls run (a long tool), until cancelled; a renewal that
+    finds the claim lapsed marks it so and stops (the tool goes on, its result will be refused)."""
+    while True:
+        await asyncio.sleep(max(0.5, seconds_left(held.claim["until"]) * RENEW_AFTER))
+        try:
+            held.claim = await client.claim(held.run_id, held.claim_id)
+        except ClaimLapsedError:
+            held.lapsed = True
+            logger.warning("run %s: the claim lapsed while its released calls ran", held.run_id)
+            return
+        except ApiError as error:
+            if refused(error):
+                held.lapsed = True
+                return
+            # A passing failure (503 past its retries): the claim may still live; try again sooner.
+            logger.warning("run %s: renewing the claim failed (%s); trying again", held.run_id, error.code)
+        except Exception:
+            logger.warning("run %s: renewing the claim failed; trying again", held.run_id, exc_info=True)
+
+
+@contextlib.asynccontextmanager
+async def claimed(client: AsyncClient, run_id: str) -> AsyncIterator[HeldClaim]:
+    """Claims the run's released calls for the block, renewing the claim in the background while the block runs
+    (its tools). Raises `ClaimRefused` when the service gives the calls to no one else but not to this worker
+    either (another's live claim, a run no longer released)."""
+    try:
+        held = HeldClaim(run_id, await client.claim(run_id))
+    except ApiError as error:
+        if refused(error):
+            raise ClaimRefused(error) from error
+        raise
+    renewal = asyncio.create_task(_keep_renewed(client, held))
+    try:
+        yield held
+    finally:
+        renewal.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await renewal
+
+
+async def post_claimed(client: AsyncClient, held: HeldClaim, results: list[PostedResult]) -> RunView:
+    """Posts the released calls' results under the held claim; `ClaimRefused` when the service refuses them because
+    the claim lapsed (or another worker's claim took its place)."""
+    try:
+        return await client.post_results(held.run_id, held.claim_id, results)
+    except ApiError as error:
+        if refused(error):
+            raise ClaimRefused(error) from error
+        raise
+
+
 async def post_completed(
-    client: AsyncClient, run_id: str, unrun: list[ReleasedCall], completed: Mapping[str, PostedResult]
+    client: AsyncClient, held: HeldClaim, unrun: list[ReleasedCall], completed: Mapping[str, PostedResult]
 ) -> None:
     """On an error that escaped the framework's run of the released calls: posts the results of those that did
     complete, in the turn's order, so that the next `resume` runs only the others. A post that fails is logged, so
     that the caller sees the first error, not this one."""
+    run_id = held.run_id
     results = [completed[call["call_id"]] for call in unrun if call["call_id"] in completed]
     if not results:
         return
     try:
-        await client.post_results(run_id, results)
+        await client.post_results(run_id, held.claim_id, results)
     except Exception:
         logger.exception("run %s: could not post the results of the released calls that completed", run_id)
 
@@ -122,9 +236,11 @@ def start_of_next_turn(run_id: str, answering: Sequence[int], decided: Iterable[
 
 
 def idempotency_key(run_id: str, call_id: str) -> str:
-    """The key a tool may use to make a released call's effect happen once (`{run_id}:{call_id}`, as the service's
-    own executors get it, docs/design.md §9): a worker that died after the tool ran and before its result was posted
-    runs the call again, and a tool that passes this key to what it changes can make that second run a no-op."""
+    """The key of a released call (`{run_id}:{call_id}`, as the service's own executors get it, docs/design.md §9),
+    for a tool to pass to what it changes. The claim already keeps a call from running twice across workers; the key
+    carries that promise past the tool, to a system that can refuse a second request itself. None of the frameworks
+    passes an idempotency key to a tool (their keys are for model requests), so each adapter gives it through its
+    module's `current_idempotency_key`."""
     return f"{run_id}:{call_id}"
 
 
@@ -187,12 +303,3 @@ async def result_texts(client: AsyncClient, run: RunView) -> dict[str, str]:
     if missing:
         raise ValueError(f"run {run['id']}: the model input holds no result for calls {missing}")
     return {call["id"]: texts[call["id"]] for call in run["turn"]["pending_calls"]}
-
-
-def check_released_arguments(run_id: str, call: ReleasedCall, proposed: str) -> None:
-    """Refuses to run a released call with other arguments than the model proposed, for a framework that cannot run
-    an edit (its tools are registered `editable: false`, so the service releases the proposed arguments; anything
-    else would run arguments nobody approved)."""
-    arguments = call.get("arguments")
-    if arguments is not None and json.loads(arguments) != json.loads(proposed or "{}"):
-        raise ValueError(f"run {run_id}: released call {call['call_id']} has arguments the model did not propose")

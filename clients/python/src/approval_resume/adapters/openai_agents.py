@@ -2,15 +2,19 @@
 
 `OpenAIAgentsWorker.start` runs the agent; when it stops on interruptions (function tools with `needs_approval`),
 the worker registers a run in `openai-responses` (the SDK's input list, the pending calls last), the SDK's
-`RunState` JSON (`state.to_json()`) as its `worker_state`, and every function tool of the agent `executor: "worker"`,
-`editable: false` (the SDK runs an approved call with the arguments the model proposed; it cannot run an edit).
+`RunState` JSON (`state.to_json()`) as its `worker_state`, and every function tool of the agent `executor: "worker"`
+(editable: the SDK's approval carries no arguments, so the adapter's wrapper of the tool hands an edited call the
+decider's arguments, and the SDK runs it as any approved call, its hooks and guardrails included).
 
 `OpenAIAgentsWorker.resume`, called when the run is released or resumed (the feed, a webhook, or
 `wait_until_decided`), reads only the service, so any process continues a run:
 
-1. released: the state is restored (`RunState.from_string`), the released calls without a result are approved
-   (`state.approve`) and the SDK runs them, stopped before it calls the model (the model may go on only once the
-   service holds every result); the worker posts their results (`POST /v1/runs/{id}/results`);
+1. released: the worker claims the released calls (`POST /v1/runs/{id}/claim`; refused, it runs nothing and answers
+   `claimed`: another worker has the run), renewing the claim while they run; the state is restored
+   (`RunState.from_string`), the released calls without a result are approved (`state.approve`) and the SDK runs
+   them (an edited one with the decider's arguments), stopped before it calls the model (the model may go on only
+   once the service holds every result); the worker posts their bare outputs under the claim (the service puts the
+   edit note before an edited call's);
 2. resumed: the state is restored again, each released call approved with its recorded result (the SDK does not
    run it again: the agent's function tools are wrapped to answer a recorded call from the service), each denied or
    expired call rejected with the service's exact text (`state.reject(item, rejection_message=…)`), and the SDK
@@ -24,9 +28,10 @@ exception goes to the log), so the other released calls go on and nothing runs t
 gets the interrupted text. If an error still escapes the SDK, the results of the calls that completed are posted
 before it is raised again.
 
-A worker that dies after a tool ran and before its result was posted runs that call again on restart; after the
-post, never. `approval_resume.adapters.idempotency_key(run_id, call_id)` names the call for a tool that can make
-its effect idempotent; inside a released call, `current_idempotency_key()` (no argument) gives it.
+A worker that dies after a tool ran and before its result was posted leaves its claim to lapse: the service then
+gives the call the `interrupted` result, and no worker runs it again. The SDK passes a tool no idempotency key;
+inside a released call, `current_idempotency_key()` (no argument) gives `{run_id}:{call_id}` for the tool to pass to
+what it changes.
 
 Limits: only function tools of the starting agent are wrapped and declared (hosted, MCP, shell or computer tools
 that need approval, and tools of handed-off agents, are refused with `ValueError` when they interrupt); a result the
@@ -41,18 +46,17 @@ from collections.abc import Mapping
 from contextvars import ContextVar
 from typing import Any
 
+from ._install import missing_framework
+
 try:
     from agents import Agent, FunctionTool, RunConfig, RunHooks, Runner, RunState, ToolApprovalItem
     from agents.result import RunResult
     from agents.tool_context import ToolContext
 except ImportError as error:  # pragma: no cover - depends on the installed extras
-    raise ImportError(
-        "approval_resume.adapters.openai_agents needs the OpenAI Agents SDK: "
-        'pip install "approval-resume[openai-agents]"'
-    ) from error
+    raise missing_framework(__name__, "the OpenAI Agents SDK", "openai-agents") from error
 
 from ..async_client import AsyncClient
-from ..models import DeclaredTool, Effect, JsonObject, PostedResult, RegisterRun, ReleasedCall, RunView
+from ..models import DeclaredTool, Effect, JsonObject, PostedResult, RegisterRun, RunView
 from . import _service
 from ._service import WorkerStep
 
@@ -65,6 +69,9 @@ _RECORDED: ContextVar[dict[str, tuple[str, str]] | None] = ContextVar("approval_
 _RAN: ContextVar[dict[str, PostedResult] | None] = ContextVar("approval_resume_ran", default=None)
 #: In the released step, the id of the run whose released calls the SDK runs (None: outside that step).
 _RUN_ID: ContextVar[str | None] = ContextVar("approval_resume_run_id", default=None)
+#: In the released step, the edited arguments of the released calls a decider edited, by call id: the wrapped tool
+#: runs with them instead of the model's (None: outside that step).
+_EDITS: ContextVar[dict[str, str] | None] = ContextVar("approval_resume_edits", default=None)
 #: While a wrapped tool runs a released call: `{run_id}:{call_id}`, what `current_idempotency_key()` answers.
 _CALL_KEY: ContextVar[str | None] = ContextVar("approval_resume_call_key", default=None)
 
@@ -93,9 +100,9 @@ def _output_text(output: Any) -> str:
 
 def _guarded(tool: FunctionTool) -> FunctionTool:
     """The tool, for a worker: in the resumed step, a released call whose result the service holds is answered with
-    that result, once, without running (`_RECORDED`); in the released step, each call's result is recorded as it
-    completes (`_RAN`), and an exception becomes the failed result (a cancellation the interrupted one, raised on);
-    elsewhere the tool runs as it is."""
+    that result, once, without running (`_RECORDED`); in the released step, an edited call runs with the decider's
+    arguments (`_EDITS`), each call's result is recorded as it completes (`_RAN`), and an exception becomes the
+    failed result (a cancellation the interrupted one, raised on); elsewhere the tool runs as it is."""
     invoke = tool.on_invoke_tool
 
     async def on_invoke_tool(context: ToolContext[Any], arguments: str) -> Any:
@@ -106,6 +113,7 @@ def _guarded(tool: FunctionTool) -> FunctionTool:
         ran, run_id = _RAN.get(), _RUN_ID.get()
         if ran is None or run_id is None:
             return await invoke(context, arguments)
+        arguments = (_EDITS.get() or {}).get(call_id, arguments)
         token = _CALL_KEY.set(_service.idempotency_key(run_id, call_id))
         try:
             output = await invoke(context, arguments)
@@ -188,9 +196,12 @@ class OpenAIAgentsWorker:
         # The run's answers after this (results posted) carry no worker_state: keep the one read here.
         worker_state = run.get("worker_state")
         decided = await _service.verdicts(self._client, run)
-        unrun = decided.unrun()
-        if unrun:
-            run = await self._run_released(run, worker_state, unrun)
+        if decided.unrun():
+            try:
+                async with _service.claimed(self._client, run_id) as held:
+                    run = await self._run_released(run, worker_state, held)
+            except _service.ClaimRefused:
+                return await _service.refused_step(self._client, run_id)
             if run["status"] != "resumed":
                 return WorkerStep("waiting", run_id, run)
             decided = await _service.verdicts(self._client, run)
@@ -228,33 +239,38 @@ class OpenAIAgentsWorker:
         )
         return WorkerStep("suspended", run_id, appended)
 
-    async def _run_released(self, run: RunView, worker_state: Any, unrun: list[ReleasedCall]) -> RunView:
-        """The SDK runs the released calls without a result, and nothing else: they are approved, the turn's other
-        calls left undecided (so the SDK stops on them), and a hook stops it before the model if it would go on. The
-        wrapped tools record each result as it completes; if an error escapes the SDK anyway, the completed ones are
-        posted before it is raised again, so the next `resume` runs only the others."""
+    async def _run_released(self, run: RunView, worker_state: Any, held: _service.HeldClaim) -> RunView:
+        """Under the held claim, the SDK runs the released calls without a result, and nothing else: they are
+        approved, the turn's other calls left undecided (so the SDK stops on them), and a hook stops it before the
+        model if it would go on. An edited call runs with the decider's arguments: the SDK's approval carries none,
+        so the wrapped tool takes them in place of the proposed ones. The wrapped tools record each result as it
+        completes; if an error escapes the SDK anyway, the completed ones are posted before it is raised again, so
+        the next `resume` runs only the others."""
+        unrun = held.unrun()
         state, items = await self._restore(run, worker_state)
+        edits: dict[str, str] = {}
         for call in unrun:
-            item = items[call["call_id"]]
-            _service.check_released_arguments(run["id"], call, _arguments(item))
-            state.approve(item)
+            state.approve(items[call["call_id"]])
+            if call["edited"] and "arguments" in call:
+                edits[call["call_id"]] = call["arguments"]
         ran: dict[str, PostedResult] = {}
-        tokens = (_RAN.set(ran), _RUN_ID.set(run["id"]))
+        tokens = (_RAN.set(ran), _RUN_ID.set(run["id"]), _EDITS.set(edits))
         try:
             await Runner.run(self._agent, state, run_config=self._run_config, hooks=_StopBeforeModel())
         except _ReleasedCallsRan:
             pass
         except BaseException:
-            await _service.post_completed(self._client, run["id"], unrun, ran)
+            await _service.post_completed(self._client, held, unrun, ran)
             raise
         finally:
             _RAN.reset(tokens[0])
             _RUN_ID.reset(tokens[1])
+            _EDITS.reset(tokens[2])
         missing = [call["call_id"] for call in unrun if call["call_id"] not in ran]
         if missing:
-            await _service.post_completed(self._client, run["id"], unrun, ran)
+            await _service.post_completed(self._client, held, unrun, ran)
             raise RuntimeError(f"run {run['id']}: the SDK did not run the released calls {missing}")
-        return await self._client.post_results(run["id"], [ran[call["call_id"]] for call in unrun])
+        return await _service.post_claimed(self._client, held, [ran[call["call_id"]] for call in unrun])
 
     async def _restore(
         self, run: RunView, worker_state: Any
@@ -288,7 +304,7 @@ class OpenAIAgentsWorker:
         for tool in self._agent.tools:
             if isinstance(tool, FunctionTool):
                 effect: Effect = self._effects.get(tool.name) or ("read" if tool.needs_approval is False else "write")
-                declared.append({**_service.declared_tool(tool.name, effect), "editable": False})
+                declared.append(_service.declared_tool(tool.name, effect))
         return declared
 
 
@@ -299,6 +315,3 @@ def _call_id(item: ToolApprovalItem) -> str:
     return call_id
 
 
-def _arguments(item: ToolApprovalItem) -> str:
-    arguments = item.arguments
-    return arguments if isinstance(arguments, str) else "{}"

@@ -9,9 +9,10 @@ the agent's messages, every function tool of the agent `executor: "worker"`, and
 `PydanticAIWorker.resume`, called when the run is released or resumed, reads only the service, so any process
 continues a run:
 
-1. released: the released calls without a result go to the agent as `ToolApproved` (with `override_args` where the
-   decider edited them), the agent runs them and is stopped before its next model request (`Agent.iter`), and the
-   worker posts their results (`POST /v1/runs/{id}/results`);
+1. released: the worker claims the released calls (`POST /v1/runs/{id}/claim`; refused, it runs nothing and answers
+   `claimed`: another worker has the run), renewing the claim while they run; the released calls without a result
+   go to the agent as `ToolApproved` (with `override_args` where the decider edited them), the agent runs them and
+   is stopped before its next model request (`Agent.iter`), and the worker posts their results under the claim;
 2. resumed: the released calls' results, as the service wrote them (an edited call's with the edit note before
    it), are added to the messages as tool returns (`outcome="failed"` for one posted `is_error: true`), so nothing
    runs again; each denied or expired call becomes `ToolDenied(message=…)` with the service's exact text; the agent
@@ -24,9 +25,10 @@ return, posted `is_error: true`; the exception goes to the log), so the other re
 twice; one cancelled while it runs gets the interrupted text. Each result is recorded as it completes, and if an
 error still escapes the agent, those are posted before it is raised again.
 
-A worker that dies after a tool ran and before its result was posted runs that call again on restart; after the
-post, never. Inside a released call, `current_idempotency_key(ctx.tool_call_id)` (the call id is an argument here,
-unlike the OpenAI adapter's) gives `{run_id}:{call_id}`.
+A worker that dies after a tool ran and before its result was posted leaves its claim to lapse: the service then
+gives the call the `interrupted` result, and no worker runs it again. Pydantic AI passes a tool no idempotency key;
+inside a released call, `current_idempotency_key(ctx.tool_call_id)` (the call id is an argument here, unlike the
+OpenAI adapter's) gives `{run_id}:{call_id}`.
 
 Limits: external calls (`CallDeferred`, `DeferredToolRequests.calls`) are refused with `ValueError`; a tool's result
 is posted with `is_error: true` when Pydantic AI marks it failed or asks the model to retry (`ERROR_OUTCOMES`), its
@@ -40,6 +42,8 @@ from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
+
+from ._install import missing_framework
 
 try:
     from pydantic_ai import (
@@ -78,9 +82,7 @@ try:
     from pydantic_ai.tools import ToolDefinition
     from pydantic_ai.toolsets import FunctionToolset
 except ImportError as error:  # pragma: no cover - depends on the installed extras
-    raise ImportError(
-        'approval_resume.adapters.pydantic_ai needs Pydantic AI: pip install "approval-resume[pydantic-ai]"'
-    ) from error
+    raise missing_framework(__name__, "Pydantic AI", "pydantic-ai") from error
 
 from ..async_client import AsyncClient
 from ..models import ChatMessage, DeclaredTool, Effect, PostedResult, RegisterRun, ReleasedCall, RunView
@@ -216,9 +218,12 @@ class PydanticAIWorker(Generic[DepsT]):
         history = ModelMessagesTypeAdapter.validate_python(run.get("worker_state"))
         calls = _turn_calls(run, history)
         decided = await _service.verdicts(self._client, run)
-        unrun = decided.unrun()
-        if unrun:
-            run = await self._run_released(run, history, calls, unrun)
+        if decided.unrun():
+            try:
+                async with _service.claimed(self._client, run_id) as held:
+                    run = await self._run_released(run, history, calls, held)
+            except _service.ClaimRefused:
+                return await _service.refused_step(self._client, run_id)
             if run["status"] != "resumed":
                 return WorkerStep("waiting", run_id, run)
             decided = await _service.verdicts(self._client, run)
@@ -262,12 +267,14 @@ class PydanticAIWorker(Generic[DepsT]):
         return WorkerStep("suspended", run_id, appended)
 
     async def _run_released(
-        self, run: RunView, history: list[ModelMessage], calls: dict[str, ToolCallPart], unrun: list[ReleasedCall]
+        self, run: RunView, history: list[ModelMessage], calls: dict[str, ToolCallPart], held: _service.HeldClaim
     ) -> RunView:
-        """The agent runs the released calls without a result (edited ones with the decider's arguments) and is stopped
-        before its next model request, which holds their returns; those are posted. `_ReleasedStep` turns a tool's
-        exception into a failed return and records each result as it completes; if an error escapes the agent
-        anyway, the completed ones are posted before it is raised again, so the next `resume` runs only the others."""
+        """Under the held claim, the agent runs the released calls without a result (edited ones with the decider's
+        arguments) and is stopped before its next model request, which holds their returns; those are posted under the
+        claim. `_ReleasedStep` turns a tool's exception into a failed return and records each result as it
+        completes; if an error escapes the agent anyway, the completed ones are posted before it is raised again, so
+        the next `resume` runs only the others."""
+        unrun = held.unrun()
         wanted = {call["call_id"] for call in unrun}
         approvals: dict[str, bool | ToolApproved | ToolDenied] = {
             call_id: ToolDenied(message=_NOT_RUN_HERE) for call_id in calls if call_id not in wanted
@@ -293,15 +300,15 @@ class PydanticAIWorker(Generic[DepsT]):
                                 returns[result["call_id"]] = result
                         break
         except BaseException:
-            await _service.post_completed(self._client, run["id"], unrun, step.completed)
+            await _service.post_completed(self._client, held, unrun, step.completed)
             raise
         finally:
             _RUN_ID.reset(token)
         missing = sorted(wanted - set(returns))
         if missing:
-            await _service.post_completed(self._client, run["id"], unrun, {**step.completed, **returns})
+            await _service.post_completed(self._client, held, unrun, {**step.completed, **returns})
             raise RuntimeError(f"run {run['id']}: the agent did not run the released calls {missing}")
-        return await self._client.post_results(run["id"], [returns[call["call_id"]] for call in unrun])
+        return await _service.post_claimed(self._client, held, [returns[call["call_id"]] for call in unrun])
 
     @staticmethod
     def _history(result: AgentRunResult[Any]) -> list[ModelMessage]:
