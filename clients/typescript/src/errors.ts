@@ -53,6 +53,8 @@ export class ApiError extends Error {
                 return new ClaimedError(response.status, detail, id, retryAfter, type, stringOrNull(problem.until));
             case "claim_lapsed":
                 return new ClaimLapsedError(response.status, problem.code, detail, id, retryAfter, type);
+            case "not_released":
+                return new NotReleasedError(response.status, detail, id, retryAfter, type, runStatusOf(problem));
             case "claim_required":
                 return new ClaimRequiredError(response.status, problem.code, detail, id, retryAfter, type);
             default:
@@ -92,6 +94,34 @@ export class ClaimLapsedError extends ApiError {
 /** 409 `claim_required`: results were posted without a `claim_id` (claim the run first: `client.claim`). */
 export class ClaimRequiredError extends ApiError {
     override readonly name = "ClaimRequiredError";
+}
+
+/**
+ * 409 `not_released` of a claim (a run not in `released`): `runStatus` tells a wait (`waiting_for_approval`,
+ * `resuming`: it may still release, ask again) from never (`resumed`). Also the 422 `not_released` of a results post
+ * for a call that was not released (`runStatus` null).
+ */
+export class NotReleasedError extends ApiError {
+    override readonly name = "NotReleasedError";
+
+    constructor(
+        status: number,
+        detail: string,
+        requestId: string | null,
+        retryAfter: number | null,
+        type: string | null,
+        readonly runStatus: string | null,
+    ) {
+        super(status, "not_released", detail, requestId, retryAfter, type);
+    }
+}
+
+/**
+ * The run's status a `not_released` problem names. The claims contract calls the member `status`, which in a
+ * problem document is otherwise the HTTP status (a number): a string there is the run's; `run_status` is read too.
+ */
+function runStatusOf(problem: Record<string, unknown>): string | null {
+    return stringOrNull(problem.run_status) ?? stringOrNull(problem.status);
 }
 
 function stringOrNull(value: unknown): string | null {

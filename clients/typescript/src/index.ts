@@ -14,7 +14,7 @@ export {
     perCallBody,
     wholeTurnBody,
 } from "./decisions.js";
-export { ApiError, ClaimLapsedError, ClaimRequiredError, ClaimedError, UNEXPECTED_RESPONSE } from "./errors.js";
+export { ApiError, ClaimLapsedError, ClaimRequiredError, ClaimedError, NotReleasedError, UNEXPECTED_RESPONSE } from "./errors.js";
 export { type CursorStore, Feed, type FeedOptions, type FeedPosition, MemoryCursorStore } from "./feed.js";
 export { type WebhookHeaders, WebhookVerificationError, WebhookVerifier } from "./webhooks.js";
 export type * from "./schemas.js";
