@@ -329,7 +329,8 @@ export class AiSdkWorker<TOOLS extends ToolSet> {
     /**
      * The tool message that answers the decided turn: for each pending call its approval response, approved for a
      * released call (with its result, so the SDK does not run it again), denied for the others with the text the
-     * service wrote for it (the denial or expiry of docs/design.md §3), read from the model input. An approved
+     * service wrote for it (the denial or expiry of docs/design.md §3), read from the model input, and its
+     * `execution-denied` result with that text as `reason`, as the SDK would write it. An approved
      * call's text is the service's: the edit note before the output of an edited call.
      */
     async #verdicts(
@@ -358,7 +359,17 @@ export class AiSdkWorker<TOOLS extends ToolSet> {
             }
             const releasedCall = releasedById.get(call.id);
             if (releasedCall === undefined) {
-                content.push({ type: "tool-approval-response", approvalId: request.approvalId, approved: false, reason: text });
+                // The denied result is written here, not left to the SDK: `ai` 7 keeps the result it would write out
+                // of `response.messages`, and a later step's prompt needs one for every call of the history.
+                content.push(
+                    { type: "tool-approval-response", approvalId: request.approvalId, approved: false, reason: text },
+                    {
+                        type: "tool-result",
+                        toolCallId: call.id,
+                        toolName: request.toolName,
+                        output: { type: "execution-denied", reason: text },
+                    },
+                );
                 continue;
             }
             const isError = releasedCall.result?.is_error === true;
