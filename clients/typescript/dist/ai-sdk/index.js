@@ -21,7 +21,7 @@
 import { isDeepStrictEqual } from "node:util";
 import { asSchema, generateText, streamText, } from "ai";
 import { defaultLogger, failedText, idempotencyKey, withIdempotencyKey, } from "../worker/calls.js";
-import { claimRun, refusalOf } from "../worker/claim.js";
+import { claimRun, refusalOf, refusedStep } from "../worker/claim.js";
 import { argumentsText, openAiChat, outputText, toolCalls, toolResults } from "./transcript.js";
 import { messagesOf, workerState } from "./worker-state.js";
 export {} from "./worker-state.js";
@@ -91,11 +91,11 @@ export class AiSdkWorker {
         if (run.status === "released") {
             const claimed = await claimRun(this.#client, runId, this.#log);
             if (!("claim" in claimed)) {
-                return refused(runId, claimed);
+                return refusedStep(runId, claimed);
             }
             const posted = await this.#runReleased(runId, history, requests, claimed);
-            if (!("status" in posted && "turn" in posted)) {
-                return refused(runId, posted);
+            if (!("turn" in posted)) {
+                return refusedStep(runId, posted);
             }
             run = posted;
             if (run.status !== "resumed") {
@@ -284,20 +284,6 @@ export class AiSdkWorker {
             effect: this.#effects[name] ?? (mayNeedApproval(tool, name, approval) ? "write" : "read"),
             executor: "worker",
         }));
-    }
-}
-/** The step a claim refusal stands for. */
-function refused(runId, refusal) {
-    switch (refusal.refused) {
-        case "claimed":
-            return { status: "claimed", runId, until: refusal.until };
-        case "not_released":
-            // Resumed: another worker posted the results; waiting or resuming: it may still release.
-            return refusal.runStatus === "resumed"
-                ? { status: "claimed", runId, until: null }
-                : { status: "waiting", runId, run: null };
-        case "run_cancelled":
-            return { status: "closed", runId, run: null };
     }
 }
 /**

@@ -32,7 +32,7 @@ import { isDeepStrictEqual } from "node:util";
 import { AsyncLocalStorage } from "node:async_hooks";
 import { RunState, Runner, } from "@openai/agents";
 import { defaultLogger, failedText, idempotencyKey, withIdempotencyKey } from "../worker/calls.js";
-import { claimRun, refusalOf } from "../worker/claim.js";
+import { claimRun, refusalOf, refusedStep } from "../worker/claim.js";
 import { openAiChat, outputText } from "./transcript.js";
 export { currentIdempotencyKey, idempotencyKey } from "../worker/calls.js";
 export {} from "../worker/claim.js";
@@ -115,11 +115,11 @@ export class OpenAIAgentsWorker {
         if (run.status === "released") {
             const claim = await claimRun(this.#client, runId, this.#log);
             if (!("claim" in claim)) {
-                return refused(runId, claim);
+                return refusedStep(runId, claim);
             }
             const posted = await this.#runReleased(runId, stateText, run, claim);
             if (!("turn" in posted)) {
-                return refused(runId, posted);
+                return refusedStep(runId, posted);
             }
             run = posted;
             if (run.status !== "resumed") {
@@ -350,17 +350,5 @@ function causedBy(error, kind) {
         current = current.cause;
     }
     return false;
-}
-function refused(runId, refusal) {
-    switch (refusal.refused) {
-        case "claimed":
-            return { status: "claimed", runId, until: refusal.until };
-        case "not_released":
-            return refusal.runStatus === "resumed"
-                ? { status: "claimed", runId, until: null }
-                : { status: "waiting", runId, run: null };
-        case "run_cancelled":
-            return { status: "closed", runId, run: null };
-    }
 }
 //# sourceMappingURL=index.js.map

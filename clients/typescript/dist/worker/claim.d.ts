@@ -22,6 +22,21 @@ export type ClaimRefusal =
 };
 /** The refusal a 409 of the claim route or of a results post stands for; `null` for any other error. */
 export declare function refusalOf(error: unknown): ClaimRefusal | null;
+/** The step an adapter answers for a refusal: another worker has the run, it still waits, or it was cancelled. */
+export type RefusedStep = {
+    status: "claimed";
+    runId: string;
+    until: string | null;
+} | {
+    status: "waiting";
+    runId: string;
+    run: null;
+} | {
+    status: "closed";
+    runId: string;
+    run: null;
+};
+export declare function refusedStep(runId: string, refusal: ClaimRefusal): RefusedStep;
 /** A live claim: its id for the results post, and renewal while work runs. */
 export declare class HeldClaim {
     #private;

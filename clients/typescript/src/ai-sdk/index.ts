@@ -42,7 +42,7 @@ import {
     idempotencyKey,
     withIdempotencyKey,
 } from "../worker/calls.js";
-import { type ClaimRefusal, type HeldClaim, claimRun, refusalOf } from "../worker/claim.js";
+import { type ClaimRefusal, type HeldClaim, claimRun, refusalOf, refusedStep } from "../worker/claim.js";
 import { argumentsText, openAiChat, outputText, toolCalls, toolResults } from "./transcript.js";
 import { messagesOf, workerState } from "./worker-state.js";
 
@@ -187,11 +187,11 @@ export class AiSdkWorker<TOOLS extends ToolSet> {
         if (run.status === "released") {
             const claimed = await claimRun(this.#client, runId, this.#log);
             if (!("claim" in claimed)) {
-                return refused(runId, claimed);
+                return refusedStep(runId, claimed);
             }
             const posted = await this.#runReleased(runId, history, requests, claimed);
-            if (!("status" in posted && "turn" in posted)) {
-                return refused(runId, posted);
+            if (!("turn" in posted)) {
+                return refusedStep(runId, posted);
             }
             run = posted;
             if (run.status !== "resumed") {
@@ -411,20 +411,6 @@ export class AiSdkWorker<TOOLS extends ToolSet> {
     }
 }
 
-/** The step a claim refusal stands for. */
-function refused<TOOLS extends ToolSet>(runId: string, refusal: ClaimRefusal): WorkerStep<TOOLS> {
-    switch (refusal.refused) {
-        case "claimed":
-            return { status: "claimed", runId, until: refusal.until };
-        case "not_released":
-            // Resumed: another worker posted the results; waiting or resuming: it may still release.
-            return refusal.runStatus === "resumed"
-                ? { status: "claimed", runId, until: null }
-                : { status: "waiting", runId, run: null };
-        case "run_cancelled":
-            return { status: "closed", runId, run: null };
-    }
-}
 
 /**
  * Whether a tool may stop for approval: its own `needsApproval`, or the settings' `toolApproval` (a function for

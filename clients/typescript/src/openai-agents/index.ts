@@ -47,7 +47,7 @@ import {
 import type { ApprovalResumeClient } from "../client.js";
 import type { ChatMessage, DeclaredTool, Effect, PostedResult, RegisterRun, RunView } from "../schemas.js";
 import { type WorkerLogger, defaultLogger, failedText, idempotencyKey, withIdempotencyKey } from "../worker/calls.js";
-import { type ClaimRefusal, type HeldClaim, claimRun, refusalOf } from "../worker/claim.js";
+import { type ClaimRefusal, type HeldClaim, claimRun, refusalOf, refusedStep } from "../worker/claim.js";
 import { openAiChat, outputText } from "./transcript.js";
 
 export { currentIdempotencyKey, idempotencyKey } from "../worker/calls.js";
@@ -188,11 +188,11 @@ export class OpenAIAgentsWorker {
         if (run.status === "released") {
             const claim = await claimRun(this.#client, runId, this.#log);
             if (!("claim" in claim)) {
-                return refused(runId, claim);
+                return refusedStep(runId, claim);
             }
             const posted = await this.#runReleased(runId, stateText, run, claim);
             if (!("turn" in posted)) {
-                return refused(runId, posted);
+                return refusedStep(runId, posted);
             }
             run = posted;
             if (run.status !== "resumed") {
@@ -438,15 +438,3 @@ function causedBy(error: unknown, kind: new () => Error): boolean {
     return false;
 }
 
-function refused(runId: string, refusal: ClaimRefusal): AgentsWorkerStep {
-    switch (refusal.refused) {
-        case "claimed":
-            return { status: "claimed", runId, until: refusal.until };
-        case "not_released":
-            return refusal.runStatus === "resumed"
-                ? { status: "claimed", runId, until: null }
-                : { status: "waiting", runId, run: null };
-        case "run_cancelled":
-            return { status: "closed", runId, run: null };
-    }
-}

@@ -33,6 +33,26 @@ export function refusalOf(error: unknown): ClaimRefusal | null {
     return null;
 }
 
+/** The step an adapter answers for a refusal: another worker has the run, it still waits, or it was cancelled. */
+export type RefusedStep =
+    | { status: "claimed"; runId: string; until: string | null }
+    | { status: "waiting"; runId: string; run: null }
+    | { status: "closed"; runId: string; run: null };
+
+export function refusedStep(runId: string, refusal: ClaimRefusal): RefusedStep {
+    switch (refusal.refused) {
+        case "claimed":
+            return { status: "claimed", runId, until: refusal.until };
+        case "not_released":
+            // Resumed: another worker posted the results; waiting or resuming: it may still release.
+            return refusal.runStatus === "resumed"
+                ? { status: "claimed", runId, until: null }
+                : { status: "waiting", runId, run: null };
+        case "run_cancelled":
+            return { status: "closed", runId, run: null };
+    }
+}
+
 /** Renewals come at this share of the time the claim has left, so one late renewal still lands before `until`. */
 const RENEW_AT = 1 / 3;
 /** Never renew more often than this, whatever the clocks say. */
