@@ -53,7 +53,7 @@ stamp="$package/node_modules/.installed-package-lock.json"
 if cmp -s "$package/package-lock.json" "$stamp"; then
     echo "already installed from this lock file"
 else
-    # --ignore-scripts: the package's own `prepare` (a build) runs below, as its own step.
+    # --ignore-scripts: nothing of the packages needs a script, and none runs unasked.
     (cd "$package" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
     cp "$package/package-lock.json" "$stamp"
 fi
