@@ -211,7 +211,11 @@ export class ApprovalResumeClient {
      * once), so receivers can switch meanwhile; 404 `not_found` for a subscription the tenant does not have.
      */
     rotateWebhookSecret(id, rotation = {}, options = {}) {
-        return unwrap(this.#api.POST("/v1/webhooks/{id}/rotate-secret", { params: { path: { id } }, body: rotation, ...this.#signal(options) }));
+        return unwrap(this.#api.POST("/v1/webhooks/{id}/rotate-secret", {
+            params: { path: { id } },
+            body: rotation,
+            ...this.#signal(options),
+        }));
     }
     /** Removes a subscription (scope `webhooks:write`); 404 `not_found` for one the tenant does not have. */
     async removeWebhook(id, options = {}) {

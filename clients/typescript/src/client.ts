@@ -116,7 +116,9 @@ export class ApprovalResumeClient {
 
     /** Creates or replaces a backend user (scope `users:write`). */
     putUser(uid: number, user: PutUser, options: CallOptions = {}): Promise<UserView> {
-        return unwrap(this.#api.PUT("/v1/users/{uid}", { params: { path: { uid } }, body: user, ...this.#signal(options) }));
+        return unwrap(
+            this.#api.PUT("/v1/users/{uid}", { params: { path: { uid } }, body: user, ...this.#signal(options) }),
+        );
     }
 
     /**
@@ -331,7 +333,11 @@ export class ApprovalResumeClient {
         options: CallOptions = {},
     ): Promise<WebhookCreated> {
         return unwrap(
-            this.#api.POST("/v1/webhooks/{id}/rotate-secret", { params: { path: { id } }, body: rotation, ...this.#signal(options) }),
+            this.#api.POST("/v1/webhooks/{id}/rotate-secret", {
+                params: { path: { id } },
+                body: rotation,
+                ...this.#signal(options),
+            }),
         );
     }
 

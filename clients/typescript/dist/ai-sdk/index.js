@@ -22,6 +22,7 @@ import { isDeepStrictEqual } from "node:util";
 import { asSchema, generateText, streamText, } from "ai";
 import { defaultLogger, failedText, idempotencyKey, withIdempotencyKey, } from "../worker/calls.js";
 import { claimRun, refusalOf, refusedStep } from "../worker/claim.js";
+import { resultTexts } from "../worker/result-texts.js";
 import { argumentsText, openAiChat, outputText, toolCalls, toolResults } from "./transcript.js";
 import { messagesOf, workerState } from "./worker-state.js";
 export {} from "./worker-state.js";
@@ -223,16 +224,7 @@ export class AiSdkWorker {
      * call's text is the service's: the edit note before the output of an edited call.
      */
     async #verdicts(runId, run, requests, released) {
-        const input = await this.#client.modelInput(runId, { format: "openai-chat" });
-        if (input.format !== "openai-chat") {
-            throw new Error(`run ${runId}: the model input came as ${input.format}, not openai-chat`);
-        }
-        const texts = new Map();
-        for (const message of input.messages) {
-            if (message.role === "tool" && typeof message.tool_call_id === "string" && typeof message.content === "string") {
-                texts.set(message.tool_call_id, message.content);
-            }
-        }
+        const texts = await resultTexts(this.#client, runId);
         const releasedById = new Map(released.map((call) => [call.call_id, call]));
         const content = [];
         for (const call of run.turn.pending_calls) {
@@ -267,7 +259,8 @@ export class AiSdkWorker {
         const options = { ...this.#settings, messages };
         if (this.#stream === undefined) {
             const result = await generateText(options);
-            return { result, text: result.text, pending: approvalRequests(result.content), responseMessages: result.response.messages };
+            const pending = approvalRequests(result.content);
+            return { result, text: result.text, pending, responseMessages: result.response.messages };
         }
         const result = streamText(options);
         await this.#stream(result);
@@ -352,7 +345,8 @@ function approvalRequestsOf(runId, history, run) {
             for (const part of message.content) {
                 const call = part.type === "tool-approval-request" ? calls.get(part.toolCallId) : undefined;
                 if (part.type === "tool-approval-request" && call !== undefined) {
-                    ids.set(part.toolCallId, { approvalId: part.approvalId, toolName: call.toolName, input: call.input });
+                    const { toolName, input } = call;
+                    ids.set(part.toolCallId, { approvalId: part.approvalId, toolName, input });
                 }
             }
         }

@@ -33,6 +33,7 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import { RunState, Runner, } from "@openai/agents";
 import { defaultLogger, failedText, idempotencyKey, withIdempotencyKey } from "../worker/calls.js";
 import { claimRun, refusalOf, refusedStep } from "../worker/claim.js";
+import { resultTexts } from "../worker/result-texts.js";
 import { openAiChat, outputText } from "./transcript.js";
 export { currentIdempotencyKey, idempotencyKey } from "../worker/calls.js";
 export {} from "../worker/claim.js";
@@ -126,7 +127,7 @@ export class OpenAIAgentsWorker {
                 return { status: "waiting", runId, run };
             }
         }
-        const texts = await this.#resultTexts(runId);
+        const texts = await resultTexts(this.#client, runId);
         const state = await RunState.fromString(this.#agent, stateText);
         const items = interruptionsOf(runId, state, run);
         const released = new Map((run.released_calls ?? []).map((call) => [call.call_id, call]));
@@ -245,20 +246,6 @@ export class OpenAIAgentsWorker {
         };
         return { ...tool, invoke: guarded };
     }
-    /** The text the service gives the model for each call of the decided turn, from the model input. */
-    async #resultTexts(runId) {
-        const input = await this.#client.modelInput(runId, { format: "openai-chat" });
-        if (input.format !== "openai-chat") {
-            throw new Error(`run ${runId}: the model input came as ${input.format}, not openai-chat`);
-        }
-        const texts = new Map();
-        for (const message of input.messages) {
-            if (message.role === "tool" && typeof message.tool_call_id === "string" && typeof message.content === "string") {
-                texts.set(message.tool_call_id, message.content);
-            }
-        }
-        return texts;
-    }
     /** The call ids the run waits on; refuses an interruption that is not a function tool of the agent. */
     #pending(runId, interruptions) {
         const names = new Set(this.#agent.tools.filter((tool) => tool.type === "function").map((tool) => tool.name));
@@ -319,7 +306,8 @@ function editedArguments(released, item) {
     if (released === undefined || released === proposed) {
         return undefined;
     }
-    return proposed !== undefined && isDeepStrictEqual(JSON.parse(released), JSON.parse(proposed)) ? undefined : released;
+    const same = proposed !== undefined && isDeepStrictEqual(JSON.parse(released), JSON.parse(proposed));
+    return same ? undefined : released;
 }
 /**
  * The history with the calls the run stopped on: the SDK's history ends before the interrupted calls, which it

@@ -60,7 +60,7 @@ function text(content) {
         return "";
     }
     return content
-        .map((part) => (typeof part.text === "string" ? part.text : `[${part.type ?? "part"}]`))
+        .map((part) => typeof part.text === "string" ? part.text : `[${part.type ?? "part"}]`)
         .join("\n");
 }
 /** A function call's output as the text a model reads: a string as it is, a text part's text, else its JSON. */

@@ -34,7 +34,7 @@ import {
 } from "ai";
 
 import type { ApprovalResumeClient } from "../client.js";
-import type { ChatMessage, DeclaredTool, Effect, PostedResult, RegisterRun, ReleasedCall, RunView } from "../schemas.js";
+import type { DeclaredTool, Effect, PostedResult, RegisterRun, ReleasedCall, RunView } from "../schemas.js";
 import {
     type WorkerLogger,
     defaultLogger,
@@ -43,6 +43,7 @@ import {
     withIdempotencyKey,
 } from "../worker/calls.js";
 import { type ClaimRefusal, type HeldClaim, claimRun, refusalOf, refusedStep } from "../worker/claim.js";
+import { resultTexts } from "../worker/result-texts.js";
 import { argumentsText, openAiChat, outputText, toolCalls, toolResults } from "./transcript.js";
 import { messagesOf, workerState } from "./worker-state.js";
 
@@ -339,16 +340,7 @@ export class AiSdkWorker<TOOLS extends ToolSet> {
         requests: Map<string, Request>,
         released: ReleasedCall[],
     ): Promise<ToolModelMessage> {
-        const input = await this.#client.modelInput(runId, { format: "openai-chat" });
-        if (input.format !== "openai-chat") {
-            throw new Error(`run ${runId}: the model input came as ${input.format}, not openai-chat`);
-        }
-        const texts = new Map<string, string>();
-        for (const message of input.messages as ChatMessage[]) {
-            if (message.role === "tool" && typeof message.tool_call_id === "string" && typeof message.content === "string") {
-                texts.set(message.tool_call_id, message.content);
-            }
-        }
+        const texts = await resultTexts(this.#client, runId);
         const releasedById = new Map(released.map((call) => [call.call_id, call]));
         const content: ToolModelMessage["content"] = [];
         for (const call of run.turn.pending_calls) {
@@ -390,7 +382,8 @@ export class AiSdkWorker<TOOLS extends ToolSet> {
         const options = { ...this.#settings, messages } as GenerateOptions<TOOLS>;
         if (this.#stream === undefined) {
             const result = await generateText(options);
-            return { result, text: result.text, pending: approvalRequests(result.content), responseMessages: result.response.messages };
+            const pending = approvalRequests(result.content);
+            return { result, text: result.text, pending, responseMessages: result.response.messages };
         }
         const result = streamText(options as Parameters<typeof streamText<TOOLS>>[0]);
         await this.#stream(result as unknown as StreamTextResult<TOOLS, never, never>);
@@ -482,7 +475,8 @@ function approvalRequestsOf(runId: string, history: readonly ModelMessage[], run
             for (const part of message.content) {
                 const call = part.type === "tool-approval-request" ? calls.get(part.toolCallId) : undefined;
                 if (part.type === "tool-approval-request" && call !== undefined) {
-                    ids.set(part.toolCallId, { approvalId: part.approvalId, toolName: call.toolName, input: call.input });
+                    const { toolName, input } = call;
+                    ids.set(part.toolCallId, { approvalId: part.approvalId, toolName, input });
                 }
             }
         }

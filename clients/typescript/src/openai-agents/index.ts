@@ -45,9 +45,10 @@ import {
 } from "@openai/agents";
 
 import type { ApprovalResumeClient } from "../client.js";
-import type { ChatMessage, DeclaredTool, Effect, PostedResult, RegisterRun, RunView } from "../schemas.js";
+import type { DeclaredTool, Effect, PostedResult, RegisterRun, RunView } from "../schemas.js";
 import { type WorkerLogger, defaultLogger, failedText, idempotencyKey, withIdempotencyKey } from "../worker/calls.js";
 import { type ClaimRefusal, type HeldClaim, claimRun, refusalOf, refusedStep } from "../worker/claim.js";
+import { resultTexts } from "../worker/result-texts.js";
 import { openAiChat, outputText } from "./transcript.js";
 
 export { currentIdempotencyKey, idempotencyKey } from "../worker/calls.js";
@@ -151,7 +152,11 @@ export class OpenAIAgentsWorker {
      * Runs the agent on `input` for `ownerUid`; on interruptions registers the run (`runId`, or a random UUID) and
      * answers `suspended`; otherwise `finished` with the final output and no run.
      */
-    async start(input: { ownerUid: number; input: string | AgentInputItem[]; runId?: string }): Promise<AgentsWorkerStep> {
+    async start(input: {
+        ownerUid: number;
+        input: string | AgentInputItem[];
+        runId?: string;
+    }): Promise<AgentsWorkerStep> {
         const result = await this.#runner.run(this.#agent, input.input);
         if (result.interruptions.length === 0) {
             return { status: "finished", runId: null, finalOutput: result.finalOutput, history: result.history };
@@ -200,7 +205,7 @@ export class OpenAIAgentsWorker {
             }
         }
 
-        const texts = await this.#resultTexts(runId);
+        const texts = await resultTexts(this.#client, runId);
         const state = await RunState.fromString(this.#agent, stateText);
         const items = interruptionsOf(runId, state, run);
         const released = new Map((run.released_calls ?? []).map((call) => [call.call_id, call]));
@@ -237,7 +242,12 @@ export class OpenAIAgentsWorker {
      * turn's other calls left undecided (the SDK stops on them), and the released step's model throws before the
      * SDK could call it. Posts the results with the claim: the run, or the refusal when the claim was lost meanwhile.
      */
-    async #runReleased(runId: string, stateText: string, run: RunView, claim: HeldClaim): Promise<RunView | ClaimRefusal> {
+    async #runReleased(
+        runId: string,
+        stateText: string,
+        run: RunView,
+        claim: HeldClaim,
+    ): Promise<RunView | ClaimRefusal> {
         const calls = claim.claim.released_calls.filter((call) => call.result === undefined);
         if (calls.length === 0) {
             return this.#client.getRun(runId);
@@ -318,21 +328,6 @@ export class OpenAIAgentsWorker {
         return { ...tool, invoke: guarded };
     }
 
-    /** The text the service gives the model for each call of the decided turn, from the model input. */
-    async #resultTexts(runId: string): Promise<Map<string, string>> {
-        const input = await this.#client.modelInput(runId, { format: "openai-chat" });
-        if (input.format !== "openai-chat") {
-            throw new Error(`run ${runId}: the model input came as ${input.format}, not openai-chat`);
-        }
-        const texts = new Map<string, string>();
-        for (const message of input.messages as ChatMessage[]) {
-            if (message.role === "tool" && typeof message.tool_call_id === "string" && typeof message.content === "string") {
-                texts.set(message.tool_call_id, message.content);
-            }
-        }
-        return texts;
-    }
-
     /** The call ids the run waits on; refuses an interruption that is not a function tool of the agent. */
     #pending(runId: string, interruptions: RunToolApprovalItem[]): Set<string> {
         const names = new Set(this.#agent.tools.filter((tool) => tool.type === "function").map((tool) => tool.name));
@@ -376,7 +371,11 @@ function stateOf(runId: string, workerState: unknown): string {
 }
 
 /** The state's interruption for each pending call of the service's turn. */
-function interruptionsOf(runId: string, state: RunState<any, AnyAgent>, run: RunView): Map<string, RunToolApprovalItem> {
+function interruptionsOf(
+    runId: string,
+    state: RunState<any, AnyAgent>,
+    run: RunView,
+): Map<string, RunToolApprovalItem> {
     const byCall = new Map<string, RunToolApprovalItem>();
     for (const item of state.getInterruptions()) {
         if (item.rawItem.type === "function_call") {
@@ -400,7 +399,8 @@ function editedArguments(released: string | undefined, item: RunToolApprovalItem
     if (released === undefined || released === proposed) {
         return undefined;
     }
-    return proposed !== undefined && isDeepStrictEqual(JSON.parse(released), JSON.parse(proposed)) ? undefined : released;
+    const same = proposed !== undefined && isDeepStrictEqual(JSON.parse(released), JSON.parse(proposed));
+    return same ? undefined : released;
 }
 
 /**

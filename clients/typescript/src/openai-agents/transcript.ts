@@ -16,7 +16,11 @@ type Item = AgentInputItem & Record<string, unknown>;
  * the service takes every call of the last assistant message as the waiting turn, and the SDK lists the calls it
  * ran without approval (and their results) beside the ones that wait.
  */
-export function openAiChat(items: readonly AgentInputItem[], pending: ReadonlySet<string>, instructions?: string): ChatMessage[] {
+export function openAiChat(
+    items: readonly AgentInputItem[],
+    pending: ReadonlySet<string>,
+    instructions?: string,
+): ChatMessage[] {
     const chat: ChatMessage[] = instructions === undefined ? [] : [{ role: "system", content: instructions }];
     const waiting: Array<ReturnType<typeof toolCall>> = [];
     for (const item of items as Item[]) {
@@ -76,7 +80,9 @@ function text(content: unknown): string {
         return "";
     }
     return content
-        .map((part: { type?: string; text?: unknown }) => (typeof part.text === "string" ? part.text : `[${part.type ?? "part"}]`))
+        .map((part: { type?: string; text?: unknown }) =>
+            typeof part.text === "string" ? part.text : `[${part.type ?? "part"}]`,
+        )
         .join("\n");
 }
 
