@@ -1,17 +1,18 @@
 // A Vercel AI SDK worker in the loop of approval-resume (docs/design.md §16), with the SDK's own mock model from
-// `ai/test`, so it runs without a model key: the model reads page 12 (no approval) and then wants to write its meta
-// description (`needsApproval`). The worker registers the run and waits on the feed; decide it in the AI Tasks module,
-// with examples/php/ai_tasks.php, or with curl (README, "Deciding"). On a denial the model reads the service's exact
-// text; on an approval the SDK runs the tool here and the worker posts its result. Stopped and started again, it
-// resumes the run from the service alone: `node dist/worker.js <run-id>`.
+// `ai/test` (`ai` 7), so it runs without a model key: the model reads page 12 (no approval) and then wants to write
+// its meta description (`toolApproval`). The worker registers the run and waits on the feed; decide it in the AI
+// Tasks module, with examples/php/ai_tasks.php, or with curl (README, "Deciding"). On a denial the model reads the
+// service's exact text; on an approval (edited or not) the worker claims the call, the SDK runs the tool here and the
+// worker posts its result. Stopped and started again, it resumes the run from the service alone:
+// `node dist/worker.js <run-id>`; a second worker started on the same released run reports that the first has it.
 //
 //   APPROVAL_RESUME_URL=http://127.0.0.1:8080 APPROVAL_RESUME_KEY=ar_… OWNER_UID=7 npm start
 //
 // The key needs `runs:write`, `runs:read`, `events:read` and `users:write`; OWNER_UID is upserted as a plain user.
 import { ApprovalResumeClient } from "approval-resume";
-import { AiSdkWorker, type WorkerStep } from "approval-resume/ai-sdk";
+import { AiSdkWorker, type WorkerStep, currentIdempotencyKey } from "approval-resume/ai-sdk";
 import { stepCountIs, tool } from "ai";
-import { MockLanguageModelV3 } from "ai/test";
+import { MockLanguageModelV4 } from "ai/test";
 import { z } from "zod";
 
 const client = new ApprovalResumeClient({
@@ -29,9 +30,9 @@ const tools = {
     update_page_metadata: tool({
         description: "Sets a page's meta description.",
         inputSchema: z.object({ page: z.number().int(), description: z.string() }),
-        needsApproval: true,
         execute: async ({ page, description }) => {
-            console.log(`(the tool runs here, in the worker: page ${page} <- ${JSON.stringify(description)})`);
+            // currentIdempotencyKey(): `{run_id}:{call_id}`, for an API that takes an Idempotency-Key.
+            console.log(`(the tool runs here, in the worker, as ${currentIdempotencyKey()}: page ${page} <- ${JSON.stringify(description)})`);
             return { updated: page };
         },
     }),
@@ -39,7 +40,7 @@ const tools = {
 
 // The scripted model: read, write, then a last answer that repeats what the tool result said.
 const usage = { inputTokens: { total: 1, noCache: 1, cacheRead: 0, cacheWrite: 0 }, outputTokens: { total: 1, text: 1, reasoning: 0 } };
-const model = new MockLanguageModelV3({
+const model = new MockLanguageModelV4({
     doGenerate: async ({ prompt }) => {
         const results = prompt.flatMap((message) => (message.role === "tool" ? message.content : []));
         const call = (toolCallId: string, toolName: string, input: unknown) => ({
@@ -65,18 +66,25 @@ const model = new MockLanguageModelV3({
     },
 });
 
-const worker = new AiSdkWorker({ client, settings: { model, tools, stopWhen: stepCountIs(5) } });
+const worker = new AiSdkWorker({
+    client,
+    settings: { model, tools, toolApproval: { update_page_metadata: "user-approval" }, stopWhen: stepCountIs(5) },
+});
 
 function report(step: WorkerStep<typeof tools>): boolean {
     if (step.status === "finished") {
-        console.log(`run ${step.runId ?? "(none)"} finished: ${step.result.text}`);
+        console.log(`run ${step.runId ?? "(none)"} finished: ${step.text}`);
+        return true;
+    }
+    if (step.status === "claimed") {
+        console.log(`run ${step.runId}: another worker has it (its claim runs until ${step.until ?? "?"}); nothing ran here`);
         return true;
     }
     if (step.status === "closed") {
-        console.log(`run ${step.runId} is ${step.run.status}`);
+        console.log(`run ${step.runId} is ${step.run?.status ?? "cancelled"}`);
         return true;
     }
-    console.log(`run ${step.runId} is ${step.run.status}`);
+    console.log(`run ${step.runId} is ${step.run?.status ?? step.status}`);
     return false;
 }
 

@@ -8,18 +8,25 @@
 #   port with WEBHOOK_ALLOW_PRIVATE_ADDRESSES=true, a loopback tool executor) through the built package, imported by
 #   its name as a user would: users, registration, the inbox, decisions whole and per call with an edit, the model
 #   input, turns, the feed with a file cursor across a restart of the reader, webhooks the service signed;
-# - the AI SDK adapter (`approval-resume/ai-sdk`, docs/design.md §16) with the SDK's own mock model (`ai/test`): a
-#   write tool suspends the run, a denial reaches the model as `execution-denied` with the exact ADR-200 text, an
-#   approval lets the SDK run the tool once and the adapter post its result, which the audit shows, a restart after
-#   the results were posted runs nothing again, and a second approval request appends a turn;
-# - examples/ai-sdk-worker type-checks with `tsc --strict` against the built package (its own pinned packages,
-#   `npm ci` into examples/ai-sdk-worker/node_modules, the package itself linked from clients/typescript).
+# - the checked-in dist/ is what tsc builds from src/ now (scripts/dist.mjs), so an install from the repository needs
+#   no build;
+# - the adapters (docs/design.md §15, §16) with each framework's own scripted model: `approval-resume/ai-sdk` on
+#   `ai` 7 (`MockLanguageModelV4` of `ai/test`, generateText and streamText) and `approval-resume/openai-agents` on
+#   `@openai/agents` (`ScriptedModel` of `@openai/agents/testing`): a denial reaches the model with the exact
+#   ADR-200 text and the tool never runs, an approval runs the tool once under the worker's claim with its
+#   idempotency key, an edited approval runs it once with the edited arguments and the model reads the edit note, a
+#   blank line, the output, a failing tool posts `Error: tool "…" failed.`, two workers resuming at once run it
+#   once and the other reports the claim, and a new approval request appends a turn;
+# - examples/ai-sdk-worker and examples/openai-agents-worker type-check with `tsc --strict` against the package,
+#   installed in each from the repository as a user installs it (a packed copy; their own pinned packages, `npm ci`).
+# The locked releases are tested here; tests/typescript-client/matrix.sh adds the oldest and newest of each
+# declared peer range.
 #
 # CI runs it after the Rust tests, which build the binary; locally: `cargo build --bin approval-resume && bash
-# tests/typescript-client/run.sh`. Needs Node.js 20+ with npm and the npm registry (the packages are pinned in
-# clients/typescript/package-lock.json and installed with `npm ci` into clients/typescript/node_modules), Postgres
-# as for the API tests, and `createdb`/`dropdb`. APPROVAL_RESUME_BIN overrides the binary, POSTGRES_ADMIN_URL the
-# server. The service's logs are left in target/typescript-client/logs/.
+# tests/typescript-client/run.sh`. Node.js: the pinned LTS from npm (tests/typescript-client/node.sh); npm and the
+# npm registry (the packages are pinned in clients/typescript/package-lock.json and installed with `npm ci` into
+# clients/typescript/node_modules), Postgres as for the API tests, and `createdb`/`dropdb`. APPROVAL_RESUME_BIN
+# overrides the binary, POSTGRES_ADMIN_URL the server. The service's logs are left in target/typescript-client/logs/.
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."
@@ -29,8 +36,10 @@ step() {
     printf '\n==> %s\n' "$*"
 }
 
-node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' ||
-    { echo "Node.js 20 or newer is needed, $(command -v node || echo 'no node') is $(node --version 2>/dev/null)" >&2; exit 1; }
+step "Node.js"
+# shellcheck source=tests/typescript-client/node.sh
+source tests/typescript-client/node.sh
+use_current_node
 
 export APPROVAL_RESUME_BIN="${APPROVAL_RESUME_BIN:-$PWD/target/debug/approval-resume}"
 if [ ! -x "$APPROVAL_RESUME_BIN" ]; then
@@ -44,7 +53,7 @@ stamp="$package/node_modules/.installed-package-lock.json"
 if cmp -s "$package/package-lock.json" "$stamp"; then
     echo "already installed from this lock file"
 else
-    # --ignore-scripts: the package's own `prepare` (a build) runs below, as its own step.
+    # --ignore-scripts: nothing of the packages needs a script, and none runs unasked.
     (cd "$package" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
     cp "$package/package-lock.json" "$stamp"
 fi
@@ -53,25 +62,27 @@ cd "$package"
 step "Generated types held to openapi.yaml (openapi-typescript $(node_modules/.bin/openapi-typescript --version | tr -dc '0-9.'))"
 node scripts/generated-types.mjs --check
 
-step "Build to dist/, then tsc $(node_modules/.bin/tsc --version | tr -dc '0-9.') --strict --noEmit over the package and its tests"
-rm -rf dist build-test
-# The machine is small: the builds only emit (--noCheck), and the one type check covers src/ and test/ together
-# (tsconfig.check.json; the tests import the package by its name, i.e. through dist/'s declarations and the
-# package's exports map). `npm run build` on its own checks as it builds.
-node_modules/.bin/tsc -p tsconfig.json --noCheck
+step "dist/ held to src/ (it is checked in, so an install from the repository builds nothing)"
+node scripts/dist.mjs --check
+
+step "tsc $(node_modules/.bin/tsc --version | tr -dc '0-9.') --strict --noEmit over the package and its tests"
+rm -rf build-test
+# The machine is small: the one type check covers src/ and test/ together (tsconfig.check.json; the tests import the
+# package by its name, i.e. through dist/'s declarations and the package's exports map), and the test build only
+# emits (--noCheck).
 node_modules/.bin/tsc -p tsconfig.check.json --strict --noEmit
 node_modules/.bin/tsc -p tsconfig.test.json --noCheck
 echo "the package and its tests type-check"
 
-step "examples/ai-sdk-worker: tsc --strict against the built package"
-example=../../examples/ai-sdk-worker
-example_stamp="$example/node_modules/.installed-package-lock.json"
-if ! cmp -s "$example/package-lock.json" "$example_stamp"; then
+step "The examples: tsc --strict against the package installed from the repository as a user installs it"
+# Their package.json names the package `file:../../clients/typescript` and their .npmrc sets install-links, so npm
+# installs a packed copy (dist/ and src/, no build), which resolves the framework from the example, not from
+# clients/typescript/node_modules. `npm ci` installs afresh each time, so the copy is of the tree as it is.
+for example in ../../examples/ai-sdk-worker ../../examples/openai-agents-worker; do
     (cd "$example" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
-    cp "$example/package-lock.json" "$example_stamp"
-fi
-"$example/node_modules/.bin/tsc" -p "$example/tsconfig.json" --strict --noEmit
-echo "the example type-checks"
+    "$example/node_modules/.bin/tsc" -p "$example/tsconfig.json" --strict --noEmit
+    echo "$(basename "$example") type-checks"
+done
 
 step "Tests with node --test against $APPROVAL_RESUME_BIN"
 # One process per test file, one after another: each starts its own service and database, and the machine is small.

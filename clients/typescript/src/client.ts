@@ -23,8 +23,10 @@ import type {
     ModelInput,
     ModelInputFormat,
     PostedResult,
+    PostResults,
     PutUser,
     RegisterRun,
+    ReleasedCall,
     RunAudit,
     RotateWebhookSecret,
     RunView,
@@ -44,11 +46,31 @@ export interface ClientOptions {
     credential: string;
     /** Another fetch (a test double, a fetch with a proxy agent); globalThis.fetch when absent. */
     fetch?: (request: Request) => Promise<Response>;
+    /**
+     * Milliseconds a request may take before it is aborted ({@link DEFAULT_TIMEOUT_MS} when absent; `null`: no
+     * limit). A feed read adds the seconds it asks the service to wait.
+     */
+    timeoutMs?: number | null;
 }
+
+/** How long a request may take unless the client or the call says otherwise: 30 s. */
+export const DEFAULT_TIMEOUT_MS = 30_000;
 
 /** Options every call takes. */
 export interface CallOptions {
     signal?: AbortSignal;
+    /** This call's limit in milliseconds, in place of the client's (`null`: none). */
+    timeoutMs?: number | null;
+}
+
+/**
+ * A claim on a run's released calls (docs/design.md §15): the worker that holds it runs them, and posts their results
+ * with its `claim_id`, until `until` (RFC 3339, the service's clock) unless it renews it.
+ */
+export interface Claim {
+    claim_id: string;
+    until: string;
+    released_calls: ReleasedCall[];
 }
 
 /** What openapi-fetch answers: the parsed body of a success, or of a refusal, and the response. */
@@ -56,18 +78,47 @@ type Answer<T> = { data: T; error?: never; response: Response } | { data?: never
 
 export class ApprovalResumeClient {
     readonly #api: Client<paths>;
+    readonly #baseUrl: string;
+    readonly #credential: string;
+    readonly #fetch: (request: Request) => Promise<Response>;
+    readonly #timeoutMs: number | null;
 
     constructor(options: ClientOptions) {
+        this.#baseUrl = options.baseUrl.replace(/\/+$/, "");
+        this.#credential = options.credential;
+        this.#fetch = options.fetch ?? ((request) => globalThis.fetch(request));
+        this.#timeoutMs = options.timeoutMs === undefined ? DEFAULT_TIMEOUT_MS : options.timeoutMs;
         this.#api = createClient<paths>({
-            baseUrl: options.baseUrl.replace(/\/+$/, ""),
+            baseUrl: this.#baseUrl,
             headers: { authorization: `Bearer ${options.credential}`, accept: "application/json" },
-            ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
+            fetch: (request) => this.#send(request),
         });
+    }
+
+    /**
+     * Every request goes out here. Redirects are not followed: a 3xx is answered as it came (an {@link ApiError}),
+     * since following one would send the credential and the body (a decision, results, worker state) to wherever the
+     * `Location` points. A request that outlasts its timeout is aborted (fetch's own `TimeoutError`).
+     */
+    #send(request: Request): Promise<Response> {
+        return this.#fetch(new Request(request, { redirect: "manual" }));
+    }
+
+    /** The call's signal joined with its timeout (the call's `timeoutMs`, else the client's; `extraMs` added). */
+    #signal(options: CallOptions, extraMs = 0): { signal?: AbortSignal } {
+        const limit = options.timeoutMs === undefined ? this.#timeoutMs : options.timeoutMs;
+        const signals = [
+            ...(options.signal === undefined ? [] : [options.signal]),
+            ...(limit === null ? [] : [AbortSignal.timeout(limit + extraMs)]),
+        ];
+        return signals.length === 0 ? {} : { signal: signals.length === 1 ? signals[0]! : AbortSignal.any(signals) };
     }
 
     /** Creates or replaces a backend user (scope `users:write`). */
     putUser(uid: number, user: PutUser, options: CallOptions = {}): Promise<UserView> {
-        return unwrap(this.#api.PUT("/v1/users/{uid}", { params: { path: { uid } }, body: user, ...options }));
+        return unwrap(
+            this.#api.PUT("/v1/users/{uid}", { params: { path: { uid } }, body: user, ...this.#signal(options) }),
+        );
     }
 
     /**
@@ -77,7 +128,7 @@ export class ApprovalResumeClient {
      * (`system` + `messages`, `instructions` + `input`, `system_instruction` + `contents`), kept byte for byte.
      */
     registerRun(run: RegisterRun, options: CallOptions = {}): Promise<RunView> {
-        return unwrap(this.#api.POST("/v1/runs", { body: run, ...options }));
+        return unwrap(this.#api.POST("/v1/runs", { body: run, ...this.#signal(options) }));
     }
 
     /**
@@ -87,7 +138,7 @@ export class ApprovalResumeClient {
     getRun(id: string, options: CallOptions & { includeWorkerState?: boolean } = {}): Promise<RunView> {
         const { includeWorkerState, ...call } = options;
         const query = includeWorkerState === true ? { include: "worker_state" as const } : {};
-        return unwrap(this.#api.GET("/v1/runs/{id}", { params: { path: { id }, query }, ...call }));
+        return unwrap(this.#api.GET("/v1/runs/{id}", { params: { path: { id }, query }, ...this.#signal(call) }));
     }
 
     /**
@@ -97,15 +148,15 @@ export class ApprovalResumeClient {
     decide(
         id: string,
         body: DecisionBody,
-        options: { format?: ModelInputFormat; signal?: AbortSignal } = {},
+        options: CallOptions & { format?: ModelInputFormat } = {},
     ): Promise<DecisionAnswer> {
-        const { format, signal } = options;
+        const { format, ...call } = options;
         const query = format === undefined ? {} : { format };
         return unwrap(
             this.#api.POST("/v1/runs/{id}/decision", {
                 params: { path: { id }, query },
                 body,
-                ...(signal === undefined ? {} : { signal }),
+                ...this.#signal(call),
             }),
         );
     }
@@ -140,14 +191,14 @@ export class ApprovalResumeClient {
      */
     modelInput(
         id: string,
-        options: { format?: ModelInputFormat; signal?: AbortSignal } = {},
+        options: CallOptions & { format?: ModelInputFormat } = {},
     ): Promise<ModelInput> {
-        const { format, signal } = options;
+        const { format, ...call } = options;
         const query = format === undefined ? {} : { format };
         return unwrap(
             this.#api.GET("/v1/runs/{id}/model-input", {
                 params: { path: { id }, query },
-                ...(signal === undefined ? {} : { signal }),
+                ...this.#signal(call),
             }),
         );
     }
@@ -161,7 +212,7 @@ export class ApprovalResumeClient {
             this.#api.POST("/v1/runs/{id}/turns", {
                 params: { path: { id } },
                 body: turn,
-                ...options,
+                ...this.#signal(options),
             }),
         );
     }
@@ -170,27 +221,69 @@ export class ApprovalResumeClient {
      * Posts the results of released calls (docs/design.md §15; scope `runs:write`): the calls of tools declared
      * `executor: "worker"` that a decision approved, which the worker ran itself, some or all at a time. The run
      * answers `released` while a released call still lacks its result, `resumed` once none does. The same result
-     * again is accepted (a replay); a different one for a call that has one throws 409 `result_conflict`, a call that
-     * was not released 422 `call_not_released`.
+     * again is accepted (a replay, whatever the claim's state); a different one for a call that has one throws 409
+     * `result_conflict`, a call that was not released 422 `call_not_released`. `claimId`: the live claim of this worker
+     * ({@link claim}); without one 409 {@link ClaimRequiredError}, under another's {@link ClaimedError}, under a
+     * lapsed one {@link ClaimLapsedError}.
      */
-    postResults(id: string, results: readonly PostedResult[], options: CallOptions = {}): Promise<RunView> {
+    postResults(
+        id: string,
+        results: readonly PostedResult[],
+        options: CallOptions & { claimId?: string } = {},
+    ): Promise<RunView> {
+        const { claimId, ...call } = options;
+        // `claim_id` is the claims contract's member (docs/design.md §15), sent as it names it.
+        const body = { ...(claimId === undefined ? {} : { claim_id: claimId }), results: [...results] } as PostResults;
         return unwrap(
             this.#api.POST("/v1/runs/{id}/results", {
                 params: { path: { id } },
-                body: { results: [...results] },
-                ...options,
+                body,
+                ...this.#signal(call),
             }),
         );
     }
 
+    /**
+     * Claims a released run's calls for this worker (docs/design.md §15; scope `runs:write`): the answer's
+     * `claim_id` posts their results until `until`. With `claimId`, renews that claim (before `until`; a long tool).
+     * Refusals are 409: {@link ClaimedError} (another worker holds the run, with its `until`), {@link ClaimLapsedError}
+     * (this claim lapsed: its unposted calls were interrupted), `not_released` (the run waits or resumes, with its
+     * `status` in the problem) or `run_cancelled`.
+     */
+    async claim(id: string, claimId?: string, options: CallOptions = {}): Promise<Claim> {
+        // Not in openapi-fetch's typed paths: the claims route is the lead's fixed contract, and this is its shape.
+        const request = new Request(`${this.#baseUrl}/v1/runs/${encodeURIComponent(id)}/claim`, {
+            method: "POST",
+            headers: {
+                authorization: `Bearer ${this.#credential}`,
+                accept: "application/json",
+                "content-type": "application/json",
+            },
+            body: JSON.stringify(claimId === undefined ? {} : { claim_id: claimId }),
+            ...this.#signal(options),
+        });
+        const response = await this.#send(request);
+        const text = await response.text();
+        let body: unknown = text;
+        try {
+            body = JSON.parse(text);
+        } catch {
+            // Not JSON: described by ApiError from its status and content type.
+        }
+        if (!response.ok) {
+            throw ApiError.fromResponse(response, body);
+        }
+        return body as Claim;
+    }
+
     /** Abandons a run (scope `runs:write`). */
     cancelRun(id: string, options: CallOptions = {}): Promise<RunView> {
-        return unwrap(this.#api.POST("/v1/runs/{id}/cancel", { params: { path: { id } }, ...options }));
+        return unwrap(this.#api.POST("/v1/runs/{id}/cancel", { params: { path: { id } }, ...this.#signal(options) }));
     }
 
     /** Ends a resumed run (scope `runs:write`). */
     completeRun(id: string, options: CallOptions = {}): Promise<RunView> {
-        return unwrap(this.#api.POST("/v1/runs/{id}/complete", { params: { path: { id } }, ...options }));
+        return unwrap(this.#api.POST("/v1/runs/{id}/complete", { params: { path: { id } }, ...this.#signal(options) }));
     }
 
     /**
@@ -198,7 +291,7 @@ export class ApprovalResumeClient {
      * (scope `runs:read`). Not the feed ({@link events}).
      */
     runEvents(id: string, options: CallOptions = {}): Promise<RunAudit> {
-        return unwrap(this.#api.GET("/v1/runs/{id}/events", { params: { path: { id } }, ...options }));
+        return unwrap(this.#api.GET("/v1/runs/{id}/events", { params: { path: { id } }, ...this.#signal(options) }));
     }
 
     /**
@@ -206,7 +299,7 @@ export class ApprovalResumeClient {
      * decide, newest first; pass `next_cursor` back as `cursor` until it is `null`.
      */
     approvals(query: ApprovalsQuery, options: CallOptions = {}): Promise<InboxPage> {
-        return unwrap(this.#api.GET("/v1/approvals", { params: { query }, ...options }));
+        return unwrap(this.#api.GET("/v1/approvals", { params: { query }, ...this.#signal(options) }));
     }
 
     /** Every item of the inbox, page after page. */
@@ -221,12 +314,12 @@ export class ApprovalResumeClient {
 
     /** Subscribes a URL to the tenant's events (scope `webhooks:write`); the answer's `secret` is shown this once. */
     createWebhook(subscription: CreateWebhook, options: CallOptions = {}): Promise<WebhookCreated> {
-        return unwrap(this.#api.POST("/v1/webhooks", { body: subscription, ...options }));
+        return unwrap(this.#api.POST("/v1/webhooks", { body: subscription, ...this.#signal(options) }));
     }
 
     /** The tenant's subscriptions with their delivery state (scope `webhooks:write`); never their secrets. */
     async listWebhooks(options: CallOptions = {}): Promise<WebhookSubscription[]> {
-        return (await unwrap(this.#api.GET("/v1/webhooks", { ...options }))).subscriptions;
+        return (await unwrap(this.#api.GET("/v1/webhooks", this.#signal(options)))).subscriptions;
     }
 
     /**
@@ -240,13 +333,17 @@ export class ApprovalResumeClient {
         options: CallOptions = {},
     ): Promise<WebhookCreated> {
         return unwrap(
-            this.#api.POST("/v1/webhooks/{id}/rotate-secret", { params: { path: { id } }, body: rotation, ...options }),
+            this.#api.POST("/v1/webhooks/{id}/rotate-secret", {
+                params: { path: { id } },
+                body: rotation,
+                ...this.#signal(options),
+            }),
         );
     }
 
     /** Removes a subscription (scope `webhooks:write`); 404 `not_found` for one the tenant does not have. */
     async removeWebhook(id: string, options: CallOptions = {}): Promise<void> {
-        await unwrap(this.#api.DELETE("/v1/webhooks/{id}", { params: { path: { id } }, ...options }));
+        await unwrap(this.#api.DELETE("/v1/webhooks/{id}", { params: { path: { id } }, ...this.#signal(options) }));
     }
 
     /**
@@ -254,7 +351,9 @@ export class ApprovalResumeClient {
      * {@link feed} follows it for you.
      */
     events(query: EventsQuery = {}, options: CallOptions = {}): Promise<EventsPage> {
-        return unwrap(this.#api.GET("/v1/events", { params: { query }, ...options }));
+        // A long poll is held up to `wait` seconds by design: that time is not the request's fault.
+        const held = (query.wait ?? 0) * 1000;
+        return unwrap(this.#api.GET("/v1/events", { params: { query }, ...this.#signal(options, held) }));
     }
 
     /** The feed as an async iterable that keeps its place in `options.store` (see {@link Feed}). */
@@ -267,17 +366,17 @@ export class ApprovalResumeClient {
 
     /** `GET /healthz`: the process answers. */
     healthz(options: CallOptions = {}): Promise<{ status: "ok" }> {
-        return unwrap(this.#api.GET("/healthz", { ...options }));
+        return unwrap(this.#api.GET("/healthz", this.#signal(options)));
     }
 
     /** `GET /readyz`: the database is reachable and migrated; 503 `not_migrated` or `database_unavailable` if not. */
     readyz(options: CallOptions = {}): Promise<{ status: "ready" }> {
-        return unwrap(this.#api.GET("/readyz", { ...options }));
+        return unwrap(this.#api.GET("/readyz", this.#signal(options)));
     }
 
     /** `GET /metrics` in the Prometheus text format (scope `metrics:read`). */
     metrics(options: CallOptions = {}): Promise<string> {
-        return unwrap(this.#api.GET("/metrics", { parseAs: "text", ...options }));
+        return unwrap(this.#api.GET("/metrics", { parseAs: "text", ...this.#signal(options) }));
     }
 }
 

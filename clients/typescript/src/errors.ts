@@ -13,7 +13,7 @@ export const UNEXPECTED_RESPONSE = "unexpected_response";
  * `detail`. An answer that never came (a refused connection, an aborted request) is fetch's own error instead.
  */
 export class ApiError extends Error {
-    override readonly name = "ApiError";
+    override readonly name: string = "ApiError";
 
     constructor(
         readonly status: number,
@@ -45,15 +45,87 @@ export class ApiError extends Error {
             const detail = `HTTP ${response.status} with content type "${contentType}", not a problem document`;
             return new ApiError(response.status, UNEXPECTED_RESPONSE, detail, requestId, retryAfter);
         }
-        return new ApiError(
-            response.status,
-            problem.code,
-            typeof problem.detail === "string" ? problem.detail : "",
-            typeof problem.request_id === "string" ? problem.request_id : requestId,
-            retryAfter,
-            typeof problem.type === "string" ? problem.type : null,
-        );
+        const detail = typeof problem.detail === "string" ? problem.detail : "";
+        const id = typeof problem.request_id === "string" ? problem.request_id : requestId;
+        const type = typeof problem.type === "string" ? problem.type : null;
+        switch (problem.code) {
+            case "claimed":
+                return new ClaimedError(response.status, detail, id, retryAfter, type, stringOrNull(problem.until));
+            case "claim_lapsed":
+                return new ClaimLapsedError(response.status, problem.code, detail, id, retryAfter, type);
+            case "not_released":
+                return new NotReleasedError(response.status, detail, id, retryAfter, type, runStatusOf(problem));
+            case "claim_required":
+                return new ClaimRequiredError(response.status, problem.code, detail, id, retryAfter, type);
+            default:
+                return new ApiError(response.status, problem.code, detail, id, retryAfter, type);
+        }
     }
+}
+
+/**
+ * 409 `claimed` (docs/design.md §15): another worker holds the live claim on the run's released calls, until `until`
+ * (RFC 3339, the service's clock; `null` if the answer named none). Run nothing: that worker runs them.
+ */
+export class ClaimedError extends ApiError {
+    override readonly name = "ClaimedError";
+
+    constructor(
+        status: number,
+        detail: string,
+        requestId: string | null,
+        retryAfter: number | null,
+        type: string | null,
+        /** When the other worker's claim lapses unless it renews it. */
+        readonly until: string | null,
+    ) {
+        super(status, "claimed", detail, requestId, retryAfter, type);
+    }
+}
+
+/**
+ * 409 `claim_lapsed`: the poster's claim passed its `until` before this renewal or post; the service ended its
+ * unposted calls with the `interrupted` result, and they are never released again.
+ */
+export class ClaimLapsedError extends ApiError {
+    override readonly name = "ClaimLapsedError";
+}
+
+/** 409 `claim_required`: results were posted without a `claim_id` (claim the run first: `client.claim`). */
+export class ClaimRequiredError extends ApiError {
+    override readonly name = "ClaimRequiredError";
+}
+
+/**
+ * 409 `not_released` of a claim (a run not in `released`): `runStatus` tells a wait (`waiting_for_approval`,
+ * `resuming`: it may still release, ask again) from never (`resumed`). Also the 422 `not_released` of a results post
+ * for a call that was not released (`runStatus` null).
+ */
+export class NotReleasedError extends ApiError {
+    override readonly name = "NotReleasedError";
+
+    constructor(
+        status: number,
+        detail: string,
+        requestId: string | null,
+        retryAfter: number | null,
+        type: string | null,
+        readonly runStatus: string | null,
+    ) {
+        super(status, "not_released", detail, requestId, retryAfter, type);
+    }
+}
+
+/**
+ * The run's status a `not_released` problem names. The claims contract calls the member `status`, which in a
+ * problem document is otherwise the HTTP status (a number): a string there is the run's; `run_status` is read too.
+ */
+function runStatusOf(problem: Record<string, unknown>): string | null {
+    return stringOrNull(problem.run_status) ?? stringOrNull(problem.status);
+}
+
+function stringOrNull(value: unknown): string | null {
+    return typeof value === "string" ? value : null;
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

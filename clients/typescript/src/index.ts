@@ -5,7 +5,7 @@
  * file (Node.js); `approval-resume/ai-sdk` is the Vercel AI SDK adapter (docs/design.md §16).
  * @module
  */
-export { ApprovalResumeClient, type CallOptions, type ClientOptions } from "./client.js";
+export { ApprovalResumeClient, type CallOptions, type Claim, type ClientOptions, DEFAULT_TIMEOUT_MS } from "./client.js";
 export {
     type Approval,
     type DecideOptions,
@@ -14,7 +14,7 @@ export {
     perCallBody,
     wholeTurnBody,
 } from "./decisions.js";
-export { ApiError, UNEXPECTED_RESPONSE } from "./errors.js";
+export { ApiError, ClaimLapsedError, ClaimRequiredError, ClaimedError, NotReleasedError, UNEXPECTED_RESPONSE } from "./errors.js";
 export { type CursorStore, Feed, type FeedOptions, type FeedPosition, MemoryCursorStore } from "./feed.js";
 export { type WebhookHeaders, WebhookVerificationError, WebhookVerifier } from "./webhooks.js";
 export type * from "./schemas.js";

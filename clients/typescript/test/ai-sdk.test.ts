@@ -1,13 +1,14 @@
-// approval-resume/ai-sdk against the real binary (docs/design.md §16): the AI SDK's own mock model asks for a write
-// tool, the adapter registers the run, a human decides through the service, and the adapter resumes the SDK: a
-// denial reaches the model as `execution-denied` with the service's exact text; an approval lets the SDK run the tool
-// once, and the adapter posts its result, which the audit shows.
+// approval-resume/ai-sdk against the real binary (docs/design.md §15, §16), with `ai` 7's own scripted model: the
+// model asks for a write tool, the adapter registers the run, a human decides through the service, and the adapter
+// resumes the SDK. A denial reaches the model as `execution-denied` with the service's exact text; an approval (as
+// proposed or edited) lets the SDK run the tool once, under the worker's claim, and the adapter posts its bare
+// output; two workers resuming at once run it once; a failing tool posts the fixed failed text; streamText likewise.
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 
-import { jsonSchema, stepCountIs, tool } from "ai";
-import { ApiError, ApprovalResumeClient } from "approval-resume";
-import { AiSdkWorker } from "approval-resume/ai-sdk";
+import { type ToolSet, jsonSchema, stepCountIs, tool } from "ai";
+import { ApprovalResumeClient } from "approval-resume";
+import { AiSdkWorker, currentIdempotencyKey } from "approval-resume/ai-sdk";
 
 import { type Prompt, callTool, say, scriptedModel } from "./support/model.js";
 import { newUid } from "./support/runs.js";
@@ -19,7 +20,15 @@ const DENIED_BY_OWNER = (tool: string) =>
     "started this run, the person you are talking to. Nothing was executed. Tell them that they declined the " +
     "approval themselves, not the system or an operator, and ask whether the change should be proposed again.";
 
+/** docs/design.md §3: the edit note of the owner's own edit. */
+const EDITED_BY_OWNER = (args: string) =>
+    "Note: approval_edited (decided_by: run_owner). The arguments of this call were changed before it was " +
+    "approved, by the user who started this run, the person you are talking to; it ran with these arguments " +
+    `instead of the ones you proposed: ${args}`;
+
 const PAGE = { page: 12, description: "Fresh bread daily." };
+/** The lease the service gives a claim in these tests: its lower bound, so a tool that outlasts it is quick to show. */
+const CLAIM_TTL_SECS = 5;
 
 let service: Service;
 let client: ApprovalResumeClient;
@@ -33,7 +42,7 @@ before(async () => {
         },
         "ai-sdk",
         // Tool events keep their results, so the audit shows what the worker posted.
-        { PRIVACY_LEVEL: "full" },
+        { PRIVACY_LEVEL: "full", WORKER_CLAIM_TTL_SECS: String(CLAIM_TTL_SECS) },
     );
     client = new ApprovalResumeClient({ baseUrl: service.baseUrl, credential: service.keys.worker! });
     tasks = new ApprovalResumeClient({ baseUrl: service.baseUrl, credential: service.keys.tasks! });
@@ -43,27 +52,35 @@ after(async () => {
     await service?.stop();
 });
 
-/** The page tools as an agent has them: reading runs at once, writing needs approval; `ran` counts the writes. */
-function pageTools() {
-    const ran: unknown[] = [];
+interface Ran {
+    input: { page: number; description?: string };
+    key: string | undefined;
+}
+
+/**
+ * The page tools as an agent has them: reading runs at once, writing needs approval (`toolApproval`, ai 7's way);
+ * `ran` records each write with the idempotency key it ran under. `write` replaces the write's body.
+ */
+function pageTools(write: (input: Ran["input"]) => Promise<unknown> = async (input) => ({ updated: input.page })) {
+    const ran: Ran[] = [];
     const page = jsonSchema<{ page: number; description?: string }>({
         type: "object",
         properties: { page: { type: "integer" }, description: { type: "string" } },
         required: ["page"],
+        additionalProperties: false,
     });
     const tools = {
         [READ_TOOL]: tool({ description: "Reads a page.", inputSchema: page, execute: async () => "Page 12: the bakery." }),
         [WRITE_TOOL]: tool({
             description: "Sets a page's meta description.",
             inputSchema: page,
-            needsApproval: true,
             execute: async (input) => {
-                ran.push(input);
-                return { updated: input.page };
+                ran.push({ input, key: currentIdempotencyKey() });
+                return write(input);
             },
         }),
     };
-    return { tools, ran };
+    return { tools, ran, toolApproval: { [WRITE_TOOL]: "user-approval" as const } };
 }
 
 /** The tool results the prompt's last message gives the model (the SDK adds `providerOptions: undefined`). */
@@ -83,15 +100,19 @@ async function owner(): Promise<number> {
     return uid;
 }
 
-test("a write tool the model calls suspends the run, registered with worker tools that take no edits", async () => {
-    const uid = await owner();
-    const { tools, ran } = pageTools();
-    const { model } = scriptedModel([callTool("call_w", WRITE_TOOL, PAGE)]);
-    const worker = new AiSdkWorker({ client, settings: { model, tools } });
-
+async function suspended<TOOLS extends ToolSet>(worker: AiSdkWorker<TOOLS>, uid: number) {
     const step = await worker.start({ ownerUid: uid, messages: [{ role: "user", content: "Describe page 12." }] });
-    assert.equal(step.status, "suspended");
-    assert.ok(step.status === "suspended");
+    assert.ok(step.status === "suspended", `started: ${step.status}`);
+    return step;
+}
+
+test("a write tool the model calls suspends the run as a write the worker runs, and nothing runs before a decision", async () => {
+    const uid = await owner();
+    const { tools, ran, toolApproval } = pageTools();
+    const { model } = scriptedModel([callTool("call_w", WRITE_TOOL, PAGE)]);
+    const worker = new AiSdkWorker({ client, settings: { model, tools, toolApproval } });
+
+    const step = await suspended(worker, uid);
     assert.equal(step.run.status, "waiting_for_approval");
     assert.deepEqual(
         step.run.turn.pending_calls.map((call) => [call.id, call.name, call.arguments, call.effect]),
@@ -99,25 +120,16 @@ test("a write tool the model calls suspends the run, registered with worker tool
     );
     const stored = await client.getRun(step.runId, { includeWorkerState: true });
     assert.equal((stored.worker_state as { kind: string }).kind, "approval-resume/ai-sdk");
-
-    const edit = await tasks
-        .decideCalls(step.runId, step.run.turn.digest, [{ call_id: "call_w", approved: true, arguments: { page: 13 } }], {
-            deciderUid: uid,
-        })
-        .catch((error: unknown) => error);
-    assert.ok(edit instanceof ApiError);
-    assert.deepEqual([edit.status, edit.code], [422, "not_editable"], "the SDK cannot run edited arguments");
     assert.equal((await worker.resume(step.runId)).status, "waiting", "nothing to do before a decision");
     assert.deepEqual(ran, []);
 });
 
 test("a denial reaches the model as execution-denied with the service's exact text, and the tool never runs", async () => {
     const uid = await owner();
-    const { tools, ran } = pageTools();
+    const { tools, ran, toolApproval } = pageTools();
     const { model, prompts } = scriptedModel([callTool("call_d", WRITE_TOOL, PAGE), say("You declined it; shall I propose it again?")]);
-    const worker = new AiSdkWorker({ client, settings: { model, tools } });
-    const step = await worker.start({ ownerUid: uid, messages: [{ role: "user", content: "Describe page 12." }] });
-    assert.ok(step.status === "suspended");
+    const worker = new AiSdkWorker({ client, settings: { model, tools, toolApproval } });
+    const step = await suspended(worker, uid);
 
     await tasks.denyTurn(step.runId, step.run.turn.digest, { deciderUid: uid });
     const done = await worker.resume(step.runId);
@@ -130,19 +142,55 @@ test("a denial reaches the model as execution-denied with the service's exact te
     assert.equal((await client.getRun(step.runId)).status, "completed");
 });
 
-test("an approval lets the SDK run the tool once with the proposed arguments, and the audit shows its result", async () => {
+test("with streamText the consumer gets each stream, and a denial reaches the model with the exact text", async () => {
     const uid = await owner();
-    const { tools, ran } = pageTools();
+    const { tools, ran, toolApproval } = pageTools();
+    const { model, prompts } = scriptedModel([callTool("call_s", WRITE_TOOL, PAGE), say("You declined it; shall I propose it again?")]);
+    const chunks: string[][] = [];
+    const worker = new AiSdkWorker({
+        client,
+        settings: { model, tools, toolApproval },
+        stream: (result) => {
+            const mine: string[] = [];
+            chunks.push(mine);
+            void (async () => {
+                for await (const text of result.textStream) {
+                    mine.push(text);
+                }
+            })();
+        },
+    });
+    const step = await suspended(worker, uid);
+    assert.deepEqual(step.run.turn.pending_calls.map((call) => call.id), ["call_s"]);
+
+    await tasks.denyTurn(step.runId, step.run.turn.digest, { deciderUid: uid });
+    const done = await worker.resume(step.runId);
+    assert.ok(done.status === "finished");
+    assert.equal(done.text, "You declined it; shall I propose it again?");
+    assert.deepEqual(
+        chunks.map((stream) => stream.length),
+        [0, 2],
+        "the consumer read both streams: the call, then the answer's two deltas",
+    );
+    assert.equal(chunks[1]!.join(""), done.text);
+    assert.deepEqual(toolResultsOf(prompts[1]!), [
+        { toolCallId: "call_s", toolName: WRITE_TOOL, output: { type: "execution-denied", reason: DENIED_BY_OWNER(WRITE_TOOL) } },
+    ]);
+    assert.deepEqual(ran, []);
+});
+
+test("an approval lets the SDK run the tool once under the claim, with the call's idempotency key, and the audit shows its result", async () => {
+    const uid = await owner();
+    const { tools, ran, toolApproval } = pageTools();
     const { model, prompts } = scriptedModel([callTool("call_a", WRITE_TOOL, PAGE), say("Done.")]);
-    const worker = new AiSdkWorker({ client, settings: { model, tools } });
-    const step = await worker.start({ ownerUid: uid, messages: [{ role: "user", content: "Describe page 12." }] });
-    assert.ok(step.status === "suspended");
+    const worker = new AiSdkWorker({ client, settings: { model, tools, toolApproval } });
+    const step = await suspended(worker, uid);
 
     const answer = await tasks.approveTurn(step.runId, step.run.turn.digest, { deciderUid: uid });
     assert.equal(answer.status, "released");
     const done = await worker.resume(step.runId);
     assert.equal(done.status, "finished");
-    assert.deepEqual(ran, [PAGE], "the tool ran once, with the arguments the owner approved");
+    assert.deepEqual(ran, [{ input: PAGE, key: `${step.runId}:call_a` }], "ran once, as proposed, with its key");
     assert.deepEqual(service.executor.callsOf(step.runId), [], "a worker tool never goes to the service's executor");
 
     const result = JSON.stringify({ updated: 12 });
@@ -164,39 +212,132 @@ test("an approval lets the SDK run the tool once with the proposed arguments, an
     assert.equal(ran.length, 1, "resuming a finished run runs nothing again");
 });
 
+test("an edited approval runs the tool once with the edited arguments, and the model reads the note, a blank line, the output", async () => {
+    const uid = await owner();
+    const { tools, ran, toolApproval } = pageTools();
+    const { model, prompts } = scriptedModel([callTool("call_e", WRITE_TOOL, PAGE), say("Done, with your wording.")]);
+    const worker = new AiSdkWorker({ client, settings: { model, tools, toolApproval } });
+    const step = await suspended(worker, uid);
+
+    const edited = { page: 12, description: "Bread, baked at dawn." };
+    await tasks.decideCalls(step.runId, step.run.turn.digest, [{ call_id: "call_e", approved: true, arguments: edited }], {
+        deciderUid: uid,
+    });
+    assert.equal((await worker.resume(step.runId)).status, "finished");
+    assert.deepEqual(ran, [{ input: edited, key: `${step.runId}:call_e` }], "ran once, with the edited arguments");
+
+    const output = JSON.stringify({ updated: 12 });
+    const run = await client.getRun(step.runId);
+    assert.deepEqual(run.released_calls?.map((call) => call.result?.content), [output], "the worker posted the bare output");
+    assert.deepEqual(toolResultsOf(prompts[1]!), [
+        {
+            toolCallId: "call_e",
+            toolName: WRITE_TOOL,
+            output: { type: "text", value: `${EDITED_BY_OWNER(JSON.stringify(edited))}\n\n${output}` },
+        },
+    ]);
+});
+
+test("a tool that throws posts the fixed failed text, and its message goes only to the worker's log", async () => {
+    const uid = await owner();
+    const secret = "postgres://admin:hunter2@db.internal/pages";
+    const { tools, toolApproval } = pageTools(async () => {
+        throw new Error(`connection refused: ${secret}`);
+    });
+    const logged: unknown[] = [];
+    const { model, prompts } = scriptedModel([callTool("call_f", WRITE_TOOL, PAGE), say("It failed.")]);
+    const worker = new AiSdkWorker({
+        client,
+        settings: { model, tools, toolApproval },
+        logger: (_message, error) => logged.push(error),
+    });
+    const step = await suspended(worker, uid);
+    await tasks.approveTurn(step.runId, step.run.turn.digest, { deciderUid: uid });
+    assert.equal((await worker.resume(step.runId)).status, "finished");
+
+    const failed = `Error: tool "${WRITE_TOOL}" failed.`;
+    const run = await client.getRun(step.runId);
+    assert.deepEqual(run.released_calls?.map((call) => call.result), [{ content: failed, is_error: true }]);
+    assert.deepEqual(toolResultsOf(prompts[1]!), [
+        { toolCallId: "call_f", toolName: WRITE_TOOL, output: { type: "error-text", value: failed } },
+    ]);
+    assert.equal(logged.length, 1);
+    assert.match(String(logged[0]), /hunter2/, "the exception is logged");
+    assert.doesNotMatch(JSON.stringify(await client.runEvents(step.runId)), /hunter2/);
+});
+
+test("two workers resuming one released run at once run the tool once, and the other reports the claim", async () => {
+    const uid = await owner();
+    const { tools, ran, toolApproval } = pageTools(async (input) => {
+        await new Promise((resolve) => setTimeout(resolve, 1_000));
+        return { updated: input.page };
+    });
+    const first = scriptedModel([callTool("call_t", WRITE_TOOL, PAGE), say("Done.")]);
+    const second = scriptedModel([say("Done too.")]);
+    const a = new AiSdkWorker({ client, settings: { model: first.model, tools, toolApproval } });
+    const b = new AiSdkWorker({ client, settings: { model: second.model, tools, toolApproval } });
+    const step = await suspended(a, uid);
+    await tasks.approveTurn(step.runId, step.run.turn.digest, { deciderUid: uid });
+
+    const outcomes = await Promise.all([a.resume(step.runId), b.resume(step.runId)]);
+    assert.deepEqual(outcomes.map((outcome) => outcome.status).sort(), ["claimed", "finished"]);
+    const claimed = outcomes.find((outcome) => outcome.status === "claimed");
+    assert.ok(claimed?.status === "claimed" && claimed.until !== null, "the refusal names when the claim lapses");
+    assert.equal(ran.length, 1, "the tool ran once");
+});
+
+test("a tool that outlasts the claim's lease still posts its result: the worker renews the claim while it runs", async () => {
+    const uid = await owner();
+    const { tools, ran, toolApproval } = pageTools(async (input) => {
+        await new Promise((resolve) => setTimeout(resolve, (CLAIM_TTL_SECS + 1.5) * 1000));
+        return { updated: input.page };
+    });
+    const { model } = scriptedModel([callTool("call_l", WRITE_TOOL, PAGE), say("Done.")]);
+    const worker = new AiSdkWorker({ client, settings: { model, tools, toolApproval } });
+    const step = await suspended(worker, uid);
+    await tasks.approveTurn(step.runId, step.run.turn.digest, { deciderUid: uid });
+
+    assert.equal((await worker.resume(step.runId)).status, "finished");
+    assert.equal(ran.length, 1);
+    const run = await client.getRun(step.runId);
+    assert.deepEqual(run.released_calls?.map((call) => call.result?.content), [JSON.stringify({ updated: 12 })]);
+});
+
 test("a worker that restarts after posting the results goes on from the service without running the tool again", async () => {
     const uid = await owner();
-    const { tools, ran } = pageTools();
+    const { tools, ran, toolApproval } = pageTools();
     // The first worker's model fails on the step after the tool ran: the process "crashed" after posting.
     const first = scriptedModel([callTool("call_r", WRITE_TOOL, PAGE)]);
-    const crashing = new AiSdkWorker({ client, settings: { model: first.model, tools } });
-    const step = await crashing.start({ ownerUid: uid, messages: [{ role: "user", content: "Describe page 12." }] });
-    assert.ok(step.status === "suspended");
+    const crashing = new AiSdkWorker({ client, settings: { model: first.model, tools, toolApproval } });
+    const step = await suspended(crashing, uid);
     await tasks.approveTurn(step.runId, step.run.turn.digest, { deciderUid: uid });
     await assert.rejects(crashing.resume(step.runId));
     assert.equal(ran.length, 1);
     assert.equal((await client.getRun(step.runId)).status, "resumed", "the result was posted before the model ran");
 
     const second = scriptedModel([say("Done.")]);
-    const restarted = new AiSdkWorker({ client, settings: { model: second.model, tools } });
+    const restarted = new AiSdkWorker({ client, settings: { model: second.model, tools, toolApproval } });
     const done = await restarted.resume(step.runId);
     assert.equal(done.status, "finished");
     assert.equal(ran.length, 1, "the call with a result is not run again");
     assert.equal(second.prompts[0]!.at(-1)!.role, "tool");
 });
 
-test("a model that asks again after a verdict appends a turn, which the next decision resumes", async () => {
+test("a model that asks again after a verdict appends a turn, which the next decision resumes (streamText)", async () => {
     const uid = await owner();
-    const { tools, ran } = pageTools();
+    const { tools, ran, toolApproval } = pageTools();
     const { model, prompts } = scriptedModel([
         callTool("call_1", READ_TOOL, { page: 12 }),
         callTool("call_2", WRITE_TOOL, PAGE),
         callTool("call_3", WRITE_TOOL, { page: 12, description: "Bread, fresh daily." }),
         say("Updated."),
     ]);
-    const worker = new AiSdkWorker({ client, settings: { model, tools, stopWhen: stepCountIs(5) } });
-    const step = await worker.start({ ownerUid: uid, messages: [{ role: "user", content: "Describe page 12." }] });
-    assert.ok(step.status === "suspended");
+    const worker = new AiSdkWorker({
+        client,
+        settings: { model, tools, toolApproval, stopWhen: stepCountIs(5) },
+        stream: () => {},
+    });
+    const step = await suspended(worker, uid);
     assert.deepEqual(step.run.turn.pending_calls.map((call) => call.id), ["call_2"], "the read ran without approval");
 
     await tasks.denyTurn(step.runId, step.run.turn.digest, { deciderUid: uid, reason: "variant" });
@@ -206,7 +347,9 @@ test("a model that asks again after a verdict appends a turn, which the next dec
     assert.deepEqual(again.run.turn.pending_calls.map((call) => call.id), ["call_3"]);
 
     await tasks.approveTurn(again.runId, again.run.turn.digest, { deciderUid: uid });
-    assert.equal((await worker.resume(again.runId)).status, "finished");
-    assert.deepEqual(ran, [{ page: 12, description: "Bread, fresh daily." }]);
+    const done = await worker.resume(again.runId);
+    assert.ok(done.status === "finished");
+    assert.equal(done.text, "Updated.");
+    assert.deepEqual(ran.map((call) => call.input), [{ page: 12, description: "Bread, fresh daily." }]);
     assert.equal(prompts.length, 4);
 });

@@ -2,41 +2,12 @@
 // problem document), from a loopback stand-in: how ApiError reads them, and that the feed asks again after a 503 or
 // a 429.
 import assert from "node:assert/strict";
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
 import { test } from "node:test";
 import { inspect } from "node:util";
 
-import { ApiError, ApprovalResumeClient, MemoryCursorStore, UNEXPECTED_RESPONSE } from "approval-resume";
+import { ApiError, MemoryCursorStore, UNEXPECTED_RESPONSE } from "approval-resume";
 
-type Handler = (request: IncomingMessage, response: ServerResponse) => void;
-
-/** A client of a stand-in server answering with `handler`; closed after `use`. */
-async function withStandIn(handler: Handler, use: (client: ApprovalResumeClient) => Promise<void>): Promise<void> {
-    const server = createServer(handler);
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    try {
-        await use(new ApprovalResumeClient({ baseUrl, credential: "ar_stand_in" }));
-    } finally {
-        server.closeAllConnections();
-        await new Promise((resolve) => server.close(resolve));
-    }
-}
-
-function problem(response: ServerResponse, status: number, code: string, headers: Record<string, string> = {}): void {
-    response.writeHead(status, { "content-type": "application/problem+json", ...headers });
-    response.end(
-        JSON.stringify({
-            type: `urn:approval-resume:problem:${code}`,
-            title: "Service Unavailable",
-            status,
-            detail: "the database cannot serve the request now",
-            code,
-            request_id: "4f1c2a9e-0000-4000-8000-000000000001",
-        }),
-    );
-}
+import { problem, withStandIn } from "./support/stand-in.js";
 
 async function caught(request: Promise<unknown>): Promise<ApiError> {
     const error = await request.then(

@@ -1,8 +1,11 @@
 // The README's examples, type-checked with the tests (tsc --strict) so they cannot drift from the package; not run.
+import { Agent, tool as agentTool } from "@openai/agents";
+import { ScriptedModel } from "@openai/agents/testing";
 import { stepCountIs, tool } from "ai";
-import { MockLanguageModelV3 } from "ai/test";
+import { MockLanguageModelV4 } from "ai/test";
 import { ApiError, ApprovalResumeClient } from "approval-resume";
 import { AiSdkWorker } from "approval-resume/ai-sdk";
+import { OpenAIAgentsWorker } from "approval-resume/openai-agents";
 import { FileCursorStore } from "approval-resume/file-cursor-store";
 import { z } from "zod";
 
@@ -21,21 +24,49 @@ export const refusal = (error: unknown): string | null => (error instanceof ApiE
 
 // The AI SDK adapter's example of the README, with the SDK's mock model standing in for a provider's.
 
-const model = new MockLanguageModelV3();
+const model = new MockLanguageModelV4();
 const tools = {
     update_page_metadata: tool({
         inputSchema: z.object({ page: z.number() }),
-        needsApproval: true,
         execute: async ({ page }) => ({ updated: page }),
     }),
 };
 
 export async function aiSdkExample(): Promise<void> {
     const client = new ApprovalResumeClient({ baseUrl: "http://127.0.0.1:8080", credential: process.env.APPROVAL_RESUME_KEY! });
-    const worker = new AiSdkWorker({ client, settings: { model, tools, system: "You edit pages.", stopWhen: stepCountIs(5) } });
+    const worker = new AiSdkWorker({
+        client,
+        settings: { model, tools, toolApproval: { update_page_metadata: "user-approval" }, system: "You edit pages.", stopWhen: stepCountIs(5) },
+    });
     const step = await worker.start({ ownerUid: 7, messages: [{ role: "user", content: "Describe page 12." }] });
     if (step.status === "suspended") console.log("waiting for a decision on", step.runId); // a registered run
     // …on run.released or run.resumed for that run (the feed, a webhook), or after a restart:
-    const next = await worker.resume(step.runId!);  // "finished" (run completed), "suspended" (a new turn), "waiting"
-    if (next.status === "finished") console.log(next.result.text, next.messages.length);
+    const next = await worker.resume(step.runId!); // "finished", "suspended" (a new turn), "waiting", "claimed", "closed"
+    if (next.status === "finished") console.log(next.text, next.messages.length);
+    if (next.status === "claimed") console.log("another worker has the run until", next.until); // nothing ran here
+}
+
+// The OpenAI Agents SDK adapter's example of the README, with the SDK's scripted model.
+
+const agent = new Agent({
+    name: "pages",
+    instructions: "You edit pages.",
+    model: new ScriptedModel(),
+    tools: [
+        agentTool({
+            name: "update_page_metadata",
+            description: "Sets a page's meta description.",
+            parameters: z.object({ page: z.number() }),
+            needsApproval: true,
+            execute: async ({ page }) => `updated page ${page}`,
+        }),
+    ],
+});
+
+export async function openAIAgentsExample(client: ApprovalResumeClient): Promise<void> {
+    const worker = new OpenAIAgentsWorker({ client, agent }); // agent: new Agent({ name, instructions, model, tools })
+    const step = await worker.start({ ownerUid: 7, input: "Describe page 12." });
+    // …on run.released or run.resumed:
+    const next = await worker.resume(step.runId!); // "finished" (next.finalOutput), "suspended", "waiting", "claimed", "closed"
+    if (next.status === "finished") console.log(next.finalOutput);
 }

@@ -1,12 +1,14 @@
 /**
- * The AI SDK's own scripted model (`MockLanguageModelV3` from `ai/test`): it answers each call with the next
- * scripted step and keeps every prompt the SDK sent it, so the tests read what the model would have read.
+ * The AI SDK's own scripted model (`MockLanguageModelV4` from `ai/test`, the specification `ai` 7 speaks): it
+ * answers each call, `generateText`'s or `streamText`'s, with the next scripted step and keeps every prompt the SDK
+ * sent it, so the tests read what the model would have read.
  */
-import { MockLanguageModelV3 } from "ai/test";
+import { convertArrayToReadableStream, MockLanguageModelV4 } from "ai/test";
 
 /** What the SDK sends the model on one call. */
-export type Prompt = Parameters<MockLanguageModelV3["doGenerate"]>[0]["prompt"];
-type Content = Awaited<ReturnType<MockLanguageModelV3["doGenerate"]>>["content"][number];
+export type Prompt = Parameters<MockLanguageModelV4["doGenerate"]>[0]["prompt"];
+type Content = Awaited<ReturnType<MockLanguageModelV4["doGenerate"]>>["content"][number];
+type StreamPart = Awaited<ReturnType<MockLanguageModelV4["doStream"]>>["stream"] extends ReadableStream<infer P> ? P : never;
 
 const usage = {
     inputTokens: { total: 1, noCache: 1, cacheRead: 0, cacheWrite: 0 },
@@ -24,27 +26,43 @@ export function say(text: string): Content[] {
 }
 
 export interface ScriptedModel {
-    model: MockLanguageModelV3;
+    model: MockLanguageModelV4;
     /** Every prompt the SDK sent, in order. */
     prompts: Prompt[];
 }
 
 export function scriptedModel(steps: Content[][]): ScriptedModel {
     const prompts: Prompt[] = [];
-    const model = new MockLanguageModelV3({
-        doGenerate: async (options) => {
-            prompts.push(options.prompt);
-            const content = steps[prompts.length - 1];
-            if (content === undefined) {
-                throw new Error(`the script has ${steps.length} steps; the SDK asked for step ${prompts.length}`);
-            }
-            const calls = content.some((part) => part.type === "tool-call");
-            return {
-                content,
-                finishReason: { unified: calls ? "tool-calls" : "stop", raw: undefined },
-                usage,
-                warnings: [],
-            };
+    const next = (prompt: Prompt) => {
+        prompts.push(prompt);
+        const content = steps[prompts.length - 1];
+        if (content === undefined) {
+            throw new Error(`the script has ${steps.length} steps; the SDK asked for step ${prompts.length}`);
+        }
+        const calls = content.some((part) => part.type === "tool-call");
+        return { content, finishReason: { unified: calls ? ("tool-calls" as const) : ("stop" as const), raw: undefined } };
+    };
+    const model = new MockLanguageModelV4({
+        doGenerate: async (options) => ({ ...next(options.prompt), usage, warnings: [] }),
+        doStream: async (options) => {
+            const { content, finishReason } = next(options.prompt);
+            const parts: StreamPart[] = [{ type: "stream-start", warnings: [] }];
+            content.forEach((part, index) => {
+                if (part.type === "text") {
+                    // Two deltas: the consumer sees the text arrive in pieces.
+                    const half = Math.ceil(part.text.length / 2);
+                    parts.push(
+                        { type: "text-start", id: `t${index}` },
+                        { type: "text-delta", id: `t${index}`, delta: part.text.slice(0, half) },
+                        { type: "text-delta", id: `t${index}`, delta: part.text.slice(half) },
+                        { type: "text-end", id: `t${index}` },
+                    );
+                } else if (part.type === "tool-call") {
+                    parts.push(part);
+                }
+            });
+            parts.push({ type: "finish", finishReason, usage });
+            return { stream: convertArrayToReadableStream(parts) };
         },
     });
     return { model, prompts };

@@ -8,7 +8,7 @@
  *
  * APPROVAL_RESUME_BIN names the binary (default: the repository's target/debug/approval-resume);
  * POSTGRES_ADMIN_URL the server (default postgres://postgres@127.0.0.1:5432/postgres). The service's log is kept in
- * the repository's target/typescript-client/logs/.
+ * the repository's target/typescript-client/logs/ (APPROVAL_RESUME_TS_LOG_DIR: elsewhere).
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -24,7 +24,8 @@ import { type Executor, startExecutor } from "./executor.js";
 const run = promisify(execFile);
 
 const repository = fileURLToPath(new URL("../../../../", import.meta.url));
-export const logDirectory = join(repository, "target", "typescript-client", "logs");
+/** The service logs' directory; the version matrix, which runs these tests outside the repository, names its own. */
+export const logDirectory = process.env.APPROVAL_RESUME_TS_LOG_DIR ?? join(repository, "target", "typescript-client", "logs");
 
 /** Tools the executor runs: one read and one write, as a page editor has. */
 export const READ_TOOL = "read_page";

@@ -1,0 +1,370 @@
+/**
+ * `approval-resume/ai-sdk`: the Vercel AI SDK (`ai` 7) in the loop of approval-resume (docs/design.md §15, §16).
+ *
+ * {@link AiSdkWorker.start} runs `generateText` (or `streamText`, with the `stream` option); when the model calls a
+ * tool that needs approval (`toolApproval` of the settings, or the tool's `needsApproval`), the SDK answers
+ * `tool-approval-request` parts, and the worker registers a run: the transcript in `openai-chat`, every tool
+ * declared `executor: "worker"` (editable: the worker runs an edited call, below), and the SDK's messages as
+ * `worker_state`. {@link AiSdkWorker.resume}, called when the feed or a webhook says the run was released or
+ * resumed, continues from the service alone: it claims the released calls (refused: another worker has the run, and
+ * this one runs nothing), the SDK runs them as it runs any approved call, the worker posts their results under the
+ * claim; then each verdict becomes a `tool-approval-response` (denied or expired: `approved: false` with the
+ * service's exact result text as `reason`, which the SDK hands the model in an `execution-denied` result) and the
+ * model goes on. A new approval request appends a turn; an answer without one completes the run.
+ *
+ * Edits: an approval response carries no arguments, so the worker hands the tool the edited arguments itself: the
+ * tools the SDK runs in the released step are wrapped, and a released call whose arguments the decider edited
+ * reaches the tool's `execute` with those arguments (checked against the tool's input schema) in place of the
+ * model's. The worker posts the bare output; the service puts the edit note before it, which the model reads.
+ * @module
+ */
+import { isDeepStrictEqual } from "node:util";
+import { asSchema, generateText, streamText, } from "ai";
+import { defaultLogger, failedText, idempotencyKey, withIdempotencyKey, } from "../worker/calls.js";
+import { claimRun, refusalOf, refusedStep } from "../worker/claim.js";
+import { resultTexts } from "../worker/result-texts.js";
+import { argumentsText, openAiChat, outputText, toolCalls, toolResults } from "./transcript.js";
+import { messagesOf, workerState } from "./worker-state.js";
+export {} from "./worker-state.js";
+export { currentIdempotencyKey, idempotencyKey } from "../worker/calls.js";
+export {} from "../worker/claim.js";
+/** Thrown inside `prepareStep` to stop `generateText` once the SDK has run the released calls (see runReleased). */
+class ReleasedCallsRan extends Error {
+    results;
+    constructor(results) {
+        super("the released calls ran; the model is not called until their results are posted");
+        this.results = results;
+    }
+}
+export class AiSdkWorker {
+    #client;
+    #settings;
+    #effects;
+    #registration;
+    #stream;
+    #log;
+    constructor(options) {
+        this.#client = options.client;
+        this.#settings = options.settings;
+        this.#effects = options.effects ?? {};
+        this.#registration = options.registration;
+        this.#stream = options.stream;
+        this.#log = options.logger ?? defaultLogger;
+    }
+    /**
+     * Runs the model on `messages` for `ownerUid`; if it asks for approval, registers the run (`runId`, or a random
+     * UUID) and answers `suspended`; otherwise `finished` with no run.
+     */
+    async start(input) {
+        const generation = await this.#generate(input.messages);
+        const messages = [...input.messages, ...generation.responseMessages];
+        if (generation.pending.size === 0) {
+            return { status: "finished", runId: null, text: generation.text, result: generation.result, messages };
+        }
+        const runId = input.runId ?? crypto.randomUUID();
+        const run = await this.#client.registerRun({
+            ...this.#registration,
+            id: runId,
+            owner_uid: input.ownerUid,
+            messages: openAiChat(messages, generation.pending, this.#settings.system),
+            tools: this.#declaredTools(),
+            worker_state: workerState(messages),
+        });
+        return { status: "suspended", runId, run };
+    }
+    /**
+     * Continues a run from what the service holds: nothing to do while it waits; once released, claims the released
+     * calls that have no result yet (refused: `claimed`, and nothing runs), the SDK runs them and the worker posts
+     * their results under the claim; once every call of the turn has its result, the verdicts go to the SDK as
+     * approval responses and the model goes on. Safe to call again, in any process, at any point: a call whose
+     * result the service has never runs again, and one claimed by a worker that died is ended by the service.
+     */
+    async resume(runId) {
+        let run = await this.#client.getRun(runId, { includeWorkerState: true });
+        if (run.status === "waiting_for_approval" || run.status === "resuming") {
+            return { status: "waiting", runId, run };
+        }
+        if (run.status === "cancelled" || run.status === "completed") {
+            return { status: "closed", runId, run };
+        }
+        const history = messagesOf(runId, run.worker_state);
+        const requests = approvalRequestsOf(runId, history, run);
+        if (run.status === "released") {
+            const claimed = await claimRun(this.#client, runId, this.#log);
+            if (!("claim" in claimed)) {
+                return refusedStep(runId, claimed);
+            }
+            const posted = await this.#runReleased(runId, history, requests, claimed);
+            if (!("turn" in posted)) {
+                return refusedStep(runId, posted);
+            }
+            run = posted;
+            if (run.status !== "resumed") {
+                return { status: "waiting", runId, run };
+            }
+        }
+        const answer = await this.#verdicts(runId, run, requests, run.released_calls ?? []);
+        const generation = await this.#generate([...history, answer]);
+        const messages = [...history, answer, ...generation.responseMessages];
+        if (generation.pending.size === 0) {
+            await this.#client.completeRun(runId);
+            return { status: "finished", runId, text: generation.text, result: generation.result, messages };
+        }
+        // What followed the model input: the SDK's answer without the results of the decided turn, which the service
+        // adds itself (the denied ones the SDK wrote from the approval responses).
+        const decided = new Set(run.turn.pending_calls.map((call) => call.id));
+        const following = withoutResultsOf(generation.responseMessages, decided);
+        const appended = await this.#client.appendTurn(runId, {
+            messages: openAiChat(following, generation.pending),
+            worker_state: workerState(messages),
+        });
+        return { status: "suspended", runId, run: appended };
+    }
+    /**
+     * Under the claim, lets the SDK run the released calls that have no result, and nothing else: `generateText`
+     * with their approval responses runs the approved tools before its first step, and this `prepareStep` takes
+     * their results and stops it before the model is called, since the model may only go on once the service holds
+     * the results (and the other calls' texts). Posts the results with the claim: the run, or the refusal when the
+     * claim was lost meanwhile.
+     */
+    async #runReleased(runId, history, requests, claim) {
+        const calls = claim.claim.released_calls.filter((call) => call.result === undefined);
+        if (calls.length === 0) {
+            return this.#client.getRun(runId);
+        }
+        const released = new Map();
+        const responses = calls.map((call) => {
+            const request = requests.get(call.call_id);
+            if (request === undefined) {
+                throw new Error(`run ${runId}: released call ${call.call_id} is not a call of the run's worker_state`);
+            }
+            released.set(call.call_id, { tool: request.toolName, edited: editedArguments(call, request) });
+            return { type: "tool-approval-response", approvalId: request.approvalId, approved: true };
+        });
+        const ran = await claim.renewWhile(() => this.#runTools(runId, history, responses, released));
+        const results = calls.map((call) => {
+            const result = ran.get(call.call_id);
+            if (result === undefined) {
+                throw new Error(`run ${runId}: the SDK did not run released call ${call.call_id}`);
+            }
+            const { content, is_error } = outputText(result.output);
+            // A tool that threw: the SDK's error text is the exception's message, which the service must not store.
+            return { call_id: call.call_id, content: is_error ? failedText(result.toolName) : content, is_error };
+        });
+        try {
+            return await this.#client.postResults(runId, results, { claimId: claim.id });
+        }
+        catch (error) {
+            const refusal = refusalOf(error);
+            if (refusal === null) {
+                throw error;
+            }
+            return refusal;
+        }
+    }
+    async #runTools(runId, history, responses, released) {
+        try {
+            await generateText({
+                ...this.#settings,
+                tools: this.#releasedTools(runId, released),
+                messages: [...history, { role: "tool", content: responses }],
+                prepareStep: ({ messages }) => {
+                    const last = messages[messages.length - 1];
+                    const ran = last?.role === "tool" ? toolResults(last) : [];
+                    throw new ReleasedCallsRan(ran.filter((result) => released.has(result.toolCallId)));
+                },
+            });
+        }
+        catch (error) {
+            if (error instanceof ReleasedCallsRan) {
+                return new Map(error.results.map((result) => [result.toolCallId, result]));
+            }
+            throw error;
+        }
+        throw new Error(`run ${runId}: generateText called the model before the released calls ran`);
+    }
+    /**
+     * The settings' tools for the released step: each one's `execute` runs a released call with its idempotency key
+     * ({@link currentIdempotencyKey}) and the edited arguments in place of the model's where the decider edited
+     * them; an exception is logged here, and the SDK's error result for it is posted as the fixed failed text.
+     */
+    #releasedTools(runId, released) {
+        const wrapped = {};
+        for (const [name, tool] of Object.entries(this.#settings.tools)) {
+            const execute = tool.execute;
+            if (execute === undefined) {
+                wrapped[name] = tool;
+                continue;
+            }
+            wrapped[name] = {
+                ...tool,
+                execute: async (input, options) => {
+                    const call = released.get(options.toolCallId);
+                    if (call === undefined) {
+                        return execute(input, options);
+                    }
+                    try {
+                        const args = call.edited === undefined ? input : await validInput(name, tool, call.edited);
+                        return await withIdempotencyKey(idempotencyKey(runId, options.toolCallId), async () => execute(args, options));
+                    }
+                    catch (error) {
+                        this.#log(`run ${runId}: released call ${options.toolCallId} (${name}) failed`, error);
+                        throw error;
+                    }
+                },
+            };
+        }
+        return wrapped;
+    }
+    /**
+     * The tool message that answers the decided turn: for each pending call its approval response, approved for a
+     * released call (with its result, so the SDK does not run it again), denied for the others with the text the
+     * service wrote for it (the denial or expiry of docs/design.md §3), read from the model input, and its
+     * `execution-denied` result with that text as `reason`, as the SDK would write it. An approved
+     * call's text is the service's: the edit note before the output of an edited call.
+     */
+    async #verdicts(runId, run, requests, released) {
+        const texts = await resultTexts(this.#client, runId);
+        const releasedById = new Map(released.map((call) => [call.call_id, call]));
+        const content = [];
+        for (const call of run.turn.pending_calls) {
+            const request = requests.get(call.id);
+            const text = texts.get(call.id);
+            if (text === undefined) {
+                throw new Error(`run ${runId}: the model input holds no result for call ${call.id}`);
+            }
+            const releasedCall = releasedById.get(call.id);
+            if (releasedCall === undefined) {
+                // The denied result is written here, not left to the SDK: `ai` 7 keeps the result it would write out
+                // of `response.messages`, and a later step's prompt needs one for every call of the history.
+                content.push({ type: "tool-approval-response", approvalId: request.approvalId, approved: false, reason: text }, {
+                    type: "tool-result",
+                    toolCallId: call.id,
+                    toolName: request.toolName,
+                    output: { type: "execution-denied", reason: text },
+                });
+                continue;
+            }
+            const isError = releasedCall.result?.is_error === true;
+            content.push({ type: "tool-approval-response", approvalId: request.approvalId, approved: true }, {
+                type: "tool-result",
+                toolCallId: call.id,
+                toolName: request.toolName,
+                output: isError ? { type: "error-text", value: text } : { type: "text", value: text },
+            });
+        }
+        return { role: "tool", content };
+    }
+    async #generate(messages) {
+        const options = { ...this.#settings, messages };
+        if (this.#stream === undefined) {
+            const result = await generateText(options);
+            const pending = approvalRequests(result.content);
+            return { result, text: result.text, pending, responseMessages: result.response.messages };
+        }
+        const result = streamText(options);
+        await this.#stream(result);
+        // Read to its end here too (the SDK tees the stream), so the answer is whole whatever the consumer does.
+        await result.consumeStream();
+        const [content, response, text] = await Promise.all([result.content, result.response, result.text]);
+        return { result, text, pending: approvalRequests(content), responseMessages: response.messages };
+    }
+    /** Every tool of the settings, run by this worker, edited arguments included. */
+    #declaredTools() {
+        const approval = this.#settings.toolApproval;
+        return Object.entries(this.#settings.tools).map(([name, tool]) => ({
+            name,
+            effect: this.#effects[name] ?? (mayNeedApproval(tool, name, approval) ? "write" : "read"),
+            executor: "worker",
+        }));
+    }
+}
+/**
+ * Whether a tool may stop for approval: its own `needsApproval`, or the settings' `toolApproval` (a function for
+ * every tool, or an entry for this one that is not a fixed "approved" or "not-applicable").
+ */
+function mayNeedApproval(tool, name, approval) {
+    if (tool.needsApproval !== undefined && tool.needsApproval !== false) {
+        return true;
+    }
+    if (typeof approval === "function") {
+        return true;
+    }
+    if (typeof approval === "object" && approval !== null) {
+        const entry = approval[name];
+        const status = typeof entry === "object" && entry !== null ? entry.type : entry;
+        return entry !== undefined && status !== "approved" && status !== "not-applicable";
+    }
+    return false;
+}
+/** The edited arguments of a released call, parsed; `undefined` when they are the ones the model proposed. */
+function editedArguments(call, request) {
+    if (call.arguments === undefined || call.arguments === argumentsText(request.input)) {
+        return undefined;
+    }
+    const edited = JSON.parse(call.arguments);
+    return isDeepStrictEqual(edited, JSON.parse(argumentsText(request.input))) ? undefined : edited;
+}
+/** Edited arguments as the tool takes them: through its input schema, as the SDK does for the model's. */
+async function validInput(name, tool, edited) {
+    const schema = asSchema(tool.inputSchema);
+    if (schema.validate === undefined) {
+        return edited;
+    }
+    const checked = await schema.validate(edited);
+    if (!checked.success) {
+        throw new Error(`the edited arguments of tool "${name}" do not fit its input schema`, { cause: checked.error });
+    }
+    return checked.value;
+}
+/**
+ * The ids of the calls a step's content asks a person to approve (not those `toolApproval` approved or denied by
+ * itself, which the SDK marks `isAutomatic`).
+ */
+function approvalRequests(content) {
+    const ids = new Set();
+    for (const part of content) {
+        if (part.type === "tool-approval-request") {
+            const request = part;
+            if (request.isAutomatic !== true) {
+                ids.add(request.toolCall.toolCallId);
+            }
+        }
+    }
+    return ids;
+}
+/**
+ * For each pending call of the run's turn, the SDK's approval id, tool and input, from the assistant messages of
+ * the state; throws when the state does not hold the turn the service waits on.
+ */
+function approvalRequestsOf(runId, history, run) {
+    const calls = new Map(history.flatMap(toolCalls).map((call) => [call.toolCallId, call]));
+    const ids = new Map();
+    for (const message of history) {
+        if (message.role === "assistant" && typeof message.content !== "string") {
+            for (const part of message.content) {
+                const call = part.type === "tool-approval-request" ? calls.get(part.toolCallId) : undefined;
+                if (part.type === "tool-approval-request" && call !== undefined) {
+                    const { toolName, input } = call;
+                    ids.set(part.toolCallId, { approvalId: part.approvalId, toolName, input });
+                }
+            }
+        }
+    }
+    for (const call of run.turn.pending_calls) {
+        if (!ids.has(call.id)) {
+            throw new Error(`run ${runId}: its worker_state holds no approval request for call ${call.id}`);
+        }
+    }
+    return ids;
+}
+function withoutResultsOf(messages, calls) {
+    return messages.flatMap((message) => {
+        if (message.role !== "tool") {
+            return [message];
+        }
+        const content = message.content.filter((part) => part.type !== "tool-result" || !calls.has(part.toolCallId));
+        return content.length === 0 ? [] : [{ ...message, content }];
+    });
+}
+//# sourceMappingURL=index.js.map

@@ -1,0 +1,149 @@
+import { type DecideOptions, type Verdict } from "./decisions.js";
+import { Feed, type FeedOptions } from "./feed.js";
+import type { AppendTurn, ApprovalsQuery, CreateWebhook, DecisionAnswer, DecisionBody, DenialReason, EventsPage, EventsQuery, InboxItem, InboxPage, ModelInput, ModelInputFormat, PostedResult, PutUser, RegisterRun, ReleasedCall, RunAudit, RotateWebhookSecret, RunView, UserView, WebhookCreated, WebhookSubscription } from "./schemas.js";
+export interface ClientOptions {
+    /** Where the service listens, e.g. `http://127.0.0.1:8080`. */
+    baseUrl: string;
+    /**
+     * An API key (`ar_…`, with the scopes `clients add` gave it), or a decision token (docs/design.md §13), which may
+     * only read and decide its user's runs.
+     */
+    credential: string;
+    /** Another fetch (a test double, a fetch with a proxy agent); globalThis.fetch when absent. */
+    fetch?: (request: Request) => Promise<Response>;
+    /**
+     * Milliseconds a request may take before it is aborted ({@link DEFAULT_TIMEOUT_MS} when absent; `null`: no
+     * limit). A feed read adds the seconds it asks the service to wait.
+     */
+    timeoutMs?: number | null;
+}
+/** How long a request may take unless the client or the call says otherwise: 30 s. */
+export declare const DEFAULT_TIMEOUT_MS = 30000;
+/** Options every call takes. */
+export interface CallOptions {
+    signal?: AbortSignal;
+    /** This call's limit in milliseconds, in place of the client's (`null`: none). */
+    timeoutMs?: number | null;
+}
+/**
+ * A claim on a run's released calls (docs/design.md §15): the worker that holds it runs them, and posts their results
+ * with its `claim_id`, until `until` (RFC 3339, the service's clock) unless it renews it.
+ */
+export interface Claim {
+    claim_id: string;
+    until: string;
+    released_calls: ReleasedCall[];
+}
+export declare class ApprovalResumeClient {
+    #private;
+    constructor(options: ClientOptions);
+    /** Creates or replaces a backend user (scope `users:write`). */
+    putUser(uid: number, user: PutUser, options?: CallOptions): Promise<UserView>;
+    /**
+     * Registers a run suspended on its last assistant turn (scope `runs:write`): 201, or 200 with the run for the
+     * same body again; another body under a taken id throws 409 `run_exists`. Draw run ids at random (UUID v4). With
+     * `format` (docs/design.md §14) the run is registered in a provider's own format with that format's members
+     * (`system` + `messages`, `instructions` + `input`, `system_instruction` + `contents`), kept byte for byte.
+     */
+    registerRun(run: RegisterRun, options?: CallOptions): Promise<RunView>;
+    /**
+     * The run, its current turn (with the digest a decision names) and that turn's decision (scope `runs:read`).
+     * `includeWorkerState`: with the run's `worker_state` as the worker sent it (`null`: none; API keys only).
+     */
+    getRun(id: string, options?: CallOptions & {
+        includeWorkerState?: boolean;
+    }): Promise<RunView>;
+    /**
+     * Posts a decision body as it is (scope `decisions:write`, or `decisions:anonymous` with `decider_uid: null`).
+     * {@link approveTurn}, {@link denyTurn} and {@link decideCalls} build it for you.
+     */
+    decide(id: string, body: DecisionBody, options?: CallOptions & {
+        format?: ModelInputFormat;
+    }): Promise<DecisionAnswer>;
+    /** Approves every pending call of the turn named by its digest. */
+    approveTurn(id: string, turnDigest: string, options?: DecideOptions): Promise<DecisionAnswer>;
+    /** Denies the whole turn; `reason` `variant` asks for another version, `skip` not to propose it again. */
+    denyTurn(id: string, turnDigest: string, options?: DecideOptions & {
+        reason?: DenialReason;
+    }): Promise<DecisionAnswer>;
+    /** A verdict per call: every pending call exactly once, approved (as proposed or edited) or denied. */
+    decideCalls(id: string, turnDigest: string, verdicts: readonly Verdict[], options?: DecideOptions): Promise<DecisionAnswer>;
+    /**
+     * The last resumed model input (scope `runs:read`), in `format` or else the run's own; 409 `not_resumed` before a
+     * decision, 422 `format_not_representable` for a format the transcript holds something it cannot say.
+     */
+    modelInput(id: string, options?: CallOptions & {
+        format?: ModelInputFormat;
+    }): Promise<ModelInput>;
+    /**
+     * Suspends a resumed run again (scope `runs:write`): what followed the model input, ending with the next
+     * assistant turn; the run waits with a new digest.
+     */
+    appendTurn(id: string, turn: AppendTurn, options?: CallOptions): Promise<RunView>;
+    /**
+     * Posts the results of released calls (docs/design.md §15; scope `runs:write`): the calls of tools declared
+     * `executor: "worker"` that a decision approved, which the worker ran itself, some or all at a time. The run
+     * answers `released` while a released call still lacks its result, `resumed` once none does. The same result
+     * again is accepted (a replay, whatever the claim's state); a different one for a call that has one throws 409
+     * `result_conflict`, a call that was not released 422 `not_released`. `claimId`: the live claim of this worker
+     * ({@link claim}); without one 409 {@link ClaimRequiredError}, under another's {@link ClaimedError}, under a
+     * lapsed one {@link ClaimLapsedError}.
+     */
+    postResults(id: string, results: readonly PostedResult[], options?: CallOptions & {
+        claimId?: string;
+    }): Promise<RunView>;
+    /**
+     * Claims a released run's calls for this worker (docs/design.md §15; scope `runs:write`): the answer's
+     * `claim_id` posts their results until `until`. With `claimId`, renews that claim (before `until`; a long tool).
+     * Refusals are 409: {@link ClaimedError} (another worker holds the run, with its `until`), {@link ClaimLapsedError}
+     * (this claim lapsed: its unposted calls were interrupted), `not_released` (the run waits or resumes, with its
+     * `status` in the problem) or `run_cancelled`.
+     */
+    claim(id: string, claimId?: string, options?: CallOptions): Promise<Claim>;
+    /** Abandons a run (scope `runs:write`). */
+    cancelRun(id: string, options?: CallOptions): Promise<RunView>;
+    /** Ends a resumed run (scope `runs:write`). */
+    completeRun(id: string, options?: CallOptions): Promise<RunView>;
+    /**
+     * `GET /v1/runs/{id}/events`, the audit record of a run: its approval and tool events and the turns that expired
+     * (scope `runs:read`). Not the feed ({@link events}).
+     */
+    runEvents(id: string, options?: CallOptions): Promise<RunAudit>;
+    /**
+     * One page of the approvals inbox (scope `approvals:read`): the runs waiting for approval that `acting_uid` may
+     * decide, newest first; pass `next_cursor` back as `cursor` until it is `null`.
+     */
+    approvals(query: ApprovalsQuery, options?: CallOptions): Promise<InboxPage>;
+    /** Every item of the inbox, page after page. */
+    allApprovals(query: Omit<ApprovalsQuery, "cursor">, options?: CallOptions): AsyncGenerator<InboxItem>;
+    /** Subscribes a URL to the tenant's events (scope `webhooks:write`); the answer's `secret` is shown this once. */
+    createWebhook(subscription: CreateWebhook, options?: CallOptions): Promise<WebhookCreated>;
+    /** The tenant's subscriptions with their delivery state (scope `webhooks:write`); never their secrets. */
+    listWebhooks(options?: CallOptions): Promise<WebhookSubscription[]>;
+    /**
+     * Gives a subscription a new signing secret (scope `webhooks:write`), in the answer's `secret` this once. The old
+     * one signs beside it for `overlap_secs` (absent: the service's WEBHOOK_SECRET_OVERLAP_SECS; 0: it retires at
+     * once), so receivers can switch meanwhile; 404 `not_found` for a subscription the tenant does not have.
+     */
+    rotateWebhookSecret(id: string, rotation?: RotateWebhookSecret, options?: CallOptions): Promise<WebhookCreated>;
+    /** Removes a subscription (scope `webhooks:write`); 404 `not_found` for one the tenant does not have. */
+    removeWebhook(id: string, options?: CallOptions): Promise<void>;
+    /**
+     * One read of the feed (scope `events:read`): the events after `after`, waiting up to `wait` seconds for one.
+     * {@link feed} follows it for you.
+     */
+    events(query?: EventsQuery, options?: CallOptions): Promise<EventsPage>;
+    /** The feed as an async iterable that keeps its place in `options.store` (see {@link Feed}). */
+    feed(options?: FeedOptions): Feed;
+    /** `GET /healthz`: the process answers. */
+    healthz(options?: CallOptions): Promise<{
+        status: "ok";
+    }>;
+    /** `GET /readyz`: the database is reachable and migrated; 503 `not_migrated` or `database_unavailable` if not. */
+    readyz(options?: CallOptions): Promise<{
+        status: "ready";
+    }>;
+    /** `GET /metrics` in the Prometheus text format (scope `metrics:read`). */
+    metrics(options?: CallOptions): Promise<string>;
+}
+//# sourceMappingURL=client.d.ts.map

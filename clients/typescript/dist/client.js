@@ -1,0 +1,261 @@
+/**
+ * The HTTP API of approval-resume (docs/design.md §8; openapi.yaml) over `fetch`, through openapi-fetch: every path,
+ * parameter, body and answer is checked at compile time against the types generated from openapi.yaml, and every
+ * non-2xx answer throws {@link ApiError}.
+ * @module
+ */
+import createClient, {} from "openapi-fetch";
+import { perCallBody, wholeTurnBody } from "./decisions.js";
+import { ApiError } from "./errors.js";
+import { Feed } from "./feed.js";
+/** How long a request may take unless the client or the call says otherwise: 30 s. */
+export const DEFAULT_TIMEOUT_MS = 30_000;
+export class ApprovalResumeClient {
+    #api;
+    #baseUrl;
+    #credential;
+    #fetch;
+    #timeoutMs;
+    constructor(options) {
+        this.#baseUrl = options.baseUrl.replace(/\/+$/, "");
+        this.#credential = options.credential;
+        this.#fetch = options.fetch ?? ((request) => globalThis.fetch(request));
+        this.#timeoutMs = options.timeoutMs === undefined ? DEFAULT_TIMEOUT_MS : options.timeoutMs;
+        this.#api = createClient({
+            baseUrl: this.#baseUrl,
+            headers: { authorization: `Bearer ${options.credential}`, accept: "application/json" },
+            fetch: (request) => this.#send(request),
+        });
+    }
+    /**
+     * Every request goes out here. Redirects are not followed: a 3xx is answered as it came (an {@link ApiError}),
+     * since following one would send the credential and the body (a decision, results, worker state) to wherever the
+     * `Location` points. A request that outlasts its timeout is aborted (fetch's own `TimeoutError`).
+     */
+    #send(request) {
+        return this.#fetch(new Request(request, { redirect: "manual" }));
+    }
+    /** The call's signal joined with its timeout (the call's `timeoutMs`, else the client's; `extraMs` added). */
+    #signal(options, extraMs = 0) {
+        const limit = options.timeoutMs === undefined ? this.#timeoutMs : options.timeoutMs;
+        const signals = [
+            ...(options.signal === undefined ? [] : [options.signal]),
+            ...(limit === null ? [] : [AbortSignal.timeout(limit + extraMs)]),
+        ];
+        return signals.length === 0 ? {} : { signal: signals.length === 1 ? signals[0] : AbortSignal.any(signals) };
+    }
+    /** Creates or replaces a backend user (scope `users:write`). */
+    putUser(uid, user, options = {}) {
+        return unwrap(this.#api.PUT("/v1/users/{uid}", { params: { path: { uid } }, body: user, ...this.#signal(options) }));
+    }
+    /**
+     * Registers a run suspended on its last assistant turn (scope `runs:write`): 201, or 200 with the run for the
+     * same body again; another body under a taken id throws 409 `run_exists`. Draw run ids at random (UUID v4). With
+     * `format` (docs/design.md §14) the run is registered in a provider's own format with that format's members
+     * (`system` + `messages`, `instructions` + `input`, `system_instruction` + `contents`), kept byte for byte.
+     */
+    registerRun(run, options = {}) {
+        return unwrap(this.#api.POST("/v1/runs", { body: run, ...this.#signal(options) }));
+    }
+    /**
+     * The run, its current turn (with the digest a decision names) and that turn's decision (scope `runs:read`).
+     * `includeWorkerState`: with the run's `worker_state` as the worker sent it (`null`: none; API keys only).
+     */
+    getRun(id, options = {}) {
+        const { includeWorkerState, ...call } = options;
+        const query = includeWorkerState === true ? { include: "worker_state" } : {};
+        return unwrap(this.#api.GET("/v1/runs/{id}", { params: { path: { id }, query }, ...this.#signal(call) }));
+    }
+    /**
+     * Posts a decision body as it is (scope `decisions:write`, or `decisions:anonymous` with `decider_uid: null`).
+     * {@link approveTurn}, {@link denyTurn} and {@link decideCalls} build it for you.
+     */
+    decide(id, body, options = {}) {
+        const { format, ...call } = options;
+        const query = format === undefined ? {} : { format };
+        return unwrap(this.#api.POST("/v1/runs/{id}/decision", {
+            params: { path: { id }, query },
+            body,
+            ...this.#signal(call),
+        }));
+    }
+    /** Approves every pending call of the turn named by its digest. */
+    approveTurn(id, turnDigest, options = {}) {
+        return this.decide(id, wholeTurnBody(turnDigest, true, options.deciderUid), options);
+    }
+    /** Denies the whole turn; `reason` `variant` asks for another version, `skip` not to propose it again. */
+    denyTurn(id, turnDigest, options = {}) {
+        return this.decide(id, wholeTurnBody(turnDigest, false, options.deciderUid, options.reason), options);
+    }
+    /** A verdict per call: every pending call exactly once, approved (as proposed or edited) or denied. */
+    decideCalls(id, turnDigest, verdicts, options = {}) {
+        return this.decide(id, perCallBody(turnDigest, verdicts, options.deciderUid), options);
+    }
+    /**
+     * The last resumed model input (scope `runs:read`), in `format` or else the run's own; 409 `not_resumed` before a
+     * decision, 422 `format_not_representable` for a format the transcript holds something it cannot say.
+     */
+    modelInput(id, options = {}) {
+        const { format, ...call } = options;
+        const query = format === undefined ? {} : { format };
+        return unwrap(this.#api.GET("/v1/runs/{id}/model-input", {
+            params: { path: { id }, query },
+            ...this.#signal(call),
+        }));
+    }
+    /**
+     * Suspends a resumed run again (scope `runs:write`): what followed the model input, ending with the next
+     * assistant turn; the run waits with a new digest.
+     */
+    appendTurn(id, turn, options = {}) {
+        return unwrap(this.#api.POST("/v1/runs/{id}/turns", {
+            params: { path: { id } },
+            body: turn,
+            ...this.#signal(options),
+        }));
+    }
+    /**
+     * Posts the results of released calls (docs/design.md §15; scope `runs:write`): the calls of tools declared
+     * `executor: "worker"` that a decision approved, which the worker ran itself, some or all at a time. The run
+     * answers `released` while a released call still lacks its result, `resumed` once none does. The same result
+     * again is accepted (a replay, whatever the claim's state); a different one for a call that has one throws 409
+     * `result_conflict`, a call that was not released 422 `not_released`. `claimId`: the live claim of this worker
+     * ({@link claim}); without one 409 {@link ClaimRequiredError}, under another's {@link ClaimedError}, under a
+     * lapsed one {@link ClaimLapsedError}.
+     */
+    postResults(id, results, options = {}) {
+        const { claimId, ...call } = options;
+        // `claim_id` is the claims contract's member (docs/design.md §15), sent as it names it.
+        const body = { ...(claimId === undefined ? {} : { claim_id: claimId }), results: [...results] };
+        return unwrap(this.#api.POST("/v1/runs/{id}/results", {
+            params: { path: { id } },
+            body,
+            ...this.#signal(call),
+        }));
+    }
+    /**
+     * Claims a released run's calls for this worker (docs/design.md §15; scope `runs:write`): the answer's
+     * `claim_id` posts their results until `until`. With `claimId`, renews that claim (before `until`; a long tool).
+     * Refusals are 409: {@link ClaimedError} (another worker holds the run, with its `until`), {@link ClaimLapsedError}
+     * (this claim lapsed: its unposted calls were interrupted), `not_released` (the run waits or resumes, with its
+     * `status` in the problem) or `run_cancelled`.
+     */
+    async claim(id, claimId, options = {}) {
+        // Not in openapi-fetch's typed paths: the claims route is the lead's fixed contract, and this is its shape.
+        const request = new Request(`${this.#baseUrl}/v1/runs/${encodeURIComponent(id)}/claim`, {
+            method: "POST",
+            headers: {
+                authorization: `Bearer ${this.#credential}`,
+                accept: "application/json",
+                "content-type": "application/json",
+            },
+            body: JSON.stringify(claimId === undefined ? {} : { claim_id: claimId }),
+            ...this.#signal(options),
+        });
+        const response = await this.#send(request);
+        const text = await response.text();
+        let body = text;
+        try {
+            body = JSON.parse(text);
+        }
+        catch {
+            // Not JSON: described by ApiError from its status and content type.
+        }
+        if (!response.ok) {
+            throw ApiError.fromResponse(response, body);
+        }
+        return body;
+    }
+    /** Abandons a run (scope `runs:write`). */
+    cancelRun(id, options = {}) {
+        return unwrap(this.#api.POST("/v1/runs/{id}/cancel", { params: { path: { id } }, ...this.#signal(options) }));
+    }
+    /** Ends a resumed run (scope `runs:write`). */
+    completeRun(id, options = {}) {
+        return unwrap(this.#api.POST("/v1/runs/{id}/complete", { params: { path: { id } }, ...this.#signal(options) }));
+    }
+    /**
+     * `GET /v1/runs/{id}/events`, the audit record of a run: its approval and tool events and the turns that expired
+     * (scope `runs:read`). Not the feed ({@link events}).
+     */
+    runEvents(id, options = {}) {
+        return unwrap(this.#api.GET("/v1/runs/{id}/events", { params: { path: { id } }, ...this.#signal(options) }));
+    }
+    /**
+     * One page of the approvals inbox (scope `approvals:read`): the runs waiting for approval that `acting_uid` may
+     * decide, newest first; pass `next_cursor` back as `cursor` until it is `null`.
+     */
+    approvals(query, options = {}) {
+        return unwrap(this.#api.GET("/v1/approvals", { params: { query }, ...this.#signal(options) }));
+    }
+    /** Every item of the inbox, page after page. */
+    async *allApprovals(query, options = {}) {
+        let cursor = null;
+        do {
+            const page = await this.approvals(cursor === null ? query : { ...query, cursor }, options);
+            yield* page.items;
+            cursor = page.next_cursor;
+        } while (cursor !== null);
+    }
+    /** Subscribes a URL to the tenant's events (scope `webhooks:write`); the answer's `secret` is shown this once. */
+    createWebhook(subscription, options = {}) {
+        return unwrap(this.#api.POST("/v1/webhooks", { body: subscription, ...this.#signal(options) }));
+    }
+    /** The tenant's subscriptions with their delivery state (scope `webhooks:write`); never their secrets. */
+    async listWebhooks(options = {}) {
+        return (await unwrap(this.#api.GET("/v1/webhooks", this.#signal(options)))).subscriptions;
+    }
+    /**
+     * Gives a subscription a new signing secret (scope `webhooks:write`), in the answer's `secret` this once. The old
+     * one signs beside it for `overlap_secs` (absent: the service's WEBHOOK_SECRET_OVERLAP_SECS; 0: it retires at
+     * once), so receivers can switch meanwhile; 404 `not_found` for a subscription the tenant does not have.
+     */
+    rotateWebhookSecret(id, rotation = {}, options = {}) {
+        return unwrap(this.#api.POST("/v1/webhooks/{id}/rotate-secret", {
+            params: { path: { id } },
+            body: rotation,
+            ...this.#signal(options),
+        }));
+    }
+    /** Removes a subscription (scope `webhooks:write`); 404 `not_found` for one the tenant does not have. */
+    async removeWebhook(id, options = {}) {
+        await unwrap(this.#api.DELETE("/v1/webhooks/{id}", { params: { path: { id } }, ...this.#signal(options) }));
+    }
+    /**
+     * One read of the feed (scope `events:read`): the events after `after`, waiting up to `wait` seconds for one.
+     * {@link feed} follows it for you.
+     */
+    events(query = {}, options = {}) {
+        // A long poll is held up to `wait` seconds by design: that time is not the request's fault.
+        const held = (query.wait ?? 0) * 1000;
+        return unwrap(this.#api.GET("/v1/events", { params: { query }, ...this.#signal(options, held) }));
+    }
+    /** The feed as an async iterable that keeps its place in `options.store` (see {@link Feed}). */
+    feed(options = {}) {
+        return new Feed((query, signal) => this.events(query, signal === undefined ? {} : { signal }), options);
+    }
+    /** `GET /healthz`: the process answers. */
+    healthz(options = {}) {
+        return unwrap(this.#api.GET("/healthz", this.#signal(options)));
+    }
+    /** `GET /readyz`: the database is reachable and migrated; 503 `not_migrated` or `database_unavailable` if not. */
+    readyz(options = {}) {
+        return unwrap(this.#api.GET("/readyz", this.#signal(options)));
+    }
+    /** `GET /metrics` in the Prometheus text format (scope `metrics:read`). */
+    metrics(options = {}) {
+        return unwrap(this.#api.GET("/metrics", { parseAs: "text", ...this.#signal(options) }));
+    }
+}
+/**
+ * The body of a success; throws {@link ApiError} for any other answer. openapi-fetch types `data` as possibly
+ * undefined (a 204 has none); every answer unwrapped here for its body documents one.
+ */
+async function unwrap(pending) {
+    const answer = await pending;
+    if (!answer.response.ok) {
+        throw ApiError.fromResponse(answer.response, answer.error);
+    }
+    return answer.data;
+}
+//# sourceMappingURL=client.js.map

@@ -1,0 +1,342 @@
+/**
+ * `approval-resume/openai-agents`: the OpenAI Agents SDK for JavaScript (`@openai/agents`) in the loop of
+ * approval-resume (docs/design.md §15, §16).
+ *
+ * {@link OpenAIAgentsWorker.start} runs the agent; when it stops on `result.interruptions` (function tools with
+ * `needsApproval`), the worker registers a run: the transcript in `openai-chat`, every function tool of the agent
+ * declared `executor: "worker"` (editable, below), and the serialized `RunState` as `worker_state`.
+ * {@link OpenAIAgentsWorker.resume}, called when the run is released or resumed (the feed, a webhook), reads only
+ * the service, so any process continues a run:
+ *
+ * 1. released: it claims the released calls (refused: another worker has the run, and this one runs nothing),
+ *    restores the state (`RunState.fromString`), approves the released calls without a result (`state.approve`), and
+ *    the SDK runs them as it runs any approved call, stopped before it would call the model (the model may go on only
+ *    once the service holds every result); the worker posts their results under the claim, renewing it meanwhile;
+ * 2. resumed: the state is restored again, each released call approved and answered with its recorded result (the
+ *    agent's function tools are wrapped to answer a recorded call from the service, so nothing runs twice), each
+ *    denied or expired call rejected with the service's exact text (`state.reject(item, {message})`), and the SDK
+ *    runs on. New interruptions append a turn (`POST /v1/runs/{id}/turns`, with the new state); a final output
+ *    completes the run.
+ *
+ * Edits: an approval carries no arguments, so the wrapper of each function tool hands the tool the edited arguments
+ * (the decider's JSON text, parsed by the tool's own schema as the model's would be) in place of the proposed ones;
+ * the worker posts the bare output and the service puts the edit note before it, which the model reads.
+ *
+ * A released tool that throws (a tool with `errorFunction: null`; the SDK's default error function answers its own
+ * fixed text, "An error occurred while running the tool…", posted as an output) posts `Error: tool "{tool}" failed.`
+ * (`is_error: true`), and the exception goes to the logger. Inside a released call,
+ * {@link currentIdempotencyKey} answers `{run_id}:{call_id}`.
+ * @module
+ */
+import { isDeepStrictEqual } from "node:util";
+import { AsyncLocalStorage } from "node:async_hooks";
+import { RunState, Runner, } from "@openai/agents";
+import { defaultLogger, failedText, idempotencyKey, withIdempotencyKey } from "../worker/calls.js";
+import { claimRun, refusalOf, refusedStep } from "../worker/claim.js";
+import { resultTexts } from "../worker/result-texts.js";
+import { openAiChat, outputText } from "./transcript.js";
+export { currentIdempotencyKey, idempotencyKey } from "../worker/calls.js";
+export {} from "../worker/claim.js";
+/** Marks the state as this adapter's, so a run another worker registered is refused rather than misread. */
+const KIND = "approval-resume/openai-agents";
+const currentStep = new AsyncLocalStorage();
+/** Thrown by the model of the released step: the SDK ran the approved calls and would now call the model. */
+class ReleasedCallsRan extends Error {
+    constructor() {
+        super("the released calls ran; the model is not called until their results are posted");
+    }
+}
+/** The model of the released step, which must never be called (see {@link ReleasedCallsRan}). */
+const stopBeforeModel = {
+    async getResponse() {
+        throw new ReleasedCallsRan();
+    },
+    async *getStreamedResponse() {
+        throw new ReleasedCallsRan();
+    },
+};
+export class OpenAIAgentsWorker {
+    #client;
+    #agent;
+    #runner;
+    /** The agent of the released step: the same agent whose model throws before it could be called. */
+    #releasedAgent;
+    #effects;
+    #registration;
+    #log;
+    constructor(options) {
+        this.#client = options.client;
+        this.#log = options.logger ?? defaultLogger;
+        this.#agent = options.agent.clone({
+            tools: options.agent.tools.map((tool) => (tool.type === "function" ? this.#guarded(tool) : tool)),
+        });
+        // The agent's own model wins over the runner's `model` (selectModel), so the stop goes on the agent.
+        this.#releasedAgent = this.#agent.clone({ model: stopBeforeModel });
+        this.#runner = new Runner(options.runConfig ?? {});
+        this.#effects = options.effects ?? {};
+        this.#registration = options.registration;
+    }
+    /**
+     * Runs the agent on `input` for `ownerUid`; on interruptions registers the run (`runId`, or a random UUID) and
+     * answers `suspended`; otherwise `finished` with the final output and no run.
+     */
+    async start(input) {
+        const result = await this.#runner.run(this.#agent, input.input);
+        if (result.interruptions.length === 0) {
+            return { status: "finished", runId: null, finalOutput: result.finalOutput, history: result.history };
+        }
+        const runId = input.runId ?? crypto.randomUUID();
+        const pending = this.#pending(runId, result.interruptions);
+        const instructions = typeof this.#agent.instructions === "string" ? this.#agent.instructions : undefined;
+        const run = await this.#client.registerRun({
+            ...this.#registration,
+            id: runId,
+            owner_uid: input.ownerUid,
+            messages: openAiChat(withCalls(result.history, result.interruptions), pending, instructions),
+            tools: this.#declaredTools(),
+            worker_state: workerState(result.state),
+        });
+        return { status: "suspended", runId, run };
+    }
+    /**
+     * Continues the run from what the service holds (see the module's documentation). Safe to call again after a
+     * crash at any point, and in any process: a call whose result the service holds never runs again, and a claim
+     * held by a worker that died is ended by the service (its calls interrupted), never run twice.
+     */
+    async resume(runId) {
+        let run = await this.#client.getRun(runId, { includeWorkerState: true });
+        if (run.status === "waiting_for_approval" || run.status === "resuming") {
+            return { status: "waiting", runId, run };
+        }
+        if (run.status === "cancelled" || run.status === "completed") {
+            return { status: "closed", runId, run };
+        }
+        // The answers after this (results posted) carry no worker_state: keep the one read here.
+        const stateText = stateOf(runId, run.worker_state);
+        if (run.status === "released") {
+            const claim = await claimRun(this.#client, runId, this.#log);
+            if (!("claim" in claim)) {
+                return refusedStep(runId, claim);
+            }
+            const posted = await this.#runReleased(runId, stateText, run, claim);
+            if (!("turn" in posted)) {
+                return refusedStep(runId, posted);
+            }
+            run = posted;
+            if (run.status !== "resumed") {
+                return { status: "waiting", runId, run };
+            }
+        }
+        const texts = await resultTexts(this.#client, runId);
+        const state = await RunState.fromString(this.#agent, stateText);
+        const items = interruptionsOf(runId, state, run);
+        const released = new Map((run.released_calls ?? []).map((call) => [call.call_id, call]));
+        const recorded = new Map();
+        for (const [callId, item] of items) {
+            const text = texts.get(callId);
+            if (text === undefined) {
+                throw new Error(`run ${runId}: the model input holds no result for call ${callId}`);
+            }
+            if (released.has(callId)) {
+                state.approve(item);
+                recorded.set(callId, { tool: item.name ?? "", text });
+            }
+            else {
+                state.reject(item, { message: text });
+            }
+        }
+        const step = { runId, released: new Map(), ran: new Map(), recorded };
+        const result = await currentStep.run(step, () => this.#runner.run(this.#agent, state));
+        if (result.interruptions.length === 0) {
+            await this.#client.completeRun(runId);
+            return { status: "finished", runId, finalOutput: result.finalOutput, history: result.history };
+        }
+        const pending = this.#pending(runId, result.interruptions);
+        const following = afterResultsOf(result.history, new Set(items.keys()));
+        const appended = await this.#client.appendTurn(runId, {
+            messages: openAiChat(withCalls(following, result.interruptions), pending),
+            worker_state: workerState(result.state),
+        });
+        return { status: "suspended", runId, run: appended };
+    }
+    /**
+     * Under the claim, the SDK runs the released calls without a result and nothing else: they are approved, the
+     * turn's other calls left undecided (the SDK stops on them), and the released step's model throws before the
+     * SDK could call it. Posts the results with the claim: the run, or the refusal when the claim was lost meanwhile.
+     */
+    async #runReleased(runId, stateText, run, claim) {
+        const calls = claim.claim.released_calls.filter((call) => call.result === undefined);
+        if (calls.length === 0) {
+            return this.#client.getRun(runId);
+        }
+        const state = await RunState.fromString(this.#releasedAgent, stateText);
+        const items = interruptionsOf(runId, state, run);
+        const step = { runId, released: new Map(), ran: new Map(), recorded: new Map() };
+        for (const call of calls) {
+            const item = items.get(call.call_id);
+            if (item === undefined) {
+                throw new Error(`run ${runId}: released call ${call.call_id} is not an interruption of its state`);
+            }
+            step.released.set(call.call_id, { edited: editedArguments(call.arguments, item) });
+            state.approve(item);
+        }
+        await claim.renewWhile(async () => {
+            try {
+                await currentStep.run(step, () => this.#runner.run(this.#releasedAgent, state));
+            }
+            catch (error) {
+                if (!causedBy(error, ReleasedCallsRan)) {
+                    throw error;
+                }
+            }
+        });
+        const results = calls.map((call) => {
+            const result = step.ran.get(call.call_id);
+            if (result === undefined) {
+                throw new Error(`run ${runId}: the SDK did not run released call ${call.call_id}`);
+            }
+            return result;
+        });
+        try {
+            return await this.#client.postResults(runId, results, { claimId: claim.id });
+        }
+        catch (error) {
+            const refusal = refusalOf(error);
+            if (refusal === null) {
+                throw error;
+            }
+            return refusal;
+        }
+    }
+    /**
+     * The tool for this worker: in the released step a released call runs with its idempotency key and the edited
+     * arguments where given, its result recorded (an exception: logged, the fixed failed text); in the resumed step a
+     * released call is answered with the service's text, once, without running; elsewhere it runs as it is.
+     */
+    #guarded(tool) {
+        const invoke = tool.invoke;
+        const log = this.#log;
+        const guarded = async (context, input, details) => {
+            const step = currentStep.getStore();
+            const callId = details?.toolCall?.callId;
+            if (step === undefined || callId === undefined) {
+                return invoke(context, input, details);
+            }
+            const recorded = step.recorded.get(callId);
+            if (recorded !== undefined && recorded.tool === tool.name) {
+                step.recorded.delete(callId);
+                return recorded.text;
+            }
+            const released = step.released.get(callId);
+            if (released === undefined) {
+                return invoke(context, input, details);
+            }
+            try {
+                const key = idempotencyKey(step.runId, callId);
+                const output = await withIdempotencyKey(key, () => invoke(context, released.edited ?? input, details));
+                step.ran.set(callId, { call_id: callId, content: outputText(output), is_error: false });
+                return output;
+            }
+            catch (error) {
+                log(`run ${step.runId}: released call ${callId} (${tool.name}) failed`, error);
+                const failed = failedText(tool.name);
+                step.ran.set(callId, { call_id: callId, content: failed, is_error: true });
+                return failed;
+            }
+        };
+        return { ...tool, invoke: guarded };
+    }
+    /** The call ids the run waits on; refuses an interruption that is not a function tool of the agent. */
+    #pending(runId, interruptions) {
+        const names = new Set(this.#agent.tools.filter((tool) => tool.type === "function").map((tool) => tool.name));
+        return new Set(interruptions.map((item) => {
+            if (item.rawItem.type !== "function_call" || !names.has(item.rawItem.name)) {
+                throw new Error(`run ${runId}: "${item.name ?? "?"}" is not a function tool of the agent`);
+            }
+            return item.rawItem.callId;
+        }));
+    }
+    /** Every function tool of the agent, run by this worker, edited arguments included. */
+    #declaredTools() {
+        return this.#agent.tools
+            .filter((tool) => tool.type === "function")
+            .map((tool) => ({
+            name: tool.name,
+            effect: this.#effects[tool.name] ?? "write",
+            executor: "worker",
+        }));
+    }
+}
+// The run's context type is the application's; the adapter only serializes and restores it.
+function workerState(state) {
+    return { kind: KIND, version: 1, state: state.toJSON() };
+}
+/** The serialized `RunState` of a run's `worker_state`; throws for a run without this adapter's state. */
+function stateOf(runId, workerState) {
+    const held = workerState;
+    if (typeof held !== "object" || held === null || held.kind !== KIND) {
+        throw new Error(`run ${runId} holds no worker_state of ${KIND}; it cannot be resumed here`);
+    }
+    if (held.version !== 1) {
+        throw new Error(`run ${runId}: worker_state version ${String(held.version)} is not one this adapter reads`);
+    }
+    return JSON.stringify(held.state);
+}
+/** The state's interruption for each pending call of the service's turn. */
+function interruptionsOf(runId, state, run) {
+    const byCall = new Map();
+    for (const item of state.getInterruptions()) {
+        if (item.rawItem.type === "function_call") {
+            byCall.set(item.rawItem.callId, item);
+        }
+    }
+    const items = new Map();
+    for (const call of run.turn.pending_calls) {
+        const item = byCall.get(call.id);
+        if (item === undefined) {
+            throw new Error(`run ${runId}: its worker_state has no interruption for call ${call.id}`);
+        }
+        items.set(call.id, item);
+    }
+    return items;
+}
+/** The edited arguments' text, or `undefined` when they equal (as JSON values) what the model proposed. */
+function editedArguments(released, item) {
+    const proposed = item.rawItem.type === "function_call" ? item.rawItem.arguments : undefined;
+    if (released === undefined || released === proposed) {
+        return undefined;
+    }
+    const same = proposed !== undefined && isDeepStrictEqual(JSON.parse(released), JSON.parse(proposed));
+    return same ? undefined : released;
+}
+/**
+ * The history with the calls the run stopped on: the SDK's history ends before the interrupted calls, which it
+ * keeps in the state's interruptions.
+ */
+function withCalls(history, interruptions) {
+    const listed = new Set(history.flatMap((item) => (item.type === "function_call" ? [item.callId] : [])));
+    const calls = interruptions.flatMap((item) => item.rawItem.type === "function_call" && !listed.has(item.rawItem.callId) ? [item.rawItem] : []);
+    return [...history, ...calls];
+}
+/** The history after the results of the decided turn's calls: what followed the model input. */
+function afterResultsOf(history, decided) {
+    let last = -1;
+    history.forEach((item, index) => {
+        if (item.type === "function_call_result" && decided.has(item.callId)) {
+            last = index;
+        }
+    });
+    return history.slice(last + 1);
+}
+/** Whether `error` or one of its causes is a `kind` (the runner may wrap what the model threw). */
+function causedBy(error, kind) {
+    let current = error;
+    while (current instanceof Error) {
+        if (current instanceof kind) {
+            return true;
+        }
+        current = current.cause;
+    }
+    return false;
+}
+//# sourceMappingURL=index.js.map

@@ -1,0 +1,80 @@
+/**
+ * Names for the shapes of openapi.yaml, all taken from the types openapi-typescript generated from it
+ * (src/generated/openapi.ts), so a change of the spec reaches every method's signature after `npm run generate`.
+ * Members keep their wire names (`owner_uid`, `turn_digest`): what you read here is what the service sends.
+ * @module
+ */
+import type { components, operations, paths } from "./generated/openapi.js";
+export type { components, operations, paths };
+type Schemas = components["schemas"];
+/**
+ * An OpenAI chat message. openapi.yaml leaves `ChatMessage` open (the service keeps every member of a message as it
+ * came: `content`, `tool_calls`, `name`, `refusal`…), but openapi-typescript types an object schema without
+ * `additionalProperties` as closed, which would refuse a message literal with `content`; so the open form is here.
+ */
+export type ChatMessage = Schemas["ChatMessage"] & {
+    [member: string]: unknown;
+};
+/**
+ * `T` with its `messages` (where it has them) open as {@link ChatMessage}, required or optional as in `T`; other
+ * members unchanged. A registration or a turn in a native format (docs/design.md §14) sends `input` or `contents`
+ * instead.
+ */
+export type WithOpenMessages<T> = T extends {
+    messages: unknown;
+} ? Omit<T, "messages"> & {
+    messages: ChatMessage[];
+} : "messages" extends keyof T ? Omit<T, "messages"> & {
+    messages?: ChatMessage[];
+} : T;
+export type PutUser = Schemas["PutUser"];
+export type UserView = Schemas["UserView"];
+export type RegisterRun = WithOpenMessages<Schemas["RegisterRun"]>;
+export type AppendTurn = WithOpenMessages<Schemas["AppendTurn"]>;
+export type DeclaredTool = Schemas["DeclaredTool"];
+export type RunView = Schemas["RunView"];
+export type RunStatus = Schemas["RunStatus"];
+export type PendingCall = Schemas["PendingCall"];
+/**
+ * An approved call of a tool the worker runs (`executor: "worker"`, docs/design.md §15), as `GET /v1/runs/{id}`
+ * shows it in `released_calls`: the arguments to run (edited where a decider edited them) and, once posted, its
+ * `result`.
+ */
+export type ReleasedCall = NonNullable<RunView["released_calls"]>[number];
+/** The body of `POST /v1/runs/{id}/results`. */
+export type PostResults = NonNullable<paths["/v1/runs/{id}/results"]["post"]["requestBody"]>["content"]["application/json"];
+/** One released call's result as the worker posts it. */
+export type PostedResult = PostResults["results"][number];
+export type DecisionBody = Schemas["DecisionBody"];
+export type CallVerdictBody = Schemas["CallVerdictBody"];
+export type DecisionAnswer = Schemas["DecisionAnswer"];
+export type DecisionView = Schemas["DecisionView"];
+export type ToolResult = Schemas["ToolResult"];
+export type DenialReason = Schemas["DenialReason"];
+export type DecidedBy = Schemas["DecidedBy"];
+export type Outcome = Schemas["Outcome"];
+export type Effect = Schemas["Effect"];
+export type PrivacyLevel = Schemas["PrivacyLevel"];
+export type ModelInput = Schemas["ModelInput"];
+export type ModelInputFormat = Schemas["ModelInputFormat"];
+export type InboxPage = Schemas["InboxPage"];
+export type InboxItem = Schemas["InboxItem"];
+/** The audit record of one run (`GET /v1/runs/{id}/events`), not the feed. */
+export type RunAudit = Schemas["EventsView"];
+/** One event of the feed and the body of a webhook request. */
+export type Event = Schemas["Event"];
+export type EventType = Schemas["EventType"];
+export type EventsPage = Schemas["EventsPage"];
+export type CreateWebhook = Schemas["CreateWebhook"];
+export type WebhookSubscription = Schemas["WebhookSubscription"];
+export type WebhookCreated = Schemas["WebhookCreated"];
+export type RotateWebhookSecret = Schemas["RotateWebhookSecret"];
+/** An entry of a native transcript (Responses `input`, Gemini `contents`), kept by the service as it came. */
+export type NativeEntry = Schemas["NativeEntry"];
+export type Problem = Schemas["Problem"];
+export type ProblemCode = Problem["code"];
+/** The query of `GET /v1/approvals`. */
+export type ApprovalsQuery = operations["listApprovals"]["parameters"]["query"];
+/** The query of `GET /v1/events`. */
+export type EventsQuery = NonNullable<operations["followEvents"]["parameters"]["query"]>;
+//# sourceMappingURL=schemas.d.ts.map

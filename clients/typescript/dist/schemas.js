@@ -1,0 +1,2 @@
+export {};
+//# sourceMappingURL=schemas.js.map
