@@ -119,7 +119,7 @@ export class ApprovalResumeClient {
      * `executor: "worker"` that a decision approved, which the worker ran itself, some or all at a time. The run
      * answers `released` while a released call still lacks its result, `resumed` once none does. The same result
      * again is accepted (a replay, whatever the claim's state); a different one for a call that has one throws 409
-     * `result_conflict`, a call that was not released 422 `not_released`. `claimId`: the live claim of this worker
+     * `result_conflict`, a call that was not released 422 `call_not_released`. `claimId`: the live claim of this worker
      * ({@link claim}); without one 409 {@link ClaimRequiredError}, under another's {@link ClaimedError}, under a
      * lapsed one {@link ClaimLapsedError}.
      */

@@ -268,14 +268,48 @@ export interface paths {
          * @description The worker's results of calls its run's decision released (tools declared `executor: worker`, DESIGN.md
          *     §15), some or all at a time. Rules, in order: 409 `run_cancelled` for a cancelled run; 422 `repeated_call`
          *     for a `call_id` named twice; 422 `not_released` for a `call_id` that is not a released call of the current
-         *     turn (409 `not_released` while the turn is still waiting for its decision or running it); a call that has a
-         *     result takes the same `content` and `is_error` again (a replay: nothing is written) and refuses another
-         *     (409 `result_conflict`). Nothing of a refused body is recorded. When every released call has its result, the
+         *     turn (409 `not_released` while the turn is still waiting for its decision or running it); a body whose every
+         *     result is already recorded with the same `content` and `is_error` is a replay (200, nothing written,
+         *     whatever the claim); otherwise the poster must hold the live claim (`claimRun`) and name it in `claim_id`:
+         *     409 `claim_required` without one (or with an id this run's turn never had), `claimed` under another's live
+         *     claim (with `until`), `claim_lapsed` under a claim whose `until` has passed (its unposted calls ended
+         *     `interrupted`, DESIGN.md §15; a lapse nobody wrote yet is written by this post). A call that has a result
+         *     refuses another (409 `result_conflict`). Nothing of a refused body is recorded. When every released call has its result, the
          *     same transaction stores the results as the turn's (an edited call's content is the edit note, a blank line,
          *     then the worker's content), writes their tool events (outcome `ok`, or `failed` for `is_error`) and moves
          *     the run to `resumed` (`run.resumed`). Answers the run as `getRun` does. Scope: `runs:write` (API keys only).
          */
         post: operations["postResults"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/runs/{id}/claim": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Claim the calls released to the worker, or renew the claim
+         * @description At most once across workers (DESIGN.md §15, "Claims"): before it runs released calls a worker claims them.
+         *     `{}` takes a new claim; `{"claim_id": …}` renews that claim, which must be the live one, for another
+         *     `WORKER_CLAIM_TTL_SECS` (default 300) from now. `until` is on the database's clock. While a claim lives
+         *     every other claim is 409 `claimed` (with `until`), and results are taken only under it (`postResults`).
+         *     Rules, in order: 409 `run_cancelled` for a cancelled run; a claim whose `until` has passed with calls still
+         *     unposted is lapsed first, if nobody wrote it yet (each such call gets the `interrupted` result, tool events
+         *     are recorded, the run resumes and `run.resumed` is recorded, once); 409 `claim_lapsed` for a renewal of a
+         *     lapsed claim; 409 `not_released` with `run_status` when the run has nothing released (`waiting_for_approval`
+         *     or `resuming`: it may still release, retry; `resumed` or `completed`: never); 409 `claimed` while another
+         *     claim is live; 409 `claim_required` for a renewal naming a claim this run's released turn never had.
+         *     Scope: `runs:write` (API keys only).
+         */
+        post: operations["claimRun"];
         delete?: never;
         options?: never;
         head?: never;
@@ -414,6 +448,90 @@ export interface paths {
          *     `webhooks:write`.
          */
         delete: operations["removeWebhook"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/runs/{id}/rules": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a run's remembered decisions
+         * @description The `run` scope rules of the run (DESIGN.md §18), newest first, revoked and expired ones included (`live`
+         *     says which decide). Scope `runs:read` or `decisions:write`; or a decision token whose user may decide the
+         *     run, which sees `arguments` as the inbox shows them (by the run's privacy level).
+         */
+        get: operations["listRunRules"];
+        put?: never;
+        /**
+         * Remember a decision for the later turns of a run
+         * @description Makes a `run` scope rule (DESIGN.md §18): the later turns of this run have their calls of `tool` (with exactly
+         *     `arguments`, when given) approved or denied at once, as `created_by` would decide them. Who may make one is
+         *     who could make that decision (§4: the right to decide the run, four-eyes, the approver gate for an approved
+         *     write); checked again each time the rule is used. Audited, and recorded as the event `rule.created`.
+         *
+         *     A key (scope `decisions:write`) names `created_by`; a decision token makes the rule as its user (`created_by`
+         *     absent or equal to it) on a run its user may decide.
+         */
+        post: operations["makeRunRule"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/rules": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the remembered decisions for an owner's runs
+         * @description Every rule whose owner is `owner_uid` (both scopes), newest first, revoked and expired ones included. Scope
+         *     `runs:read` or `decisions:write`.
+         */
+        get: operations["listOwnerRules"];
+        put?: never;
+        /**
+         * Remember a decision for an owner's runs of one tool
+         * @description Makes an `owner` scope rule (DESIGN.md §18): every run of `owner_uid` in the tenant has its calls of `tool`
+         *     approved or denied at once until `expires_at`, at most `MAX_RULE_TTL_DAYS` ahead (default 30, at most 366).
+         *     By the owner or an admin (`created_by`), under §4 (an approve rule of a write within the author's
+         *     `approvable_tools`); every rule of §4, four-eyes included, is checked again against each run it would decide.
+         *     Scope `decisions:write`; a decision token may not make one.
+         */
+        post: operations["makeOwnerRule"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/rules/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke a remembered decision
+         * @description Revokes the rule: by its author, its owner (the run's, for `run` scope) or an admin. A key (scope
+         *     `decisions:write`) names `revoked_by`; a decision token revokes its own user's rules only (any other is 404).
+         *     A turn registered after the answer never uses the rule; a decision already made stays. A rule revoked
+         *     already is answered as it stands. Audited, and recorded as the event `rule.revoked`.
+         */
+        delete: operations["revokeRule"];
         options?: never;
         head?: never;
         patch?: never;
@@ -567,13 +685,24 @@ export interface components {
             /** @description For a person reading the answer; never internal text on a 5xx. */
             detail: string;
             /**
+             * Format: date-time
+             * @description With `claimed`, when the live claim lapses unless renewed.
+             */
+            until?: string;
+            /**
+             * @description Where the run is now, on the refusals that depend on it (`status` is the HTTP status, as RFC 9457 has it):
+             *     `stale_turn`; `not_released` from a results post or `claimRun` (`waiting_for_approval` or `resuming`: it
+             *     may still release, ask again; from `claimRun` also `resumed` or `completed`: never); `run_resumed`.
+             */
+            run_status?: components["schemas"]["RunStatus"];
+            /**
              * @description Stable and machine-readable. `anonymous_decision_not_allowed` is defined by the decision rules but not
              *     answered over HTTP today: a `null` decider without the `decisions:anonymous` scope is refused earlier, with
              *     `missing_scope`. `not_found` with detail `no such route` and `method_not_allowed` (405) are answered by
              *     the router for paths and methods it does not serve.
              * @enum {string}
              */
-            code: "unauthorized" | "format_not_representable" | "token_expired" | "token_not_yet_valid" | "token_bad_signature" | "token_unknown_kid" | "token_wrong_audience" | "token_client_revoked" | "token_client_lacks_scope" | "token_lifetime_too_long" | "token_invalid" | "missing_scope" | "token_not_allowed" | "decider_mismatch" | "body_timeout" | "not_found" | "method_not_allowed" | "malformed_json" | "bad_request" | "payload_too_large" | "worker_state_too_large" | "unsupported_media_type" | "invalid_body" | "invalid_query" | "invalid_cursor" | "invalid_subscription" | "webhook_url_refused" | "too_many_subscriptions" | "invalid_overlap" | "invalid_uid" | "invalid_username" | "invalid_owner" | "invalid_tool" | "invalid_transcript" | "unknown_owner" | "too_many_calls" | "arguments_too_large" | "reason_requires_denial" | "decider_uid_required" | "approved_and_calls" | "verdict_required" | "reason_with_calls" | "repeated_call" | "unknown_call" | "missing_call" | "arguments_require_approval" | "arguments_not_object" | "not_editable" | "not_released" | "expiry_ambiguous" | "invalid_expires_at" | "expires_at_in_past" | "invalid_ttl" | "anonymous_decision_not_allowed" | "unknown_decider" | "decider_disabled" | "decider_not_permitted" | "second_approver_required" | "tool_not_approvable" | "anonymous_write_approval" | "anonymous_edit" | "transcript_not_shown" | "invalid_approvable_tools" | "run_exists" | "stale_turn" | "already_decided" | "not_awaiting_approval" | "resume_in_progress" | "expired" | "not_resumed" | "results_pending" | "run_cancelled" | "result_conflict" | "run_finished" | "internal" | "undecryptable" | "database_unavailable" | "timeout" | "not_migrated" | "too_many_waiting_readers" | "too_many_connections";
+            code: "unauthorized" | "format_not_representable" | "token_expired" | "token_not_yet_valid" | "token_bad_signature" | "token_unknown_kid" | "token_wrong_audience" | "token_client_revoked" | "token_client_lacks_scope" | "token_lifetime_too_long" | "token_invalid" | "missing_scope" | "token_not_allowed" | "decider_mismatch" | "body_timeout" | "not_found" | "method_not_allowed" | "malformed_json" | "bad_request" | "payload_too_large" | "worker_state_too_large" | "unsupported_media_type" | "invalid_body" | "invalid_query" | "invalid_cursor" | "invalid_subscription" | "webhook_url_refused" | "webhook_url_lookups_busy" | "too_many_subscriptions" | "invalid_overlap" | "invalid_uid" | "invalid_username" | "invalid_owner" | "invalid_tool" | "invalid_transcript" | "unknown_owner" | "too_many_calls" | "arguments_too_large" | "reason_requires_denial" | "decider_uid_required" | "approved_and_calls" | "verdict_required" | "reason_with_calls" | "repeated_call" | "unknown_call" | "missing_call" | "arguments_require_approval" | "arguments_not_object" | "not_editable" | "not_released" | "call_not_released" | "run_resumed" | "invalid_turn_digest" | "expiry_ambiguous" | "invalid_expires_at" | "expires_at_in_past" | "invalid_ttl" | "anonymous_decision_not_allowed" | "unknown_decider" | "decider_disabled" | "decider_not_permitted" | "second_approver_required" | "rule_not_permitted" | "rule_not_revocable" | "missing_created_by" | "missing_revoked_by" | "rule_ttl_too_long" | "denied_by_rule" | "remember_with_calls" | "remember_until_required" | "remember_edited" | "anonymous_rule" | "tool_not_approvable" | "anonymous_write_approval" | "anonymous_edit" | "transcript_not_shown" | "invalid_approvable_tools" | "run_exists" | "stale_turn" | "already_decided" | "not_awaiting_approval" | "resume_in_progress" | "expired" | "not_resumed" | "results_pending" | "run_cancelled" | "result_conflict" | "claim_required" | "claimed" | "claim_lapsed" | "run_finished" | "internal" | "undecryptable" | "database_unavailable" | "timeout" | "not_migrated" | "too_many_waiting_readers" | "too_many_connections" | "too_many_body_bytes";
             /** @description The request's `x-request-id`, on every problem (a 500 for a handler that panicked included). */
             request_id?: string;
         };
@@ -630,10 +759,12 @@ export interface components {
          * @description `run.waiting`: a run was registered or got a new turn, and waits for a decision; `run.released`: a decided
          *     turn released calls to the worker, whose results it waits for (`released_call_ids`); `run.resumed`: a decided
          *     turn has all its results; `run.expired`: a turn nobody decided in time ended (not written yet: turns do not
-         *     expire in this version); `run.cancelled`, `run.completed`: the run ended.
+         *     expire in this version); `run.cancelled`, `run.completed`: the run ended. `rule.created`, `rule.revoked`: a
+         *     remembered decision was made or revoked (DESIGN.md §18; data `RuleEventData`, no `run_id` for an owner-scope
+         *     rule).
          * @enum {string}
          */
-        EventType: "run.waiting" | "run.released" | "run.resumed" | "run.expired" | "run.cancelled" | "run.completed";
+        EventType: "run.waiting" | "run.released" | "run.resumed" | "run.expired" | "run.cancelled" | "run.completed" | "rule.created" | "rule.revoked";
         /**
          * @description One event, as the feed lists it and as a webhook's body. Ids and metadata only: never a transcript,
          *     arguments, results or reasons, at any privacy level.
@@ -647,7 +778,8 @@ export interface components {
              * @description When the change's transaction began.
              */
             timestamp: string;
-            data: components["schemas"]["EventData"];
+            /** @description `EventData` for a run's event; `RuleEventData` for `rule.created` and `rule.revoked`. */
+            data: Record<string, never>;
         };
         EventData: {
             /** @description The format the run was registered in (DESIGN.md §14); never any of its transcript. */
@@ -869,23 +1001,53 @@ export interface components {
          * @enum {string}
          */
         Executor: "service" | "worker";
+        /** @description `{}` for a new claim; `{"claim_id": …}` to renew that claim. */
+        ClaimRun: {
+            /** Format: uuid */
+            claim_id?: string;
+        };
+        /** @description A worker's claim on a run's released calls (DESIGN.md §15). */
+        Claim: {
+            /**
+             * Format: uuid
+             * @description Named in a renewal and in every results post under this claim.
+             */
+            claim_id: string;
+            /**
+             * Format: date-time
+             * @description When the claim lapses unless renewed (RFC 3339, UTC, the database's clock).
+             */
+            until: string;
+            /** @description The calls the claim covers, as `getRun` shows them. */
+            released_calls: components["schemas"]["ReleasedCall"][];
+        };
         /** @description A call released to the worker (DESIGN.md §15). */
         ReleasedCall: {
             call_id: string;
             tool: components["schemas"]["ToolName"];
             /**
-             * @description The arguments to run: the edited ones where the decider edited them. Absent where the reader's view
-             *     hides arguments (a decision token below privacy level `full` shows them as it shows pending calls').
+             * @description The arguments to run: the edited ones where the decider edited them. To a decision token, as the run's
+             *     privacy level shows payloads (DESIGN.md §13): verbatim at `full`, redacted at `redacted`, absent at
+             *     `metadata` and `none`.
              */
             arguments?: string;
             edited: boolean;
             /** @description The worker's result as posted; absent until it is. */
             result?: {
-                content: string;
+                /**
+                 * @description The worker's content. To a decision token, as the run's privacy level shows payloads: verbatim at
+                 *     `full`, redacted at `redacted`, absent at `metadata` and `none`.
+                 */
+                content?: string;
                 is_error: boolean;
             };
         };
         PostResults: {
+            /**
+             * Format: uuid
+             * @description The poster's live claim (`claimRun`); required but for a replay of results already recorded.
+             */
+            claim_id?: string;
             results: {
                 call_id: string;
                 content: string;
@@ -1002,7 +1164,10 @@ export interface components {
              *     `decider_uid_required`. With a decision token it may be left out: the decider is the token's `sub`.
              */
             decider_uid?: number | null;
-            /** @description The `turn.digest` of the run as read; another digest is answered 409 `stale_turn`. */
+            /**
+             * @description The `turn.digest` of the run as read; another turn's digest is answered 409 `stale_turn`, a text that is
+             *     no digest at all 422 `invalid_turn_digest`.
+             */
             turn_digest: string;
             /**
              * @description Whole-turn form only, and only with a denial; an approval with a reason is answered 422
@@ -1011,6 +1176,20 @@ export interface components {
             reason?: components["schemas"]["DenialReason"] | null;
             /** @description The per-call form; every pending call exactly once, in any order. `null` is refused 422. */
             calls?: components["schemas"]["CallVerdictBody"][];
+            /**
+             * @description Whole-turn form only (beside `calls`: 422 `remember_with_calls`): remember every call's verdict as a
+             *     rule (DESIGN.md §18), one per distinct tool and verdict, without arguments, as the decider's: `run` for
+             *     the later turns of this run, `owner` for the owner's runs of the tool until `remember_until` (422
+             *     `remember_until_required` without it). Part of the decision: its replay compares it and makes no second
+             *     rule. A refused remember refuses the whole decision (403 `anonymous_rule`, `token_not_allowed`,
+             *     `rule_not_permitted` or the §4 refusals; 422 `remember_edited`), and nothing is recorded.
+             */
+            remember?: components["schemas"]["RuleScope"];
+            /**
+             * Format: date-time
+             * @description The end of `owner` scope rules, at most `MAX_RULE_TTL_DAYS` ahead.
+             */
+            remember_until?: string;
         };
         CallVerdictBody: {
             /** @description The `id` of a pending call of the turn. */
@@ -1025,6 +1204,8 @@ export interface components {
              *     by the privacy level in tool events.
              */
             arguments?: string | null;
+            /** @description Remember this verdict as a rule (DESIGN.md §18); refused 422 `remember_edited` on an edited one. */
+            remember?: components["schemas"]["RuleScope"];
         } & (unknown & unknown);
         PendingCall: {
             id: string;
@@ -1069,6 +1250,85 @@ export interface components {
             reason: components["schemas"]["DenialReason"] | null;
             /** @description Approved with edited arguments (the arguments themselves are not repeated here). */
             edited: boolean;
+            /**
+             * Format: uuid
+             * @description The remembered decision that gave this verdict (DESIGN.md §18); absent when a person posted it.
+             */
+            rule_id?: string;
+        };
+        /**
+         * @description `run`: the later turns of one run; `owner`: the owner's runs of one tool until `expires_at`.
+         * @enum {string}
+         */
+        RuleScope: "run" | "owner";
+        /** @enum {string} */
+        RuleVerdict: "approve" | "deny";
+        RunRuleBody: {
+            /** @description The rule's author; required with a key, absent or the token's user with a token. */
+            created_by?: number | null;
+            tool: components["schemas"]["ToolName"];
+            /** @description The rule matches only calls whose arguments equal this object as JSON values. */
+            arguments?: Record<string, never>;
+            verdict: components["schemas"]["RuleVerdict"];
+            /** @description A deny rule's reason (§3); `skip` for "never". */
+            reason?: components["schemas"]["DenialReason"];
+        };
+        OwnerRuleBody: {
+            owner_uid: number;
+            created_by: number;
+            /**
+             * Format: date-time
+             * @description At most `MAX_RULE_TTL_DAYS` ahead.
+             */
+            expires_at: string;
+            tool: components["schemas"]["ToolName"];
+            arguments?: Record<string, never>;
+            verdict: components["schemas"]["RuleVerdict"];
+            reason?: components["schemas"]["DenialReason"];
+        };
+        /** @description A remembered decision (DESIGN.md §18). */
+        Rule: {
+            /** Format: uuid */
+            id: string;
+            scope: components["schemas"]["RuleScope"];
+            /** Format: uuid */
+            run_id: string | null;
+            owner_uid: number;
+            tool: string;
+            /**
+             * @description The arguments text the rule matches; `null` for any call of the tool, or where the privacy level hides it
+             *     from a decision token.
+             */
+            arguments: string | null;
+            verdict: components["schemas"]["RuleVerdict"];
+            reason: components["schemas"]["DenialReason"] | null;
+            created_by: number;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            expires_at: string | null;
+            /** Format: date-time */
+            revoked_at: string | null;
+            revoked_by: number | null;
+            /** @description Neither revoked nor expired. */
+            live: boolean;
+        };
+        RuleList: {
+            rules: components["schemas"]["Rule"][];
+        };
+        /** @description The data of `rule.created` and `rule.revoked`; never the rule's arguments. */
+        RuleEventData: {
+            /** Format: uuid */
+            rule_id: string;
+            tenant: string;
+            scope: components["schemas"]["RuleScope"];
+            /** Format: uuid */
+            run_id?: string;
+            owner_uid: number;
+            tool: string;
+            verdict: components["schemas"]["RuleVerdict"];
+            created_by: number;
+            revoked_by?: number;
         };
         RunView: {
             /** @description The format the run was registered in and answers in (DESIGN.md §14). */
@@ -1100,7 +1360,13 @@ export interface components {
              */
             worker_state?: unknown;
         };
-        /** @description One result per pending call, in the turn's order. */
+        /**
+         * @description One result per pending call, in the turn's order. To a decision token, `content` is shown as the run's
+         *     privacy level shows payloads (DESIGN.md §13): whole at `full`; redacted at `redacted`, exactly as the same
+         *     text in `model_input`; at `metadata` and `none` absent where it holds what a tool or worker answered or
+         *     an edit note (`outcome` `ok` or `failed`, or `edited`), while the fixed texts of the other outcomes
+         *     (denied, expired, interrupted, not permitted) stay.
+         */
         ToolResult: {
             call_id: string;
             tool: components["schemas"]["ToolName"];
@@ -1147,14 +1413,15 @@ export interface components {
              *
              *         Error: approval_expired. No one decided on the approval for tool "{tool}" before it expired. Nothing was executed. Tell the user that the approval request expired without a decision, not that anyone declined it, and ask whether the change should be proposed again.
              */
-            content: string;
+            content?: string;
             /** @description The call ran with arguments a decider edited; `content` starts with the edit note. */
             edited: boolean;
         };
         /**
          * @description Built only from stored rows, so the same decision again is answered with the same bytes. To a decision
          *     token, `model_input` is shown as `getModelInput` shows it: whole at privacy level `full`, with every text
-         *     redacted at `redacted`, and left out at `metadata` and `none`.
+         *     redacted at `redacted`, and left out at `metadata` and `none`; `results` and `released_calls` show their
+         *     payloads by the same level (`ToolResult`, `ReleasedCall`), in the first answer and in every replay.
          */
         DecisionAnswer: {
             /** Format: uuid */
@@ -1163,10 +1430,11 @@ export interface components {
             format: components["schemas"]["ModelInputFormat"];
             /**
              * @description `resumed`, or `released` while calls the decision released to the worker (DESIGN.md §15) wait for their
-             *     results; then `results` holds the calls that have one, and `model_input` is absent.
+             *     results; then `results` holds the calls that have one, and `model_input` is absent. `cancelled`: the run
+             *     was cancelled while released calls waited (a replay): nothing is to be run, and there is no model input.
              * @enum {string}
              */
-            status: "released" | "resumed";
+            status: "released" | "resumed" | "cancelled";
             decision: components["schemas"]["DecisionView"];
             results: components["schemas"]["ToolResult"][];
             /** @description The calls the decision released to the worker; present whenever it released any. */
@@ -1491,6 +1759,13 @@ export interface components {
                 reason: components["schemas"]["DenialReason"] | null;
                 edited: boolean;
                 arguments_sha256: string | null;
+                /**
+                 * Format: uuid
+                 * @description The remembered decision that gave this verdict (DESIGN.md §18); absent when a person posted it.
+                 */
+                rule_id?: string;
+                /** @description The scope the decision asked this verdict remembered in; absent when it asked none. */
+                remember?: components["schemas"]["RuleScope"];
             }[];
         };
         /** @description A turn that expired without a decision; not a decision, and never a denial. */
@@ -1664,7 +1939,10 @@ export interface components {
                 };
             };
         };
-        /** @description `payload_too_large`: the body is larger than `MAX_BODY_BYTES`. */
+        /**
+         * @description `payload_too_large`: the body is larger than `MAX_BODY_BYTES`. A `Content-Length` over the route's limit
+         *     is answered before any of the body is read, and the connection closed.
+         */
         PayloadTooLarge: {
             headers: {
                 "x-request-id": components["headers"]["RequestId"];
@@ -1732,9 +2010,13 @@ export interface components {
         /**
          * @description `database_unavailable`: the database cannot serve the request now; `timeout`: the request took longer than
          *     `REQUEST_TIMEOUT_MS` (a decision may still complete: ask again to get its outcome). Retry after
-         *     `Retry-After` seconds. Besides, on any route, a connection beyond `MAX_CONNECTIONS` is answered 503
-         *     `too_many_connections` (a Problem with `Retry-After`, without a request id) before its request is read,
-         *     and closed.
+         *     `Retry-After` seconds. `too_many_body_bytes`: the bodies being read and handled take
+         *     `MAX_BODY_BYTES_IN_FLIGHT` (a request with a body waited up to a second for its share); the body was not
+         *     read, nothing was written, and the connection is closed. Besides, on any route, a connection beyond
+         *     `MAX_CONNECTIONS` is answered 503 `too_many_connections` (a Problem with `Retry-After`, without a request
+         *     id) before its request is read, and closed. `POST /v1/webhooks` answers 503 `webhook_url_lookups_busy` (with
+         *     `Retry-After`) when the URL's name could not be checked because this instance's name lookups (at most 32 at
+         *     once, each waited for at most 5 s) were all taken.
          */
         Unavailable: {
             headers: {
@@ -1747,7 +2029,7 @@ export interface components {
                     /** @enum {integer} */
                     status?: 503;
                     /** @enum {unknown} */
-                    code?: "database_unavailable" | "timeout";
+                    code?: "database_unavailable" | "timeout" | "too_many_body_bytes";
                 };
             };
         };
@@ -2119,18 +2401,20 @@ export interface operations {
                         /** @enum {integer} */
                         status?: 403;
                         /** @enum {unknown} */
-                        code?: "missing_scope" | "unknown_decider" | "decider_disabled" | "decider_not_permitted" | "second_approver_required" | "tool_not_approvable" | "anonymous_write_approval" | "anonymous_edit" | "decider_mismatch";
+                        code?: "missing_scope" | "unknown_decider" | "decider_disabled" | "decider_not_permitted" | "second_approver_required" | "tool_not_approvable" | "anonymous_write_approval" | "anonymous_edit" | "decider_mismatch" | "anonymous_rule" | "token_not_allowed" | "rule_not_permitted";
                     };
                 };
             };
             404: components["responses"]["RunNotFound"];
             408: components["responses"]["BodyTimeout"];
             /**
-             * @description `stale_turn`: `turn_digest` is not the digest of the run's current turn; `already_decided`: the turn was
+             * @description `stale_turn`: `turn_digest` is not the digest of the run's current turn (the detail and `run_status` say
+             *     where the run is now: read it again); `already_decided`: the turn was
              *     decided differently; `not_awaiting_approval`: the run is neither waiting nor holding a decision on this
              *     turn (cancelled before a decision); `resume_in_progress`: the approved turn's tools are still running,
              *     ask again shortly; `expired`: nobody decided the turn before its `expires_at`, and it has expired (every
-             *     call has the expired result).
+             *     call has the expired result); `denied_by_rule`: the decision approves a call that a live remembered deny
+             *     rule covers (DESIGN.md §18; revoke the rule first).
              */
             409: {
                 headers: {
@@ -2142,7 +2426,7 @@ export interface operations {
                         /** @enum {integer} */
                         status?: 409;
                         /** @enum {unknown} */
-                        code?: "stale_turn" | "already_decided" | "not_awaiting_approval" | "resume_in_progress" | "expired";
+                        code?: "stale_turn" | "already_decided" | "not_awaiting_approval" | "resume_in_progress" | "expired" | "denied_by_rule";
                     };
                 };
             };
@@ -2159,7 +2443,9 @@ export interface operations {
              *     `reason` with `calls`; `repeated_call`, `unknown_call`, `missing_call`: `calls` names a call twice, names
              *     one that is not pending, or leaves one out; `arguments_require_approval`: `arguments` on a denial;
              *     `arguments_not_object`: `arguments` that are not the text of a JSON object; `arguments_too_large`:
-             *     `arguments` over `MAX_ARGUMENTS_BYTES`. Nothing is recorded.
+             *     `arguments` over `MAX_ARGUMENTS_BYTES`; `invalid_turn_digest`: `turn_digest` is not a digest at all (not 64
+             *     lowercase hex digits, such as `"null"` or `""`), unlike a digest of another turn (409 `stale_turn`).
+             *     Nothing is recorded.
              */
             422: {
                 headers: {
@@ -2171,7 +2457,7 @@ export interface operations {
                         /** @enum {integer} */
                         status?: 422;
                         /** @enum {unknown} */
-                        code?: "invalid_query" | "format_not_representable" | "invalid_body" | "invalid_uid" | "reason_requires_denial" | "decider_uid_required" | "approved_and_calls" | "verdict_required" | "reason_with_calls" | "repeated_call" | "unknown_call" | "missing_call" | "arguments_require_approval" | "arguments_not_object" | "arguments_too_large" | "not_editable";
+                        code?: "invalid_query" | "format_not_representable" | "invalid_body" | "invalid_uid" | "reason_requires_denial" | "decider_uid_required" | "approved_and_calls" | "verdict_required" | "reason_with_calls" | "repeated_call" | "unknown_call" | "missing_call" | "arguments_require_approval" | "arguments_not_object" | "arguments_too_large" | "not_editable" | "invalid_turn_digest" | "remember_with_calls" | "remember_until_required" | "remember_edited" | "invalid_expires_at" | "expires_at_in_past" | "rule_ttl_too_long" | "unknown_owner";
                     };
                 };
             };
@@ -2582,8 +2868,12 @@ export interface operations {
             404: components["responses"]["RunNotFound"];
             408: components["responses"]["BodyTimeout"];
             /**
-             * @description `run_cancelled`: the run was cancelled; `not_released`: the turn is not decided yet; `result_conflict`:
-             *     a call already has another result.
+             * @description `run_cancelled`: the run was cancelled; `not_released`: the turn is not decided yet (`run_status`
+             *     `waiting_for_approval` or `resuming`): ask again once it is released; `run_resumed`: the run already
+             *     resumed (`run_status` `resumed` or `completed`) without releasing the call, as after a denial: it never
+             *     takes a result, continue from its model input; `claim_required`: no `claim_id`, or one this run's turn
+             *     never had; `claimed`: another's claim is live (until `until`); `claim_lapsed`: the poster's claim lapsed;
+             *     `result_conflict`: a call already has another result.
              */
             409: {
                 headers: {
@@ -2595,7 +2885,7 @@ export interface operations {
                         /** @enum {integer} */
                         status?: 409;
                         /** @enum {unknown} */
-                        code?: "run_cancelled" | "not_released" | "result_conflict";
+                        code?: "run_cancelled" | "not_released" | "run_resumed" | "claim_required" | "claimed" | "claim_lapsed" | "result_conflict";
                     };
                 };
             };
@@ -2603,7 +2893,8 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             /**
              * @description `invalid_body`: the body is not `{results: [...]}` with at least one result; `repeated_call`: a call
-             *     named twice; `not_released`: a call that is not released by the current turn.
+             *     named twice; `call_not_released`: the run waits for its released calls' results and this call is not
+             *     one of them (a call the decision denied, or one the turn does not have).
              */
             422: {
                 headers: {
@@ -2615,7 +2906,86 @@ export interface operations {
                         /** @enum {integer} */
                         status?: 422;
                         /** @enum {unknown} */
-                        code?: "invalid_body" | "repeated_call" | "not_released";
+                        code?: "invalid_body" | "repeated_call" | "call_not_released";
+                    };
+                };
+            };
+            500: components["responses"]["InternalOrUndecryptable"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    claimRun: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The client's request id; echoed back, logged and carried in problems. Kept only in a short, safe form: 1 to
+                 *     64 characters of `A-Z a-z 0-9 . _ : -`, sent once. Any other (or none) is replaced by a new UUID, not
+                 *     refused.
+                 */
+                "x-request-id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The run's id, chosen by the agent loop. A text that is no UUID names no run and is answered 404. */
+                id: components["parameters"]["RunId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ClaimRun"];
+            };
+        };
+        responses: {
+            /** @description The claim, granted or renewed, and the calls it covers. */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Claim"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["MissingScope"];
+            404: components["responses"]["RunNotFound"];
+            408: components["responses"]["BodyTimeout"];
+            /**
+             * @description `run_cancelled`: the run was cancelled; `not_released`: nothing is released now (`run_status` says
+             *     whether it may still be); `claimed`: another claim is live until `until`: run nothing; `claim_lapsed`:
+             *     the renewed claim lapsed and its unposted calls ended `interrupted`; `claim_required`: the renewed claim
+             *     is not one of this run's released turn.
+             */
+            409: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {integer} */
+                        status?: 409;
+                        /** @enum {unknown} */
+                        code?: "run_cancelled" | "not_released" | "claimed" | "claim_lapsed" | "claim_required";
+                    };
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            /** @description `invalid_body`: the body is not `{}` or `{"claim_id": "<uuid>"}`. */
+            422: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {integer} */
+                        status?: 422;
+                        /** @enum {unknown} */
+                        code?: "invalid_body";
                     };
                 };
             };
@@ -2886,7 +3256,8 @@ export interface operations {
              * @description `invalid_body`: the body does not fit `CreateWebhook`; `invalid_subscription`: the URL is not an
              *     absolute http(s) URL with a host (or carries credentials), or an event type is unknown, or the list is
              *     empty; `webhook_url_refused`: the URL's host is an internal address, resolves to one, or does not
-             *     resolve (the answer does not say which, nor any address).
+             *     resolve (the answer does not say which, nor any address; it names `WEBHOOK_ALLOW_PRIVATE_ADDRESSES`,
+             *     which allows internal addresses; a name that did not resolve within 5 s is said to have timed out).
              */
             422: {
                 headers: {
@@ -3038,6 +3409,325 @@ export interface operations {
                 };
             };
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listRunRules: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The client's request id; echoed back, logged and carried in problems. Kept only in a short, safe form: 1 to
+                 *     64 characters of `A-Z a-z 0-9 . _ : -`, sent once. Any other (or none) is replaced by a new UUID, not
+                 *     refused.
+                 */
+                "x-request-id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The run's id, chosen by the agent loop. A text that is no UUID names no run and is answered 404. */
+                id: components["parameters"]["RunId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The run's rules. */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RuleList"];
+                };
+            };
+            401: components["responses"]["TokenUnauthorized"];
+            403: components["responses"]["KeyMissingScope"];
+            404: components["responses"]["RunNotFound"];
+            500: components["responses"]["InternalOrUndecryptable"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    makeRunRule: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The client's request id; echoed back, logged and carried in problems. Kept only in a short, safe form: 1 to
+                 *     64 characters of `A-Z a-z 0-9 . _ : -`, sent once. Any other (or none) is replaced by a new UUID, not
+                 *     refused.
+                 */
+                "x-request-id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The run's id, chosen by the agent loop. A text that is no UUID names no run and is answered 404. */
+                id: components["parameters"]["RunId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RunRuleBody"];
+            };
+        };
+        responses: {
+            /** @description The rule made. */
+            201: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Rule"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["TokenUnauthorized"];
+            /**
+             * @description `missing_scope`; `decider_mismatch`: a token's body names another `created_by`; the §4 refusals of the
+             *     decision the rule stands for.
+             */
+            403: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {integer} */
+                        status?: 403;
+                        /** @enum {unknown} */
+                        code?: "missing_scope" | "decider_mismatch" | "unknown_decider" | "decider_disabled" | "decider_not_permitted" | "second_approver_required" | "tool_not_approvable";
+                    };
+                };
+            };
+            404: components["responses"]["RunNotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            /**
+             * @description A body that does not fit: `missing_created_by` (a key must name the rule's author), `reason_requires_denial`
+             *     (a reason on an approve rule), `arguments_not_object`, `arguments_too_large`, `invalid_tool`.
+             */
+            422: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {integer} */
+                        status?: 422;
+                        /** @enum {unknown} */
+                        code?: "invalid_body" | "invalid_tool" | "arguments_not_object" | "arguments_too_large" | "reason_requires_denial" | "missing_created_by" | "invalid_uid";
+                    };
+                };
+            };
+            500: components["responses"]["InternalOrUndecryptable"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listOwnerRules: {
+        parameters: {
+            query: {
+                owner_uid: number;
+            };
+            header?: {
+                /**
+                 * @description The client's request id; echoed back, logged and carried in problems. Kept only in a short, safe form: 1 to
+                 *     64 characters of `A-Z a-z 0-9 . _ : -`, sent once. Any other (or none) is replaced by a new UUID, not
+                 *     refused.
+                 */
+                "x-request-id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The rules. */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RuleList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["MissingScope"];
+            /** @description `invalid_query`: no `owner_uid`, not an integer, or another parameter. */
+            422: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {integer} */
+                        status?: 422;
+                        /** @enum {unknown} */
+                        code?: "invalid_query";
+                    };
+                };
+            };
+            500: components["responses"]["InternalOrUndecryptable"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    makeOwnerRule: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The client's request id; echoed back, logged and carried in problems. Kept only in a short, safe form: 1 to
+                 *     64 characters of `A-Z a-z 0-9 . _ : -`, sent once. Any other (or none) is replaced by a new UUID, not
+                 *     refused.
+                 */
+                "x-request-id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["OwnerRuleBody"];
+            };
+        };
+        responses: {
+            /** @description The rule made. */
+            201: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Rule"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description `rule_not_permitted`: the author is neither the owner nor an admin; `token_not_allowed`; the §4 refusals. */
+            403: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {integer} */
+                        status?: 403;
+                        /** @enum {unknown} */
+                        code?: "missing_scope" | "token_not_allowed" | "rule_not_permitted" | "unknown_decider" | "decider_disabled" | "decider_not_permitted" | "second_approver_required" | "tool_not_approvable";
+                    };
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            /**
+             * @description A body that does not fit: `invalid_owner` (owner 0, a service run, has none), `unknown_owner`,
+             *     `invalid_expires_at`, `expires_at_in_past`, `rule_ttl_too_long` (past `MAX_RULE_TTL_DAYS`), and the rest.
+             */
+            422: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {integer} */
+                        status?: 422;
+                        /** @enum {unknown} */
+                        code?: "invalid_body" | "invalid_tool" | "arguments_not_object" | "arguments_too_large" | "reason_requires_denial" | "invalid_owner" | "unknown_owner" | "invalid_expires_at" | "expires_at_in_past" | "rule_ttl_too_long" | "invalid_uid";
+                    };
+                };
+            };
+            500: components["responses"]["InternalOrUndecryptable"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    revokeRule: {
+        parameters: {
+            query?: {
+                /** @description The backend user revoking it; required with a key, absent or the token's user with a token. */
+                revoked_by?: number;
+            };
+            header?: {
+                /**
+                 * @description The client's request id; echoed back, logged and carried in problems. Kept only in a short, safe form: 1 to
+                 *     64 characters of `A-Z a-z 0-9 . _ : -`, sent once. Any other (or none) is replaced by a new UUID, not
+                 *     refused.
+                 */
+                "x-request-id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The rule's id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The rule, revoked. */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Rule"];
+                };
+            };
+            401: components["responses"]["TokenUnauthorized"];
+            /**
+             * @description `rule_not_revocable`: `revoked_by` is neither the author, the owner nor an admin; `decider_mismatch`: a token
+             *     naming another `revoked_by`.
+             */
+            403: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {integer} */
+                        status?: 403;
+                        /** @enum {unknown} */
+                        code?: "missing_scope" | "decider_mismatch" | "rule_not_revocable" | "unknown_decider" | "decider_disabled";
+                    };
+                };
+            };
+            /** @description `not_found`: no such rule in the caller's tenant (or not the token's user's), or the id is no UUID. */
+            404: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {integer} */
+                        status?: 404;
+                        /** @enum {unknown} */
+                        code?: "not_found";
+                    };
+                };
+            };
+            /** @description `missing_revoked_by`: a key must name who revokes. */
+            422: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {integer} */
+                        status?: 422;
+                        /** @enum {unknown} */
+                        code?: "missing_revoked_by" | "invalid_query";
+                    };
+                };
+            };
+            500: components["responses"]["InternalOrUndecryptable"];
             503: components["responses"]["Unavailable"];
         };
     };
