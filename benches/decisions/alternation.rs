@@ -191,6 +191,7 @@ async fn straightforward(
         }
         out.push_str(&format!("### {label}, {clients} clients\n\n"));
         out.push_str(&table("service deny", "straightforward floor", &rounds));
+        out.push('\n');
         let target = if messages == crate::agent::SIZES[0].0 {
             2.5
         } else {
@@ -458,6 +459,7 @@ async fn base(today: &Bench, settings: &crate::Settings) -> Result<(), Error> {
         }
         out.push_str(&format!("### {label}\n\n"));
         out.push_str(&table("today", &alt.base_label, &rounds));
+        out.push('\n');
         lines.push(summary(
             &format!("{label}: today ÷ {}", alt.base_label),
             &rounds,
