@@ -477,7 +477,7 @@ async fn base(today: &Bench, settings: &crate::Settings) -> Result<(), Error> {
 
 /// Which side goes first in `round`: the service (true) in even rounds, the other in odd ones.
 fn order(round: usize) -> [bool; 2] {
-    if round % 2 == 0 {
+    if round.is_multiple_of(2) {
         [true, false]
     } else {
         [false, true]
