@@ -28,6 +28,20 @@
 #   BENCH_NATIVE_ROUNDS   alternations of the native phase   [3]
 #   BENCH_NATIVE_DECISIONS  decisions per native phase       [1500]
 #   BENCH_BINARY          the service binary measured          [target/release/approval-resume]
+#   Phases run only when named in BENCH_PHASES (issue 43; each alternates the service's deny with something else,
+#   round by round, each round deciding BENCH_ALT_DECISIONS runs on BENCH_ALT_CLIENTS clients, and prints the ratio):
+#     straightforward     deny of a 41-message (35 KB, two pending calls) and a 3-message transcript against
+#                         bench/deny_floor_straightforward.sql; then the 41-message deny's p99 at half its saturating load
+#     langgraph           the 41-message deny against LangGraph 1.2's resume (bench/langgraph_resume.py, PostgresSaver);
+#                         the venv target/bench/langgraph-venv is made from bench/langgraph-requirements.txt (PyPI)
+#     base                today's deny against the build of BENCH_BASE_COMMIT, built in release in a git worktree
+#                         under target/bench-base/ (its own target dir there)
+#   BENCH_ALT_CLIENTS     clients of those phases            [32]
+#   BENCH_ALT_ROUNDS      alternations                       [3]
+#   BENCH_ALT_DECISIONS   runs decided per measurement       [1500]
+#   BENCH_LANGGRAPH_PER_CLIENT  LangGraph threads resumed per client  [20]
+#   BENCH_BASE_COMMIT     the build the base phase compares with  [the newest merge before HEAD on its first-parent
+#                         line: the previous landing]
 #   BENCH_SCALING_CLIENTS clients of the scaling phases      [8]
 #   BENCH_SWEEP_POOLS     pool sizes of pool-sweep           [4,8,16,32,64]
 #   BENCH_MICRO=0         skip the criterion micro-benchmarks
@@ -43,6 +57,37 @@ if [ -z "${PGBENCH:-}" ] && ! command -v pgbench >/dev/null 2>&1 \
 fi
 
 mkdir -p target/bench
+phases=",${BENCH_PHASES:-},"
+
+if [[ "$phases" == *,langgraph,* ]]; then
+    # The LangGraph phase's interpreter, remade whenever the pinned requirements change.
+    venv=target/bench/langgraph-venv
+    if ! cmp -s bench/langgraph-requirements.txt "$venv/requirements.txt" 2>/dev/null; then
+        rm -rf "$venv"
+        python3 -m venv "$venv"
+        "$venv/bin/pip" install --quiet -r bench/langgraph-requirements.txt
+        cp bench/langgraph-requirements.txt "$venv/requirements.txt"
+    fi
+    export BENCH_LANGGRAPH_PYTHON="$PWD/$venv/bin/python"
+fi
+
+if [[ "$phases" == *,base,* ]]; then
+    # The base build: its own checkout (git worktree, detached) and its own target dir, so that neither today's
+    # target/release nor the working tree changes; a first build starts from a copy of today's release
+    # dependencies, which cargo reuses where the base's lock file names the same.
+    base_commit=$(git rev-parse --verify "${BENCH_BASE_COMMIT:-$(git log --first-parent --merges -n 1 --format=%H HEAD~1)}^{commit}")
+    base_dir="$PWD/target/bench-base/${base_commit:0:12}"
+    if [ ! -d "$base_dir/src" ]; then
+        git worktree add --detach "$base_dir/src" "$base_commit"
+    fi
+    if [ ! -d "$base_dir/target/release" ] && [ -d target/release/deps ]; then
+        mkdir -p "$base_dir/target/release"
+        cp -a target/release/deps target/release/build target/release/.fingerprint "$base_dir/target/release/"
+    fi
+    (cd "$base_dir/src" && CARGO_TARGET_DIR="$base_dir/target" cargo build --release --locked --bin approval-resume)
+    export BENCH_BASE_BINARY="$base_dir/target/release/approval-resume"
+    export BENCH_BASE_COMMIT="${base_commit:0:7} ($(git log -n 1 --format=%cs "$base_commit"))"
+fi
 # The service under test is the shipped binary, built in release; the harness is a bench target (release too).
 # One cargo invocation for both, so that dependencies are built once, with one set of features.
 cargo build --release --bin approval-resume --bench decisions

@@ -9,11 +9,19 @@
 //!    approvals of the same turns;
 //! 5. deny decisions on transcripts of 10 to 10,000 messages and turns of 1 to 16 calls;
 //! 6. (`native`) deny decisions on an Anthropic run with extended thinking (docs/design.md §14) beside an OpenAI
-//!    chat run of the same conversation and size, alternated phase by phase.
+//!    chat run of the same conversation and size, alternated phase by phase;
+//! 7. (`straightforward`, `langgraph`, `base`; not run unless named in BENCH_PHASES) deny decisions alternated with
+//!    the straightforward floor (bench/deny_floor_straightforward.sql), with LangGraph's resumes
+//!    (bench/langgraph_resume.py), and with the deny of another build of the service (BENCH_BASE_BINARY); see
+//!    alternation.rs.
 //!
 //! Settings are environment variables (bench/run.sh lists them); `pool-sweep` as an argument runs only the deny
 //! phases at several DATABASE_POOL_SIZE values instead.
 
+#[path = "decisions/agent.rs"]
+mod agent;
+#[path = "decisions/alternation.rs"]
+mod alternation;
 #[path = "decisions/event_latency.rs"]
 mod event_latency;
 #[path = "decisions/executor.rs"]
@@ -30,6 +38,8 @@ mod report;
 mod seed;
 #[path = "decisions/service.rs"]
 mod service;
+#[path = "decisions/straightforward.rs"]
+mod straightforward;
 #[path = "decisions/transcript.rs"]
 mod transcript;
 
@@ -64,6 +74,7 @@ struct Settings {
     native_clients: Vec<usize>,
     native_rounds: usize,
     native_decisions: usize,
+    alternation: alternation::Settings,
 }
 
 impl Settings {
@@ -103,6 +114,7 @@ impl Settings {
             native_decisions: var("BENCH_NATIVE_DECISIONS", "1500")
                 .parse()
                 .unwrap_or(1500),
+            alternation: alternation::Settings::from_env(),
         }
     }
 
@@ -232,19 +244,38 @@ fn scopes(settings: &Settings) -> Vec<&'static str> {
     scopes
 }
 
+/// Which build of the service a `Bench` runs, on which database, logging to which file of the output folder.
+struct Instance<'a> {
+    binary: &'a Path,
+    database: &'a str,
+    log_name: &'a str,
+}
+
+impl<'a> Instance<'a> {
+    /// The binary measured (BENCH_BINARY) on BENCH_DATABASE.
+    fn measured(settings: &'a Settings, log_name: &'a str) -> Instance<'a> {
+        Instance {
+            binary: &settings.target.binary,
+            database: &settings.database,
+            log_name,
+        }
+    }
+}
+
 async fn start(
     settings: &Settings,
+    instance: &Instance<'_>,
     pool_size: u32,
     fresh: bool,
 ) -> Result<(Bench, String, String), Error> {
     std::fs::create_dir_all(&settings.target.out_dir)?;
     let database_url = if fresh {
-        service::fresh_database(&settings.target.server_url, &settings.database).await?
+        service::fresh_database(&settings.target.server_url, instance.database).await?
     } else {
-        format!("{}/{}", settings.target.server_url, settings.database)
+        format!("{}/{}", settings.target.server_url, instance.database)
     };
     let key = service::add_client(
-        &settings.target.binary,
+        instance.binary,
         &database_url,
         &format!("bench-{}", uuid::Uuid::new_v4().simple()),
         &scopes(settings),
@@ -253,14 +284,11 @@ async fn start(
     let tools_config = settings.target.out_dir.join("tools.toml");
     executor::write_config(&tools_config, executor_port)?;
     let service = Service::start(&Launch {
-        binary: &settings.target.binary,
+        binary: instance.binary,
         database_url: &database_url,
         pool_size,
         tools_config: Some(&tools_config),
-        log_file: settings
-            .target
-            .out_dir
-            .join(format!("service-pool{pool_size}.log")),
+        log_file: settings.target.out_dir.join(instance.log_name),
     })
     .await?;
     let api = Api::new(&service.base_url, &key);
@@ -292,7 +320,9 @@ async fn start(
 
 async fn benchmark(settings: &Settings) -> Result<(), Error> {
     let started = Instant::now();
-    let (bench, database_url, key) = start(settings, settings.pool_size, true).await?;
+    let log_name = format!("service-pool{}.log", settings.pool_size);
+    let instance = Instance::measured(settings, &log_name);
+    let (bench, database_url, key) = start(settings, &instance, settings.pool_size, true).await?;
     println!("{}", machine(settings, &bench.pool).await?);
     let warmup = Stop::After(settings.warmup);
     let measure = Stop::After(settings.seconds);
@@ -373,7 +403,9 @@ async fn benchmark(settings: &Settings) -> Result<(), Error> {
     if settings.wants("latency") && saturating > 0.0 {
         let rate = saturating / 2.0;
         let consumer_key = settings.wants("events").then_some(key.as_str());
-        let (phase, consumers) = open_loop(&bench, rate, settings.seconds, consumer_key).await?;
+        let typical = seed::members(Shape::TYPICAL)?;
+        let (phase, consumers) =
+            open_loop(&bench, &typical, rate, settings.seconds, consumer_key).await?;
         if let Some(consumers) = consumers {
             let (feed, webhook) = consumers.stop(Duration::from_secs(3)).await?;
             let answered = bench
@@ -515,6 +547,7 @@ async fn benchmark(settings: &Settings) -> Result<(), Error> {
     if settings.wants("native") {
         native_phase(&bench, settings).await?;
     }
+    alternation::run(&bench, settings, &database_url).await?;
     println!("Whole run: {:.0} s.", started.elapsed().as_secs_f64());
     bench.service.stop();
     Ok(())
@@ -654,10 +687,12 @@ async fn floor_phase(
     })
 }
 
-/// The open-loop deny phase; with `consumer_key`, a feed reader and a webhook receiver follow its events (started
-/// after the warm-up, so that they count the measured decisions' events only).
+/// The open-loop deny phase on runs whose registrations hold `members`; with `consumer_key`, a feed reader and a
+/// webhook receiver follow its events (started after the warm-up, so that they count the measured decisions' events
+/// only).
 async fn open_loop(
     bench: &Bench,
+    members: &str,
     rate: f64,
     duration: Duration,
     consumer_key: Option<&str>,
@@ -665,18 +700,13 @@ async fn open_loop(
     let clients = 64;
     bench.settle().await?;
     let connections = load::clients(clients);
-    let warm = Arc::new(
-        bench
-            .api
-            .register_runs(clients * 4, Shape::TYPICAL, 16)
-            .await?,
-    );
+    let warm = Arc::new(bench.api.register_members(clients * 4, members, 16).await?);
     bench
         .driver_deny
         .closed_loop(&connections, warm, Stop::Count(clients * 4))
         .await;
     let count = (rate * duration.as_secs_f64()) as usize + 1;
-    let targets = Arc::new(bench.api.register_runs(count, Shape::TYPICAL, 16).await?);
+    let targets = Arc::new(bench.api.register_members(count, members, 16).await?);
     let consumers = match consumer_key {
         Some(key) => Some(event_latency::Consumers::start(&bench.service.base_url, key).await?),
         None => None,
@@ -715,7 +745,9 @@ async fn pool_sweep(settings: &Settings) -> Result<(), Error> {
         .copied()
         .collect();
     for &pool_size in &settings.sweep_pools {
-        let (bench, _, _) = start(settings, pool_size, fresh).await?;
+        let log_name = format!("service-pool{pool_size}.log");
+        let instance = Instance::measured(settings, &log_name);
+        let (bench, _, _) = start(settings, &instance, pool_size, fresh).await?;
         fresh = false;
         if !printed_machine {
             println!("{}", machine(settings, &bench.pool).await?);

@@ -165,8 +165,6 @@ impl Floor {
         base: i64,
         length: Length,
     ) -> Result<FloorOutcome, Error> {
-        let prefix = self.log_dir.join(format!("pgbench_{name}"));
-        remove_logs(&prefix);
         let content = denial_text(
             crate::transcript::WRITE_TOOL,
             Effect::Write,
@@ -212,6 +210,21 @@ impl Floor {
                     .to_string(),
             ),
         ];
+        self.run_script(name, script, clients, length, &variables)
+    }
+
+    /// Runs pgbench with `script` on `clients` connections for `length`, giving it `variables` with -D; the
+    /// per-transaction log goes under `name` in the log folder.
+    pub fn run_script(
+        &self,
+        name: &str,
+        script: &Path,
+        clients: usize,
+        length: Length,
+        variables: &[(&str, String)],
+    ) -> Result<FloorOutcome, Error> {
+        let prefix = self.log_dir.join(format!("pgbench_{name}"));
+        remove_logs(&prefix);
         let mut command = Command::new(&self.pgbench);
         command
             .args(["-n", "-M", "prepared", "-l"])
@@ -226,7 +239,7 @@ impl Floor {
                 .args(["-T", &seconds.as_secs().to_string()])
                 .args(["-R", &format!("{rate:.0}")]),
         };
-        for (name, value) in &variables {
+        for (name, value) in variables {
             command.arg("-D").arg(format!("{name}={value}"));
         }
         command.arg("-f").arg(script).arg(&self.database_url);

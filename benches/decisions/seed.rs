@@ -36,6 +36,13 @@ impl Shape {
     };
 }
 
+/// The registration's `messages` member of a run of `shape`.
+pub fn members(shape: Shape) -> Result<String, Error> {
+    let messages =
+        serde_json::to_string(&transcript::transcript(shape.messages, shape.calls, "r"))?;
+    Ok(format!("\"messages\":{messages}"))
+}
+
 /// The API as the harness's seeding sees it.
 #[derive(Clone)]
 pub struct Api {
@@ -80,10 +87,8 @@ impl Api {
     ) -> Result<Vec<Target>, Error> {
         // Call ids need only be unique within a run, so every run of a shape carries the same transcript: the
         // body is serialized once and only the id and owner change.
-        let messages =
-            serde_json::to_string(&transcript::transcript(shape.messages, shape.calls, "r"))?;
-        let members = format!("\"messages\":{messages}");
-        self.register_members(count, &members, concurrency).await
+        self.register_members(count, &members(shape)?, concurrency)
+            .await
     }
 
     /// Registers `count` runs whose bodies hold `members` (the text of every member but `id`, `owner_uid` and

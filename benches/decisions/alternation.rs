@@ -1,0 +1,540 @@
+//! The phases of issue 43 that measure the service's deny against something else in the same run, alternated round
+//! by round (first the one, then the other in even rounds, the other way round in odd ones), so that whatever else
+//! loads the machine meanwhile falls on both alike; each prints its ratio per round and over the rounds:
+//! - `straightforward`: the deny of an agent's transcript (41 messages of about 35 KB, two pending calls; and 3
+//!   messages) against bench/deny_floor_straightforward.sql, and the deny's p99 at half its saturating load;
+//! - `langgraph`: the same 41-message deny against LangGraph 1.2's resume of an interrupted thread
+//!   (bench/langgraph_resume.py, PostgresSaver on the same server);
+//! - `base`: the deny of today's binary against another build's (BENCH_BASE_BINARY, which bench/run.sh builds from
+//!   BENCH_BASE_COMMIT), each on a database of its own.
+//!
+//! Every measurement decides a fixed number of runs (BENCH_ALT_DECISIONS) rather than running for a time: at 35 KB a
+//! run, seeding for seconds at the warm-up's rate would write far more than the phase decides (as in `native`).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::floor::Floor;
+use crate::load::{Kind, Stop};
+use crate::seed::Shape;
+use crate::{Bench, Error, Instance};
+
+/// The phases' knobs, from the environment (bench/run.sh lists them).
+pub struct Settings {
+    clients: usize,
+    rounds: usize,
+    decisions: usize,
+    langgraph_python: PathBuf,
+    langgraph_per_client: usize,
+    base_binary: Option<PathBuf>,
+    base_label: String,
+}
+
+impl Settings {
+    pub fn from_env() -> Settings {
+        let var = |name: &str| std::env::var(name).ok();
+        let number =
+            |name: &str, default: usize| var(name).and_then(|v| v.parse().ok()).unwrap_or(default);
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        Settings {
+            clients: number("BENCH_ALT_CLIENTS", 32),
+            rounds: number("BENCH_ALT_ROUNDS", 3).max(1),
+            decisions: number("BENCH_ALT_DECISIONS", 1500),
+            langgraph_python: var("BENCH_LANGGRAPH_PYTHON")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| root.join("target/bench/langgraph-venv/bin/python")),
+            langgraph_per_client: number("BENCH_LANGGRAPH_PER_CLIENT", 20),
+            base_binary: var("BENCH_BASE_BINARY").map(PathBuf::from),
+            base_label: var("BENCH_BASE_COMMIT").unwrap_or_else(|| "base".into()),
+        }
+    }
+}
+
+/// One measurement of one side: how many per second, and its p99 in milliseconds.
+#[derive(Clone, Copy, Default)]
+struct Side {
+    rate: f64,
+    p99_ms: f64,
+}
+
+/// One round of an alternation.
+struct Round {
+    first: Side,
+    second: Side,
+    /// Errors or shortfalls of either side, printed beside the round.
+    note: String,
+}
+
+/// The phases of this module that BENCH_PHASES names, in order.
+pub async fn run(
+    bench: &Bench,
+    settings: &crate::Settings,
+    database_url: &str,
+) -> Result<(), Error> {
+    if settings.wants("straightforward") {
+        straightforward(bench, settings, database_url).await?;
+    }
+    if settings.wants("langgraph") {
+        langgraph(bench, settings).await?;
+    }
+    if settings.wants("base") {
+        base(bench, settings).await?;
+    }
+    Ok(())
+}
+
+/// The service's deny of `members` at the phase's client count, deciding the phase's number of runs.
+async fn deny(
+    bench: &Bench,
+    alt: &Settings,
+    members: &str,
+    label: &str,
+) -> Result<(Side, String), Error> {
+    let clients = alt.clients;
+    let warmup = Stop::Count((clients * 10).max(100));
+    let phase = bench
+        .phase_of(
+            Kind::Deny,
+            members,
+            label,
+            clients,
+            warmup,
+            Stop::Count(alt.decisions),
+        )
+        .await?;
+    let side = Side {
+        rate: phase.outcome.rate(),
+        p99_ms: phase.outcome.latency.value_at_quantile(0.99) as f64 / 1000.0,
+    };
+    let mut note = String::new();
+    if phase.outcome.error_count() > 0 {
+        note = format!("service errors: {:?}", phase.outcome.errors);
+    }
+    if phase.outcome.exhausted {
+        note.push_str(" service ran out of runs");
+    }
+    Ok((side, note))
+}
+
+/// The `straightforward` phase: both transcript sizes against the floor, then the p99 at half the load the
+/// 41-message deny saturated at.
+async fn straightforward(
+    bench: &Bench,
+    settings: &crate::Settings,
+    database_url: &str,
+) -> Result<(), Error> {
+    let alt = &settings.alternation;
+    let clients = alt.clients;
+    let mut floor = Floor {
+        pgbench: crate::floor::find_pgbench().ok_or("pgbench not found: set PGBENCH")?,
+        database_url: database_url.to_owned(),
+        log_dir: settings.target.out_dir.clone(),
+        // Read by the other floors' scripts only; this one's variables are straightforward::run's.
+        template: Uuid::nil(),
+        digest: String::new(),
+        key_hash_hex: String::new(),
+        next_n: 1,
+    };
+    crate::straightforward::create(&bench.pool).await?;
+    let mut out = String::from(
+        "## The straightforward floor: deny ÷ floor (issue 43)\n\n\
+         The service's deny alternated with bench/deny_floor_straightforward.sql (pgbench, one connection per client), \
+         each deciding distinct waiting runs of the same transcript.\n\n",
+    );
+    let mut headline = Vec::new();
+    let mut saturating: f64 = 0.0;
+    let mut agent_members = String::new();
+    for (messages, bytes) in crate::agent::SIZES {
+        let transcript = crate::agent::messages(messages, bytes);
+        let text = crate::agent::json(&transcript);
+        let members = format!("\"messages\":{text}");
+        let label = format!(
+            "{messages} messages, {} bytes, {} pending calls",
+            text.len(),
+            crate::agent::CALLS
+        );
+        let mut rounds = Vec::new();
+        for round in 0..alt.rounds {
+            let (mut service, mut pgbench) = (Side::default(), Side::default());
+            let mut notes = Vec::new();
+            for service_now in order(round) {
+                if service_now {
+                    let (side, note) = deny(bench, alt, &members, &label).await?;
+                    service = side;
+                    notes.push(note);
+                } else {
+                    let (side, note) =
+                        straightforward_floor(bench, &mut floor, &transcript, &text, alt).await?;
+                    pgbench = side;
+                    notes.push(note);
+                }
+            }
+            eprintln!(
+                "straightforward round {round} {label}: deny {:.0}/s, floor {:.0}/s",
+                service.rate, pgbench.rate
+            );
+            if messages == crate::agent::SIZES[0].0 {
+                saturating = saturating.max(service.rate);
+            }
+            rounds.push(Round {
+                first: service,
+                second: pgbench,
+                note: notes
+                    .into_iter()
+                    .filter(|n| !n.is_empty())
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            });
+        }
+        out.push_str(&format!("### {label}, {clients} clients\n\n"));
+        out.push_str(&table("service deny", "straightforward floor", &rounds));
+        out.push('\n');
+        let target = if messages == crate::agent::SIZES[0].0 {
+            2.5
+        } else {
+            1.0
+        };
+        headline.push(summary(
+            &format!("{messages} messages: deny ÷ floor"),
+            &rounds,
+            target,
+        ));
+        if messages == crate::agent::SIZES[0].0 {
+            agent_members = members;
+        }
+    }
+    println!("{out}");
+    for line in headline {
+        println!("{line}");
+    }
+    println!();
+    // The p99 target: the deny of the long transcript at half the rate this phase saturated at, open loop.
+    if saturating > 0.0 {
+        let rate = saturating / 2.0;
+        let (phase, _) =
+            crate::open_loop(bench, &agent_members, rate, settings.seconds, None).await?;
+        let p99 = phase.outcome.latency.value_at_quantile(0.99) as f64 / 1000.0;
+        println!(
+            "## p99 at half the saturating load ({} messages, open loop, Poisson arrivals, 64 clients)\n\n\
+             | offered/s | achieved/s | p50 ms | p99 ms | errors |\n|---|---|---|---|---|\n\
+             | {rate:.0} | {:.0} | {:.2} | {p99:.2} | {} |\n\n\
+             **p99 {p99:.2} ms at half the saturating load; target < 10 ms: {}.**\n",
+            crate::agent::SIZES[0].0,
+            phase.outcome.rate(),
+            phase.outcome.latency.value_at_quantile(0.5) as f64 / 1000.0,
+            phase.outcome.error_count(),
+            if p99 < 10.0 {
+                "met in this run"
+            } else {
+                "not met in this run"
+            },
+        );
+    }
+    Ok(())
+}
+
+/// One measured run of the straightforward floor on freshly seeded runs of `text`, after a short warm-up; checks
+/// that every transaction resumed its run.
+async fn straightforward_floor(
+    bench: &Bench,
+    floor: &mut Floor,
+    transcript: &[Value],
+    text: &str,
+    alt: &Settings,
+) -> Result<(Side, String), Error> {
+    let clients = alt.clients;
+    bench.settle().await?;
+    let warm_per_client = (200 / clients).max(5);
+    let warm_base =
+        crate::straightforward::seed(floor, &bench.pool, (warm_per_client * clients) as i64, text)
+            .await?;
+    let warm = crate::straightforward::run(
+        floor,
+        "straight_warmup",
+        transcript,
+        clients,
+        warm_base,
+        warm_per_client,
+    )?;
+    if let Some(failed) = warm.failed {
+        return Err(
+            format!("pgbench warm-up of the straightforward floor failed: {failed}").into(),
+        );
+    }
+    let per_client = (alt.decisions / clients).max(1);
+    let base =
+        crate::straightforward::seed(floor, &bench.pool, (per_client * clients) as i64, text)
+            .await?;
+    let before = resumed(bench).await?;
+    let outcome = crate::straightforward::run(
+        floor,
+        &format!("straight_c{clients}"),
+        transcript,
+        clients,
+        base,
+        per_client,
+    )?;
+    let decided = resumed(bench).await? - before;
+    if let Some(failed) = outcome.failed {
+        return Err(format!("pgbench of the straightforward floor failed: {failed}").into());
+    }
+    let mut note = String::new();
+    if decided != outcome.transactions as i64 || decided != (per_client * clients) as i64 {
+        note = format!(
+            "floor: {decided} runs resumed for {} transactions of {}",
+            outcome.transactions,
+            per_client * clients
+        );
+    }
+    let side = Side {
+        rate: outcome.tps,
+        p99_ms: outcome.latency.value_at_quantile(0.99) as f64 / 1000.0,
+    };
+    Ok((side, note))
+}
+
+async fn resumed(bench: &Bench) -> Result<i64, Error> {
+    Ok(
+        sqlx::query_scalar("select count(*) from straight.runs where status = 'resumed'")
+            .fetch_one(&bench.pool)
+            .await?,
+    )
+}
+
+/// The `langgraph` phase: the 41-message deny alternated with LangGraph's resumes of threads holding the same
+/// transcript, on a database of its own on the same server.
+async fn langgraph(bench: &Bench, settings: &crate::Settings) -> Result<(), Error> {
+    let alt = &settings.alternation;
+    let (messages, bytes) = crate::agent::SIZES[0];
+    let transcript = crate::agent::messages(messages, bytes);
+    let text = crate::agent::json(&transcript);
+    let members = format!("\"messages\":{text}");
+    let label = format!("{messages} messages, {} bytes", text.len());
+    let dir = &settings.target.out_dir;
+    let messages_file = dir.join("langgraph-messages.json");
+    let results_file = dir.join("langgraph-results.json");
+    std::fs::write(&messages_file, &text)?;
+    std::fs::write(
+        &results_file,
+        Value::from(crate::agent::denials(&transcript)).to_string(),
+    )?;
+    let database = format!("{}_langgraph", settings.database);
+    let url = crate::service::fresh_database(&settings.target.server_url, &database).await?;
+    let mut rounds = Vec::new();
+    for round in 0..alt.rounds {
+        let (mut service, mut resumes) = (Side::default(), Side::default());
+        let mut notes = Vec::new();
+        for service_now in order(round) {
+            if service_now {
+                let (side, note) = deny(bench, alt, &members, &label).await?;
+                service = side;
+                notes.push(note);
+            } else {
+                bench.settle().await?;
+                let answer = Command::new(&alt.langgraph_python)
+                    .arg(
+                        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                            .join("bench/langgraph_resume.py"),
+                    )
+                    .args(["--database-url", &url])
+                    .arg("--messages")
+                    .arg(&messages_file)
+                    .arg("--results")
+                    .arg(&results_file)
+                    .args(["--clients", &alt.clients.to_string()])
+                    .args(["--per-client", &alt.langgraph_per_client.to_string()])
+                    .output()
+                    .map_err(|e| format!("cannot run {}: {e}", alt.langgraph_python.display()))?;
+                if !answer.status.success() {
+                    let stderr = String::from_utf8_lossy(&answer.stderr);
+                    let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
+                    return Err(
+                        format!("bench/langgraph_resume.py failed: {}", tail.join(" | ")).into(),
+                    );
+                }
+                let line: Value = serde_json::from_slice(&answer.stdout)?;
+                resumes = Side {
+                    rate: line["rate"].as_f64().unwrap_or(0.0),
+                    p99_ms: line["p99_ms"].as_f64().unwrap_or(0.0),
+                };
+                let errors = line["errors"].as_u64().unwrap_or(0);
+                if errors > 0 {
+                    notes.push(format!(
+                        "LangGraph: {errors} resumes did not append the results"
+                    ));
+                }
+            }
+        }
+        eprintln!(
+            "langgraph round {round}: deny {:.0}/s, LangGraph resume {:.0}/s",
+            service.rate, resumes.rate
+        );
+        rounds.push(Round {
+            first: service,
+            second: resumes,
+            note: notes
+                .into_iter()
+                .filter(|n| !n.is_empty())
+                .collect::<Vec<_>>()
+                .join("; "),
+        });
+    }
+    println!(
+        "## LangGraph 1.2: deny ÷ resume (issue 43)\n\n\
+         The service's deny alternated with LangGraph's Command(resume=…) of threads stopped at interrupt() before \
+         their tool node, PostgresSaver on the same server (bench/langgraph_resume.py, versions in \
+         bench/langgraph-requirements.txt), {} clients, each thread resumed once; {label}.\n\n{}\n{}\n",
+        alt.clients,
+        table("service deny", "LangGraph resume", &rounds),
+        summary("deny ÷ LangGraph resume", &rounds, 10.0)
+    );
+    Ok(())
+}
+
+/// The `base` phase: today's binary against BENCH_BASE_BINARY, each with a database of its own, alternated on the
+/// typical run and on the 41-message one.
+async fn base(today: &Bench, settings: &crate::Settings) -> Result<(), Error> {
+    let alt = &settings.alternation;
+    let binary = alt.base_binary.as_deref().ok_or(
+        "the base phase needs BENCH_BASE_BINARY (bench/run.sh builds it from BENCH_BASE_COMMIT)",
+    )?;
+    let database = format!("{}_base", settings.database);
+    let log_name = format!("service-base-pool{}.log", settings.pool_size);
+    let instance = Instance {
+        binary,
+        database: &database,
+        log_name: &log_name,
+    };
+    let (other, _, _) = crate::start(settings, &instance, settings.pool_size, true).await?;
+    let (messages, bytes) = crate::agent::SIZES[0];
+    let runs = [
+        (
+            "typical run (10 messages, 1 call)".to_owned(),
+            crate::seed::members(Shape::TYPICAL)?,
+        ),
+        (
+            format!("{messages} messages, 2 calls"),
+            format!(
+                "\"messages\":{}",
+                crate::agent::json(&crate::agent::messages(messages, bytes))
+            ),
+        ),
+    ];
+    let mut out = format!(
+        "## Today's build against {} (deny, alternated, {} clients)\n\n",
+        alt.base_label, alt.clients
+    );
+    let mut lines = Vec::new();
+    for (label, members) in &runs {
+        let mut rounds = Vec::new();
+        for round in 0..alt.rounds {
+            let (mut now, mut then) = (Side::default(), Side::default());
+            let mut notes = Vec::new();
+            for today_now in order(round) {
+                let (side, note) =
+                    deny(if today_now { today } else { &other }, alt, members, label).await?;
+                notes.push(note);
+                if today_now {
+                    now = side;
+                } else {
+                    then = side;
+                }
+            }
+            eprintln!(
+                "base round {round} {label}: today {:.0}/s, {} {:.0}/s",
+                now.rate, alt.base_label, then.rate
+            );
+            rounds.push(Round {
+                first: now,
+                second: then,
+                note: notes
+                    .into_iter()
+                    .filter(|n| !n.is_empty())
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            });
+        }
+        out.push_str(&format!("### {label}\n\n"));
+        out.push_str(&table("today", &alt.base_label, &rounds));
+        out.push('\n');
+        lines.push(summary(
+            &format!("{label}: today ÷ {}", alt.base_label),
+            &rounds,
+            0.0,
+        ));
+    }
+    other.service.stop();
+    println!("{out}");
+    for line in lines {
+        println!("{line}");
+    }
+    println!();
+    Ok(())
+}
+
+/// Which side goes first in `round`: the service (true) in even rounds, the other in odd ones.
+fn order(round: usize) -> [bool; 2] {
+    if round.is_multiple_of(2) {
+        [true, false]
+    } else {
+        [false, true]
+    }
+}
+
+/// The rounds as a Markdown table, with each round's ratio first ÷ second.
+fn table(first: &str, second: &str, rounds: &[Round]) -> String {
+    let mut out = format!(
+        "| round | {first} /s | p99 ms | {second} /s | p99 ms | {first} ÷ {second} | notes |\n\
+         |---|---|---|---|---|---|---|\n"
+    );
+    for (i, round) in rounds.iter().enumerate() {
+        out.push_str(&format!(
+            "| {i} | {:.0} | {:.2} | {:.0} | {:.2} | {} | {} |\n",
+            round.first.rate,
+            round.first.p99_ms,
+            round.second.rate,
+            round.second.p99_ms,
+            ratio(round),
+            round.note
+        ));
+    }
+    out
+}
+
+fn ratio(round: &Round) -> String {
+    if round.second.rate > 0.0 {
+        format!("{:.2}", round.first.rate / round.second.rate)
+    } else {
+        "–".into()
+    }
+}
+
+/// The ratio's range and median over the rounds, against `target` (none when 0).
+fn summary(name: &str, rounds: &[Round], target: f64) -> String {
+    let mut ratios: Vec<f64> = rounds
+        .iter()
+        .filter(|r| r.second.rate > 0.0)
+        .map(|r| r.first.rate / r.second.rate)
+        .collect();
+    if ratios.is_empty() {
+        return format!("**{name}: no ratio (the second side measured nothing).**");
+    }
+    ratios.sort_by(f64::total_cmp);
+    let median = ratios[ratios.len() / 2];
+    let verdict = if target <= 0.0 {
+        String::new()
+    } else if ratios[0] >= target {
+        format!("; target ≥ {target}: met in every round")
+    } else {
+        format!("; target ≥ {target}: not met in this run")
+    };
+    format!(
+        "**{name}: {:.2}–{:.2}, median {median:.2} over {} rounds{verdict}.**",
+        ratios[0],
+        ratios[ratios.len() - 1],
+        ratios.len()
+    )
+}
