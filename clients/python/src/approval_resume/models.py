@@ -451,9 +451,8 @@ class Problem(TypedDict):
     detail: str
     #: With `claimed`: when the live claim lapses unless renewed (RFC 3339).
     until: NotRequired[str]
-    #: With `not_released` from `claim`: the run's status (`waiting_for_approval`, `resuming`: it may still release;
-    #: `resumed`, `completed`: never).
+    #: Where the run is now, on `stale_turn`, `not_released` (from a results post or `claim`: `waiting_for_approval`,
+    #: `resuming`: it may still release; from `claim` also `resumed`, `completed`: never) and `run_resumed`.
     run_status: NotRequired[RunStatus]
     code: str
     request_id: NotRequired[str]
-    run_status: NotRequired[RunStatus]  # where the run is now: stale_turn, not_released, run_resumed
