@@ -214,6 +214,19 @@ final class Client
     ): DecisionAnswer {
         $calls = array_map(static fn (Verdict $verdict): array => $verdict->toArray(), $verdicts);
         $body = $decider->addTo(['turn_digest' => $turnDigest, 'calls' => $calls]);
+        // The service takes one end for every owner-scope rule of a decision: the verdicts must agree on it.
+        $ends = [];
+        foreach ($verdicts as $verdict) {
+            if ($verdict->remember?->until !== null) {
+                $ends[$verdict->remember->until->format(\DateTimeInterface::RFC3339_EXTENDED)] = true;
+            }
+        }
+        if (count($ends) > 1) {
+            throw new \InvalidArgumentException('the verdicts remember owner-scope rules with different ends');
+        }
+        if ($ends !== []) {
+            $body['remember_until'] = array_key_first($ends);
+        }
         return $this->decide($runId, $body, $format);
     }
 

@@ -46,4 +46,17 @@ final readonly class Remember
         }
         return $body;
     }
+
+    /**
+     * One call of a decision's `calls`, marked to be remembered: only its scope, since the service takes one
+     * `remember_until` for the whole decision (`Client::decideCalls()` puts it there).
+     *
+     * @param array<string, mixed> $call
+     * @return array<string, mixed>
+     */
+    public function addToCall(array $call): array
+    {
+        $call['remember'] = $this->scope->value;
+        return $call;
+    }
 }

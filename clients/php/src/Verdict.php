@@ -61,6 +61,6 @@ final readonly class Verdict
         if ($this->arguments !== null) {
             $call['arguments'] = $this->arguments;
         }
-        return $this->remember?->addTo($call) ?? $call;
+        return $this->remember?->addToCall($call) ?? $call;
     }
 }

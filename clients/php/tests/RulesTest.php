@@ -204,13 +204,15 @@ final class RulesTest extends TestCase
         ]);
         self::assertSame([
             ['call_id' => 'call_1', 'approved' => true, 'remember' => 'run'],
-            [
-                'call_id' => 'call_2', 'approved' => false, 'reason' => 'skip',
-                'remember' => 'owner', 'remember_until' => '2026-12-14T01:00:00.000+00:00',
-            ],
+            ['call_id' => 'call_2', 'approved' => false, 'reason' => 'skip', 'remember' => 'owner'],
             ['call_id' => 'call_3', 'approved' => true],
         ], $bodies[2]['calls']);
         self::assertArrayNotHasKey('remember', $bodies[2], 'per call, not for the turn');
+        self::assertSame(
+            '2026-12-14T01:00:00.000+00:00',
+            $bodies[2]['remember_until'],
+            'the one end of the decision\'s owner-scope rules, beside its calls, as the service takes it',
+        );
     }
 
     public function test_a_rule_answer_without_one_of_its_members_is_refused_naming_the_member(): void

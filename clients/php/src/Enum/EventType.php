@@ -16,4 +16,6 @@ enum EventType: string
     case RunExpired = 'run.expired';
     case RunCancelled = 'run.cancelled';
     case RunCompleted = 'run.completed';
+    case RuleCreated = 'rule.created';
+    case RuleRevoked = 'rule.revoked';
 }
