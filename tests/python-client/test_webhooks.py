@@ -10,7 +10,15 @@ import uuid
 import pytest
 from conftest import Service, chat_transcript, new_run_id
 
-from approval_resume import ApiError, AsyncClient, Client, WebhookVerificationError, WebhookVerifier, verify_webhook
+from approval_resume import (
+    ApiError,
+    AsyncClient,
+    Client,
+    WebhookVerificationError,
+    WebhookVerifier,
+    models,
+    verify_webhook,
+)
 
 SCOPES = ["users:write", "runs:write", "webhooks:write"]
 
@@ -32,8 +40,10 @@ def test_a_delivery_the_service_signed_verifies_and_an_altered_one_is_refused(se
     assert path == "/hooks"
     verifier = WebhookVerifier(subscription["secret"])
     event = verifier.verify(body, headers)
-    assert (event["type"], event["data"]["run_id"], event["data"]["status"]) == ("run.waiting", run["id"], "waiting_for_approval")
-    assert event["id"] == headers["webhook-id"] and event["data"]["turn"]["digest"] == run["turn"]["digest"]
+    data = models.run_data(event)
+    assert data is not None, "a run's event carries a run's data"
+    assert (event["type"], data["run_id"], data["status"]) == ("run.waiting", run["id"], "waiting_for_approval")
+    assert event["id"] == headers["webhook-id"] and data["turn"]["digest"] == run["turn"]["digest"]
     assert verify_webhook(subscription["secret"], body.decode(), headers) == event
 
     altered = body.replace(b'"run.waiting"', b'"run.resumed"')

@@ -25,11 +25,15 @@ from .models import (
     InboxPage,
     ModelInput,
     ModelInputFormat,
+    OwnerRuleBody,
     PostedResult,
     PostResults,
     PutUser,
     RegisterRun,
     RotateWebhookSecret,
+    Rule,
+    RuleList,
+    RunRuleBody,
     RunView,
     UserView,
     WebhookCreated,
@@ -173,6 +177,29 @@ class AsyncClient:
 
     async def get_model_input(self, run_id: str, *, format: ModelInputFormat | None = None) -> ModelInput:
         return cast(ModelInput, await self._send(operations.get_model_input(run_id, format)))
+
+    # Remembered decisions (docs/design.md §18).
+    async def make_run_rule(self, run_id: str, rule: RunRuleBody) -> Rule:
+        """A `run` scope rule: the run's later turns have their calls of the tool decided at once, as its author
+        would (checked again at each use). A repeat makes a second rule."""
+        return cast(Rule, await self._send(operations.make_run_rule(run_id, rule)))
+
+    async def list_run_rules(self, run_id: str) -> RuleList:
+        """The run's `run` scope rules, newest first, revoked and expired ones included (`live` says which decide)."""
+        return cast(RuleList, await self._send(operations.list_run_rules(run_id)))
+
+    async def make_owner_rule(self, rule: OwnerRuleBody) -> Rule:
+        """An `owner` scope rule: the owner's runs of the tool are decided at once until its `expires_at`."""
+        return cast(Rule, await self._send(operations.make_owner_rule(rule)))
+
+    async def list_owner_rules(self, owner_uid: int) -> RuleList:
+        """Every rule of the owner's runs (both scopes), newest first, revoked and expired ones included."""
+        return cast(RuleList, await self._send(operations.list_owner_rules(owner_uid)))
+
+    async def revoke_rule(self, rule_id: str, revoked_by: int | None) -> Rule:
+        """`revoked_by`: the backend user revoking it (its author, the owner or an admin), required with a key; `None`
+        with a decision token. A turn registered after the answer never uses the rule; decisions made stay."""
+        return cast(Rule, await self._send(operations.revoke_rule(rule_id, revoked_by)))
 
     # The approvals inbox.
     async def list_approvals(

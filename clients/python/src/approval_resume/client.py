@@ -28,11 +28,15 @@ from .models import (
     InboxPage,
     ModelInput,
     ModelInputFormat,
+    OwnerRuleBody,
     PostedResult,
     PostResults,
     PutUser,
     RegisterRun,
     RotateWebhookSecret,
+    Rule,
+    RuleList,
+    RunRuleBody,
     RunView,
     UserView,
     WebhookCreated,
@@ -176,6 +180,29 @@ class Client:
 
     def get_model_input(self, run_id: str, *, format: ModelInputFormat | None = None) -> ModelInput:
         return cast(ModelInput, self._send(operations.get_model_input(run_id, format)))
+
+    # Remembered decisions (docs/design.md §18).
+    def make_run_rule(self, run_id: str, rule: RunRuleBody) -> Rule:
+        """A `run` scope rule: the run's later turns have their calls of the tool decided at once, as its author
+        would (checked again at each use). A repeat makes a second rule."""
+        return cast(Rule, self._send(operations.make_run_rule(run_id, rule)))
+
+    def list_run_rules(self, run_id: str) -> RuleList:
+        """The run's `run` scope rules, newest first, revoked and expired ones included (`live` says which decide)."""
+        return cast(RuleList, self._send(operations.list_run_rules(run_id)))
+
+    def make_owner_rule(self, rule: OwnerRuleBody) -> Rule:
+        """An `owner` scope rule: the owner's runs of the tool are decided at once until its `expires_at`."""
+        return cast(Rule, self._send(operations.make_owner_rule(rule)))
+
+    def list_owner_rules(self, owner_uid: int) -> RuleList:
+        """Every rule of the owner's runs (both scopes), newest first, revoked and expired ones included."""
+        return cast(RuleList, self._send(operations.list_owner_rules(owner_uid)))
+
+    def revoke_rule(self, rule_id: str, revoked_by: int | None) -> Rule:
+        """`revoked_by`: the backend user revoking it (its author, the owner or an admin), required with a key; `None`
+        with a decision token. A turn registered after the answer never uses the rule; decisions made stay."""
+        return cast(Rule, self._send(operations.revoke_rule(rule_id, revoked_by)))
 
     # The approvals inbox.
     def list_approvals(

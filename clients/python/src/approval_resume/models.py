@@ -8,7 +8,7 @@ them. Enums are `Literal`s: a value the service adds later still arrives as the 
 tests/python-client/test_spec.py holds these names, members and enums to openapi.yaml, with no departure.
 """
 
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict, cast
 
 JsonObject = dict[str, Any]
 """A JSON object passed through as it is: a message, an item, a content, a block."""
@@ -34,8 +34,21 @@ Scope = Literal[
     "events:read",
     "webhooks:write",
 ]
-EventType = Literal["run.waiting", "run.released", "run.resumed", "run.expired", "run.cancelled", "run.completed"]
+EventType = Literal[
+    "run.waiting",
+    "run.released",
+    "run.resumed",
+    "run.expired",
+    "run.cancelled",
+    "run.completed",
+    "rule.created",
+    "rule.revoked",
+]
 ModelInputFormat = Literal["openai-chat", "anthropic", "openai-responses", "gemini"]
+RuleScope = Literal["run", "owner"]
+"""A remembered decision's reach (docs/design.md §18): `run`, the later turns of one run; `owner`, the owner's runs of
+one tool until the rule's `expires_at`."""
+RuleVerdict = Literal["approve", "deny"]
 
 ChatMessage = JsonObject
 """An OpenAI chat message, kept as it came (open in the spec: any other member is kept)."""
@@ -136,6 +149,8 @@ class CallVerdictView(TypedDict):
     approved: bool
     reason: DenialReason | None
     edited: bool
+    #: The remembered decision that gave this verdict; absent when a person posted it.
+    rule_id: NotRequired[str]
 
 
 class DecisionView(TypedDict):
@@ -149,9 +164,10 @@ class DecisionView(TypedDict):
 
 
 class ReleasedResult(TypedDict):
-    """The worker's result of a released call, as posted."""
+    """The worker's result of a released call, as posted; `content` is absent to a decision token where the run's
+    privacy level (`metadata`, `none`) hides payloads."""
 
-    content: str
+    content: NotRequired[str]
     is_error: bool
 
 
@@ -190,16 +206,21 @@ class CallVerdictBody(TypedDict):
     approved: bool
     reason: NotRequired[DenialReason | None]
     arguments: NotRequired[str | None]
+    #: Remember this verdict as a rule (docs/design.md §18); refused 422 `remember_edited` beside edited arguments.
+    remember: NotRequired[RuleScope]
 
 
 class DecisionBody(TypedDict):
-    """One of two forms: the whole turn (`approved`, `reason` on a denial) or a verdict per call (`calls`)."""
+    """One of two forms: the whole turn (`approved`, `reason` on a denial) or a verdict per call (`calls`).
+    `remember` (whole-turn form) makes every call's verdict a rule; `owner` scope needs `remember_until`."""
 
     approved: NotRequired[bool]
     decider_uid: NotRequired[int | None]
     turn_digest: str
     reason: NotRequired[DenialReason | None]
     calls: NotRequired[list[CallVerdictBody]]
+    remember: NotRequired[RuleScope]
+    remember_until: NotRequired[str]
 
 
 class PostedResult(TypedDict):
@@ -232,11 +253,14 @@ class Claim(TypedDict):
 
 
 class ToolResult(TypedDict):
+    """`content` always reaches an API key; to a decision token where the run's privacy level (`metadata`, `none`)
+    hides it, it is absent when it holds what a tool or worker answered or an edit note."""
+
     call_id: str
     tool: str
     outcome: Outcome
     is_error: bool
-    content: str
+    content: NotRequired[str]
     edited: bool
 
 
@@ -322,6 +346,10 @@ class ApprovalCall(TypedDict):
     reason: DenialReason | None
     edited: bool
     arguments_sha256: str | None
+    #: The remembered decision that gave this verdict; absent when a person posted it.
+    rule_id: NotRequired[str]
+    #: The scope the decision asked this verdict remembered in; absent when it asked none.
+    remember: NotRequired[RuleScope]
 
 
 class ApprovalEvent(TypedDict):
@@ -393,13 +421,28 @@ class EventData(TypedDict):
     released_call_ids: NotRequired[list[str]]
 
 
+class RuleEventData(TypedDict):
+    """The data of `rule.created` and `rule.revoked`: never the rule's arguments; no `run_id` for `owner` scope."""
+
+    rule_id: str
+    tenant: str
+    scope: RuleScope
+    run_id: NotRequired[str]
+    owner_uid: int
+    tool: str
+    verdict: RuleVerdict
+    created_by: int
+    revoked_by: NotRequired[int]
+
+
 class Event(TypedDict):
-    """One event, as the feed lists it and as a webhook's body: ids and metadata only."""
+    """One event, as the feed lists it and as a webhook's body: ids and metadata only. `data` is `RuleEventData` for
+    the `rule.*` types, `EventData` for the `run.*` ones (`run_data` tells them apart for a type checker)."""
 
     id: str
     type: EventType
     timestamp: str
-    data: EventData
+    data: EventData | RuleEventData
 
 
 class EventsPage(TypedDict):
@@ -441,6 +484,65 @@ class RotateWebhookSecret(TypedDict):
 
 class WebhookSubscriptions(TypedDict):
     subscriptions: list[WebhookSubscription]
+
+
+# Remembered decisions (docs/design.md §18).
+class RunRuleBody(TypedDict):
+    """A `run` scope rule: the run's later turns have their calls of `tool` (with exactly `arguments`, when given)
+    decided at once. `created_by`: the author, required with a key, absent or the token's user with a token."""
+
+    created_by: NotRequired[int | None]
+    tool: ToolName
+    arguments: NotRequired[JsonObject]
+    verdict: RuleVerdict
+    #: A deny rule's reason; `skip` for "never".
+    reason: NotRequired[DenialReason]
+
+
+class OwnerRuleBody(TypedDict):
+    """An `owner` scope rule: every run of `owner_uid` has its calls of `tool` decided at once until `expires_at`
+    (RFC 3339, at most the service's MAX_RULE_TTL_DAYS ahead). By the owner or an admin, with a key only."""
+
+    owner_uid: int
+    created_by: int
+    expires_at: str
+    tool: ToolName
+    arguments: NotRequired[JsonObject]
+    verdict: RuleVerdict
+    reason: NotRequired[DenialReason]
+
+
+class Rule(TypedDict):
+    """A remembered decision; `live`: neither revoked nor expired. `arguments` is `None` for any call of the tool, or
+    where the privacy level hides it from a decision token."""
+
+    id: str
+    scope: RuleScope
+    run_id: str | None
+    owner_uid: int
+    tool: str
+    arguments: str | None
+    verdict: RuleVerdict
+    reason: DenialReason | None
+    created_by: int
+    created_at: str
+    expires_at: str | None
+    revoked_at: str | None
+    revoked_by: int | None
+    live: bool
+
+
+class RuleList(TypedDict):
+    """Newest first, revoked and expired ones included."""
+
+    rules: list[Rule]
+
+
+def run_data(event: Event) -> EventData | None:
+    """The data of a run's event (`run.*`), or `None` for a remembered decision's (`rule.*`, `RuleEventData`)."""
+    if event["type"].startswith("rule."):
+        return None
+    return cast(EventData, event["data"])
 
 
 # Errors (RFC 9457); errors.ApiError carries one.

@@ -13,10 +13,12 @@ from .models import (
     CreateWebhook,
     DecisionBody,
     ModelInputFormat,
+    OwnerRuleBody,
     PostResults,
     PutUser,
     RegisterRun,
     RotateWebhookSecret,
+    RunRuleBody,
 )
 
 Answer = Literal["json", "text", "none"]
@@ -54,6 +56,13 @@ OPERATIONS: dict[str, Operation] = {
     "claim": _op("claimRun", "POST", "/v1/runs/{id}/claim", False),
     # Idempotent: the same result again answers 200 and records nothing (another one is 409 `result_conflict`).
     "post_results": _op("postResults", "POST", "/v1/runs/{id}/results", True),
+    # Not idempotent: each post makes a rule, a repeat a second one beside the first.
+    "make_run_rule": _op("makeRunRule", "POST", "/v1/runs/{id}/rules", False),
+    "list_run_rules": _op("listRunRules", "GET", "/v1/runs/{id}/rules", True),
+    "make_owner_rule": _op("makeOwnerRule", "POST", "/v1/rules", False),
+    "list_owner_rules": _op("listOwnerRules", "GET", "/v1/rules", True),
+    # Idempotent: a rule revoked already is answered as it stands.
+    "revoke_rule": _op("revokeRule", "DELETE", "/v1/rules/{id}", True),
     "list_approvals": _op("listApprovals", "GET", "/v1/approvals", True),
     "follow_events": _op("followEvents", "GET", "/v1/events", True),
     "list_webhooks": _op("listWebhooks", "GET", "/v1/webhooks", True),
@@ -134,6 +143,26 @@ def claim(run_id: str, body: ClaimRun) -> Request:
 
 def post_results(run_id: str, body: PostResults) -> Request:
     return _request("post_results", {"id": run_id}, json=body)
+
+
+def make_run_rule(run_id: str, rule: RunRuleBody) -> Request:
+    return _request("make_run_rule", {"id": run_id}, json=rule)
+
+
+def list_run_rules(run_id: str) -> Request:
+    return _request("list_run_rules", {"id": run_id})
+
+
+def make_owner_rule(rule: OwnerRuleBody) -> Request:
+    return _request("make_owner_rule", json=rule)
+
+
+def list_owner_rules(owner_uid: int) -> Request:
+    return _request("list_owner_rules", params=_query(owner_uid=owner_uid))
+
+
+def revoke_rule(rule_id: str, revoked_by: int | None) -> Request:
+    return _request("revoke_rule", {"id": rule_id}, params=_query(revoked_by=revoked_by))
 
 
 def list_approvals(
