@@ -228,6 +228,7 @@ export class ApprovalResumeClient {
     events(query = {}, options = {}) {
         // A long poll is held up to `wait` seconds by design: that time is not the request's fault.
         const held = (query.wait ?? 0) * 1000;
+        // The generated `data` is an empty object (see Event in schemas.ts): the page is the one the spec describes.
         return unwrap(this.#api.GET("/v1/events", { params: { query }, ...this.#signal(options, held) }));
     }
     /** The feed as an async iterable that keeps its place in `options.store` (see {@link Feed}). */

@@ -353,7 +353,8 @@ export class ApprovalResumeClient {
     events(query: EventsQuery = {}, options: CallOptions = {}): Promise<EventsPage> {
         // A long poll is held up to `wait` seconds by design: that time is not the request's fault.
         const held = (query.wait ?? 0) * 1000;
-        return unwrap(this.#api.GET("/v1/events", { params: { query }, ...this.#signal(options, held) }));
+        // The generated `data` is an empty object (see Event in schemas.ts): the page is the one the spec describes.
+        return unwrap(this.#api.GET("/v1/events", { params: { query }, ...this.#signal(options, held) })) as Promise<EventsPage>;
     }
 
     /** The feed as an async iterable that keeps its place in `options.store` (see {@link Feed}). */

@@ -64,10 +64,24 @@ export type InboxPage = Schemas["InboxPage"];
 export type InboxItem = Schemas["InboxItem"];
 /** The audit record of one run (`GET /v1/runs/{id}/events`), not the feed. */
 export type RunAudit = Schemas["EventsView"];
-/** One event of the feed and the body of a webhook request. */
-export type Event = Schemas["Event"];
 export type EventType = Schemas["EventType"];
-export type EventsPage = Schemas["EventsPage"];
+/** The types of a remembered decision's events (docs/design.md §18), whose data is {@link RuleEventData}. */
+export type RuleEventType = Extract<EventType, "rule.created" | "rule.revoked">;
+/** The data of a run's event. */
+export type RunEventData = Schemas["EventData"];
+/** The data of `rule.created` and `rule.revoked`: no turn, and no `run_id` for an owner-scope rule. */
+export type RuleEventData = Schemas["RuleEventData"];
+/** A run's event: `run.waiting`, `run.released`, `run.resumed`… */
+export type RunEvent = Omit<Schemas["Event"], "type" | "data"> & { type: Exclude<EventType, RuleEventType>; data: RunEventData };
+/** A remembered decision made or revoked. */
+export type RuleEvent = Omit<Schemas["Event"], "type" | "data"> & { type: RuleEventType; data: RuleEventData };
+/**
+ * One event of the feed and the body of a webhook request; `type` tells a run's event from a rule's. openapi.yaml
+ * ties `data` to `type` with an if/then/else, which openapi-typescript does not read (it types `data` as an empty
+ * object), so the union is written here from the two data schemas it generates.
+ */
+export type Event = RunEvent | RuleEvent;
+export type EventsPage = Omit<Schemas["EventsPage"], "events"> & { events: Event[] };
 export type CreateWebhook = Schemas["CreateWebhook"];
 export type WebhookSubscription = Schemas["WebhookSubscription"];
 export type WebhookCreated = Schemas["WebhookCreated"];

@@ -114,9 +114,10 @@ test("a reader that stops mid-page and starts again from its file neither misses
         [...runs.map((run) => ["run.waiting", run.id]), ["run.resumed", runs[0]!.id]],
     );
     const resumed = second.at(-1)!;
+    assert.ok(resumed.type === "run.resumed", "the last event is the run's resumption");
     assert.deepEqual(resumed.data.decision, { approved: false, decided_by: "run_owner", decider_uid: owner });
     assert.deepEqual(resumed.data.outcomes, { denied: 2 });
-    assert.equal(resumed.data.turn?.digest, runs[0]!.turn.digest);
+    assert.equal(resumed.data.turn.digest, runs[0]!.turn.digest);
 });
 
 test("an exception in the loop leaves the event in hand unhandled, so it comes again", async () => {
@@ -129,7 +130,7 @@ test("an exception in the loop leaves the event in hand unhandled, so it comes a
     const seen: string[] = [];
     await assert.rejects(async () => {
         for await (const event of reader().feed({ store, wait: 5, signal: stopper(10).signal })) {
-            seen.push(event.data.run_id ?? "");
+            seen.push(event.data.run_id ?? "no run");
             if (seen.length === 2) {
                 throw new Error("the handler failed");
             }
@@ -137,7 +138,7 @@ test("an exception in the loop leaves the event in hand unhandled, so it comes a
     }, /the handler failed/);
     const stop = stopper(10);
     for await (const event of reader().feed({ store, wait: 1, signal: stop.signal })) {
-        seen.push(event.data.run_id ?? "");
+        seen.push(event.data.run_id ?? "no run");
         stop.abort();
     }
     assert.deepEqual(seen, [runs[0]!.id, runs[1]!.id, runs[1]!.id], "the failed event again, the handled one not");
