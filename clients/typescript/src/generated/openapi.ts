@@ -779,7 +779,10 @@ export interface components {
              * @description When the change's transaction began.
              */
             timestamp: string;
-            /** @description `EventData` for a run's event; `RuleEventData` for `rule.created` and `rule.revoked`. */
+            /**
+             * Payload
+             * @description `EventData` for a run's event; `RuleEventData` for `rule.created` and `rule.revoked`.
+             */
             data: Record<string, never>;
         };
         EventData: {
