@@ -131,9 +131,10 @@ impl DecisionBody {
                 ));
             }
             (Some(_), false) => {
+                // A code of its own, not `invalid_body`: the body fits the schema, which cannot tie the two members.
                 return Err(ApiError::unprocessable(
-                    "invalid_body",
-                    "remember_until goes with remember: \"owner\" only",
+                    "remember_until_without_owner",
+                    "remember_until is the end of owner-scope rules: give it with remember: \"owner\" only",
                 ));
             }
         };

@@ -1433,6 +1433,12 @@ async fn provoke_remember_errors(op: &Op<'_>, app: &TestApp, signer: &Signer) {
         "422 remember_until_required",
     )
     .await;
+    op.expect(
+        &path,
+        with(remember(Some(7), "run"), "remember_until", until(1)),
+        "422 remember_until_without_owner",
+    )
+    .await;
     for (end, code) in [
         (json!("nope"), "422 invalid_expires_at"),
         (until(-1), "422 expires_at_in_past"),

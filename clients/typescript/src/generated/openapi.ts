@@ -703,7 +703,7 @@ export interface components {
              *     the router for paths and methods it does not serve.
              * @enum {string}
              */
-            code: "unauthorized" | "format_not_representable" | "token_expired" | "token_not_yet_valid" | "token_bad_signature" | "token_unknown_kid" | "token_wrong_audience" | "token_client_revoked" | "token_client_lacks_scope" | "token_lifetime_too_long" | "token_invalid" | "missing_scope" | "token_not_allowed" | "decider_mismatch" | "body_timeout" | "not_found" | "method_not_allowed" | "malformed_json" | "bad_request" | "payload_too_large" | "worker_state_too_large" | "unsupported_media_type" | "invalid_body" | "invalid_query" | "invalid_cursor" | "invalid_subscription" | "webhook_url_refused" | "webhook_url_lookups_busy" | "too_many_subscriptions" | "invalid_overlap" | "invalid_uid" | "invalid_username" | "invalid_owner" | "invalid_tool" | "invalid_transcript" | "unknown_owner" | "too_many_calls" | "arguments_too_large" | "reason_requires_denial" | "decider_uid_required" | "approved_and_calls" | "verdict_required" | "reason_with_calls" | "repeated_call" | "unknown_call" | "missing_call" | "arguments_require_approval" | "arguments_not_object" | "not_editable" | "not_released" | "call_not_released" | "run_resumed" | "invalid_turn_digest" | "expiry_ambiguous" | "invalid_expires_at" | "expires_at_in_past" | "invalid_ttl" | "anonymous_decision_not_allowed" | "unknown_decider" | "decider_disabled" | "decider_not_permitted" | "second_approver_required" | "rule_not_permitted" | "rule_not_revocable" | "missing_created_by" | "missing_revoked_by" | "rule_ttl_too_long" | "denied_by_rule" | "remember_with_calls" | "remember_until_required" | "remember_edited" | "anonymous_rule" | "tool_not_approvable" | "anonymous_write_approval" | "anonymous_edit" | "transcript_not_shown" | "invalid_approvable_tools" | "run_exists" | "stale_turn" | "already_decided" | "not_awaiting_approval" | "resume_in_progress" | "expired" | "not_resumed" | "results_pending" | "run_cancelled" | "result_conflict" | "claim_required" | "claimed" | "claim_lapsed" | "run_finished" | "internal" | "undecryptable" | "database_unavailable" | "timeout" | "not_migrated" | "too_many_waiting_readers" | "too_many_connections" | "too_many_body_bytes";
+            code: "unauthorized" | "format_not_representable" | "token_expired" | "token_not_yet_valid" | "token_bad_signature" | "token_unknown_kid" | "token_wrong_audience" | "token_client_revoked" | "token_client_lacks_scope" | "token_lifetime_too_long" | "token_invalid" | "missing_scope" | "token_not_allowed" | "decider_mismatch" | "body_timeout" | "not_found" | "method_not_allowed" | "malformed_json" | "bad_request" | "payload_too_large" | "worker_state_too_large" | "unsupported_media_type" | "invalid_body" | "invalid_query" | "invalid_cursor" | "invalid_subscription" | "webhook_url_refused" | "webhook_url_lookups_busy" | "too_many_subscriptions" | "invalid_overlap" | "invalid_uid" | "invalid_username" | "invalid_owner" | "invalid_tool" | "invalid_transcript" | "unknown_owner" | "too_many_calls" | "arguments_too_large" | "reason_requires_denial" | "decider_uid_required" | "approved_and_calls" | "verdict_required" | "reason_with_calls" | "repeated_call" | "unknown_call" | "missing_call" | "arguments_require_approval" | "arguments_not_object" | "not_editable" | "not_released" | "call_not_released" | "run_resumed" | "invalid_turn_digest" | "expiry_ambiguous" | "invalid_expires_at" | "expires_at_in_past" | "invalid_ttl" | "anonymous_decision_not_allowed" | "unknown_decider" | "decider_disabled" | "decider_not_permitted" | "second_approver_required" | "rule_not_permitted" | "rule_not_revocable" | "missing_created_by" | "missing_revoked_by" | "rule_ttl_too_long" | "denied_by_rule" | "remember_with_calls" | "remember_until_required" | "remember_until_without_owner" | "remember_edited" | "anonymous_rule" | "tool_not_approvable" | "anonymous_write_approval" | "anonymous_edit" | "transcript_not_shown" | "invalid_approvable_tools" | "run_exists" | "stale_turn" | "already_decided" | "not_awaiting_approval" | "resume_in_progress" | "expired" | "not_resumed" | "results_pending" | "run_cancelled" | "result_conflict" | "claim_required" | "claimed" | "claim_lapsed" | "run_finished" | "internal" | "undecryptable" | "database_unavailable" | "timeout" | "not_migrated" | "too_many_waiting_readers" | "too_many_connections" | "too_many_body_bytes";
             /** @description The request's `x-request-id`, on every problem (a 500 for a handler that panicked included). */
             request_id?: string;
         };
@@ -1268,7 +1268,10 @@ export interface components {
         /** @enum {string} */
         RuleVerdict: "approve" | "deny";
         RunRuleBody: {
-            /** @description The rule's author; required with a key, absent or the token's user with a token. */
+            /**
+             * Format: int64
+             * @description The rule's author; required with a key, absent or the token's user with a token.
+             */
             created_by?: number | null;
             tool: components["schemas"]["ToolName"];
             /** @description The rule matches only calls whose arguments equal this object as JSON values. */
@@ -1278,7 +1281,9 @@ export interface components {
             reason?: components["schemas"]["DenialReason"];
         };
         OwnerRuleBody: {
+            /** Format: int64 */
             owner_uid: number;
+            /** Format: int64 */
             created_by: number;
             /**
              * Format: date-time
@@ -2461,7 +2466,7 @@ export interface operations {
                         /** @enum {integer} */
                         status?: 422;
                         /** @enum {unknown} */
-                        code?: "invalid_query" | "format_not_representable" | "invalid_body" | "invalid_uid" | "reason_requires_denial" | "decider_uid_required" | "approved_and_calls" | "verdict_required" | "reason_with_calls" | "repeated_call" | "unknown_call" | "missing_call" | "arguments_require_approval" | "arguments_not_object" | "arguments_too_large" | "not_editable" | "invalid_turn_digest" | "remember_with_calls" | "remember_until_required" | "remember_edited" | "invalid_expires_at" | "expires_at_in_past" | "rule_ttl_too_long" | "unknown_owner";
+                        code?: "invalid_query" | "format_not_representable" | "invalid_body" | "invalid_uid" | "reason_requires_denial" | "decider_uid_required" | "approved_and_calls" | "verdict_required" | "reason_with_calls" | "repeated_call" | "unknown_call" | "missing_call" | "arguments_require_approval" | "arguments_not_object" | "arguments_too_large" | "not_editable" | "invalid_turn_digest" | "remember_with_calls" | "remember_until_required" | "remember_until_without_owner" | "remember_edited" | "invalid_expires_at" | "expires_at_in_past" | "rule_ttl_too_long" | "unknown_owner";
                     };
                 };
             };
