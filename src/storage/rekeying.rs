@@ -60,6 +60,12 @@ pub const TABLES: &[Table] = &[
             ("previous_secret", Column::WebhookPreviousSecret),
         ],
     },
+    // A remembered decision's row is named by its id too (`sealed::Row::rule`).
+    Table {
+        name: "remembered_rules",
+        per_call: false,
+        columns: &[("arguments", Column::RuleArguments)],
+    },
 ];
 
 /// How many values of one column are stored under one key id (`None`: in clear).
