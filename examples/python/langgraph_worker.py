@@ -6,6 +6,8 @@ CHECKPOINTS, so another process resumes it) and polls it; decide it in the AI Ta
 examples/php/ai_tasks.php, or with curl (README, "Deciding"). On a denial the model reads the service's exact text;
 on an approval, edited arguments included, the tool runs here (it appends a line to PAGES_FILE) and the worker posts
 its result. Stopped and started again, it resumes the run from the service and the checkpointer: `… resume <run-id>`.
+With a rule the owner remembered for the tool (docs/design.md §18: `POST /v1/rules`, or a decision with `remember:
+"owner"`), the registration comes back decided and the worker goes straight on, without waiting.
 
     pip install "./clients/python[langgraph]" langgraph-checkpoint-sqlite   # from the root of a checkout
     APPROVAL_RESUME_URL=http://127.0.0.1:8080 APPROVAL_RESUME_KEY=ar_… python examples/python/langgraph_worker.py
@@ -102,9 +104,12 @@ async def main(arguments: list[str]) -> WorkerStep[Any]:
             run_id = os.environ.get("RUN_ID") or str(uuid.uuid4())
             prompt = {"messages": [{"role": "user", "content": "Write a meta description for page 12."}]}
             step = await worker.start(owner_uid, prompt, run_id=run_id)
-            if step.status == "finished":
+            # `suspended`: the turn waits for a person. A turn that rules remembered by a person decided at its
+            # registration (docs/design.md §18) did not wait: `start` went straight on with it, as `resume` does.
+            if step.status in ("finished", "closed", "claimed"):
                 return step
-            print(f"run {run_id} waits for approval", flush=True)
+            if step.status == "suspended":
+                print(f"run {run_id} waits for approval", flush=True)
         while True:
             await wait_until_decided(client, run_id, poll_interval=poll)
             step = await worker.resume(run_id)
@@ -113,6 +118,8 @@ async def main(arguments: list[str]) -> WorkerStep[Any]:
                 return step
             if step.status == "waiting":
                 await asyncio.sleep(poll)
+            # `suspended` waits for the next decision; `decided` (a turn decided at its registration, past the
+            # worker's `max_decided_turns`) is decided already, and the next `resume` goes on at once.
 
 
 if __name__ == "__main__":

@@ -24,8 +24,8 @@ from typing import Any, Protocol, TypeVar
 
 import pytest
 
-from approval_resume import AsyncClient, Client
-from approval_resume.models import PutUser
+from approval_resume import AsyncClient, Client, verdicts
+from approval_resume.models import DecisionAnswer, DenialReason, PutUser, RunView
 
 T = TypeVar("T")
 REPO = Path(__file__).resolve().parents[2]
@@ -57,6 +57,36 @@ def denied_text(token: str) -> str:
         f'Error: approval_denied (decided_by: {token}). The approval for tool "{TOOL}" was declined {who}. '
         f"Nothing was executed. {advice}"
     )
+
+
+#: The denied result of docs/design.md §3 for the owner's denial with reason `skip`: a "never", whether the owner
+#: posted it or a rule of theirs gave it.
+NEVER_BY_OWNER_TEXT = (
+    f'Error: approval_denied (decided_by: run_owner, reason: skip). The approval for tool "{TOOL}" was declined '
+    f"{OWNER_WHO}. Nothing was executed. Tell them that they declined the approval themselves, not the system or an "
+    "operator, and do not propose this change again."
+)
+
+
+def remembered_for_the_run(
+    client: Client, run: RunView, decider_uid: int, approved: bool, reason: DenialReason | None = None
+) -> DecisionAnswer:
+    """A person's verdict on the whole turn, remembered for the rest of the run (`remember: "run"`, docs/design.md
+    §18): the client's `decide` with the whole-turn body and `remember` beside it. The rule it makes decides the
+    run's later turns of the tool at their registration."""
+    body = verdicts.whole_turn(run["turn"]["digest"], decider_uid, approved, reason)
+    body["remember"] = "run"
+    return client.decide(run["id"], body)
+
+
+def verdicts_by_turn(client: Client, run_id: str) -> list[tuple[int, str, bool, str | None]]:
+    """Every verdict of the run's audit, turn after turn, as (turn, call, approved, the rule that gave it or None
+    when a person posted it)."""
+    return [
+        (event["turn_index"], call["call_id"], call["approved"], call.get("rule_id"))
+        for event in client.list_events(run_id)["approval_events"]
+        for call in event["calls"]
+    ]
 
 
 EXPIRED_TEXT = (

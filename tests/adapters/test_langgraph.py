@@ -2,7 +2,8 @@
 `langchain_core`) in an agent of `langchain.agents.create_agent` with the `HumanInTheLoopMiddleware` and an in-memory
 checkpointer, against the real binary: a denial reaches the model as the service's exact text and nothing runs; an
 edited approval runs the tool once with the decider's arguments and the model reads the edit note, a blank line, the
-output; two workers resuming at once run the tool once, the other reports the claim; a plain `interrupt()` carrying
+output; two workers resuming at once run the tool once, the other reports the claim; a turn the owner allowed (or
+refused, "never") for the rest of the run goes straight on without a click; a plain `interrupt()` carrying
 tool calls is adapted too; the example worker (a SQLite checkpointer) killed after the release is restarted and
 finishes the run once, and killed while its tool runs leaves its claim to lapse: the model reads the interrupted
 text."""
@@ -14,7 +15,18 @@ from collections.abc import Iterator, Sequence
 from typing import Annotated, Any, TypedDict
 
 import pytest
-from conftest import INTERRUPTED_TEXT, TOOL, Ledger, Run, Service, ShortLease, denied_text
+from conftest import (
+    INTERRUPTED_TEXT,
+    NEVER_BY_OWNER_TEXT,
+    TOOL,
+    Ledger,
+    Run,
+    Service,
+    ShortLease,
+    denied_text,
+    remembered_for_the_run,
+    verdicts_by_turn,
+)
 from examples import example_env, killed_while_its_tool_runs_then_lapsed, run_example, start_example
 from langchain.agents import create_agent
 from langchain.agents.middleware import HumanInTheLoopMiddleware
@@ -165,6 +177,43 @@ def test_two_workers_resuming_at_once_run_the_tool_once_and_the_other_reports_th
     # Whichever worker won the claim ran the model on; the other never called its model.
     read = [tool_texts(each) for each in (chat, other) if each.requests and tool_texts(each)]
     assert read == [{"call_write": "updated page 12: Fresh bread daily."}]
+
+
+def test_a_turn_allowed_for_the_rest_of_the_run_goes_through_at_its_registration_without_a_click(
+    on_loop: Run, worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int, checkpointer: InMemorySaver
+) -> None:
+    chat = model(write("call_1"), write("call_2"), AIMessage(content="Done."))
+    worker = LangGraphWorker(worker_client, agent(chat, ledger, checkpointer))
+    step = suspend(on_loop, worker, owner)
+    assert step.run is not None and step.run_id is not None
+    assert remembered_for_the_run(decider, step.run, owner, approved=True)["status"] == "released"
+    (rule,) = decider.list_run_rules(step.run_id)["rules"]
+
+    finished = on_loop(worker.resume(step.run_id))
+    assert finished.status == "finished" and finished.output is not None
+    assert finished.output["messages"][-1].content == "Done."
+    assert ledger.runs() == [ARGUMENTS, ARGUMENTS], "the tool ran once per turn"
+    ran = "updated page 12: Fresh bread daily."
+    assert tool_texts(chat) == {"call_1": ran, "call_2": ran}
+    run = decider.get_run(step.run_id)
+    assert (run["status"], run["turn"]["index"]) == ("completed", 1)
+    assert verdicts_by_turn(decider, step.run_id) == [(0, "call_1", True, None), (1, "call_2", True, rule["id"])]
+
+
+def test_a_turn_refused_for_the_rest_of_the_run_reaches_the_model_as_the_never_text_and_its_call_never_runs(
+    on_loop: Run, worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int, checkpointer: InMemorySaver
+) -> None:
+    chat = model(write("call_1"), write("call_2"), AIMessage(content="Done."))
+    worker = LangGraphWorker(worker_client, agent(chat, ledger, checkpointer))
+    step = suspend(on_loop, worker, owner)
+    assert step.run is not None and step.run_id is not None
+    remembered_for_the_run(decider, step.run, owner, approved=False, reason="skip")
+
+    assert on_loop(worker.resume(step.run_id)).status == "finished"
+    assert tool_texts(chat) == {"call_1": NEVER_BY_OWNER_TEXT, "call_2": NEVER_BY_OWNER_TEXT}
+    assert ledger.runs() == []
+    (rule,) = decider.list_run_rules(step.run_id)["rules"]
+    assert verdicts_by_turn(decider, step.run_id) == [(0, "call_1", False, None), (1, "call_2", False, rule["id"])]
 
 
 class Conversation(TypedDict):

@@ -4,7 +4,10 @@ an approver) reaches the model as the service's exact text, an approval runs the
 audit records its result, an edited approval runs the tool once with the decider's arguments (the SDK's approval
 carries none: the adapter's tool wrapper hands them over) and the model reads the edit note, a blank line, the output;
 two workers resuming at once run the tool once and the other reports the claim; a mixed turn runs its released call
-first, a released tool that raises is posted failed while the other released call runs once, a recorded result
+first; a turn the owner allowed (or refused, "never") for the rest of the run comes back decided when the model asks
+again and the worker goes straight on without a click (the tool ran once per turn; the model reads the never text
+twice), at most `max_decided_turns` turns in one call; a released tool that raises is posted failed while the other
+released call runs once, a recorded result
 answers only its own call, once, a worker that dies is replaced by another that finishes the run without running a
 call twice, and a worker killed while its tool runs leaves its claim to lapse: the model reads the interrupted text."""
 
@@ -22,6 +25,7 @@ from agents.testing import ModelCall, ScriptedModel, assistant_message, function
 from conftest import (
     EXPIRED_TEXT,
     INTERRUPTED_TEXT,
+    NEVER_BY_OWNER_TEXT,
     SHORT_LEASE_SECS,
     TOOL,
     Ledger,
@@ -30,6 +34,8 @@ from conftest import (
     ShortLease,
     denied_text,
     new_owner,
+    remembered_for_the_run,
+    verdicts_by_turn,
     wait_for_status,
 )
 from examples import example_env, killed_while_its_tool_runs_then_lapsed, run_example, start_example
@@ -247,6 +253,65 @@ def test_a_model_that_asks_again_after_a_denial_appends_a_turn_which_an_approval
     assert on_loop(worker.resume(step.run_id)).status == "finished"
     assert ledger.runs() == [ARGUMENTS]
     assert outputs(model.last_call) == {"call_1": denied_text("run_owner"), "call_2": "updated page 12"}
+
+
+def test_a_turn_allowed_for_the_rest_of_the_run_goes_through_at_its_registration_without_a_click(
+    on_loop: Run, worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int
+) -> None:
+    model = ScriptedModel([write("call_1"), write("call_2"), [assistant_message("Done.")]])
+    worker = OpenAIAgentsWorker(worker_client, agent(ledger, model), run_config=CONFIG)
+    step = on_loop(worker.start(owner, "Write a meta description for page 12."))
+    assert step.status == "suspended" and step.run is not None and step.run_id is not None
+    assert remembered_for_the_run(decider, step.run, owner, approved=True)["status"] == "released"
+    (rule,) = decider.list_run_rules(step.run_id)["rules"]
+    assert (rule["tool"], rule["verdict"], rule["created_by"]) == (TOOL, "approve", owner)
+
+    finished = on_loop(worker.resume(step.run_id))
+    assert (finished.status, finished.output) == ("finished", "Done.")
+    assert ledger.runs() == [ARGUMENTS, ARGUMENTS], "the tool ran once per turn"
+    assert outputs(model.last_call) == {"call_1": "updated page 12", "call_2": "updated page 12"}
+    run = decider.get_run(step.run_id)
+    assert (run["status"], run["turn"]["index"]) == ("completed", 1)
+    assert verdicts_by_turn(decider, step.run_id) == [(0, "call_1", True, None), (1, "call_2", True, rule["id"])]
+    released = {call["call_id"]: call.get("result") for call in run["released_calls"]}
+    assert released == {"call_2": {"content": "updated page 12", "is_error": False}}
+
+
+def test_a_turn_refused_for_the_rest_of_the_run_reaches_the_model_as_the_never_text_and_its_call_never_runs(
+    on_loop: Run, worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int
+) -> None:
+    model = ScriptedModel([write("call_1"), write("call_2"), [assistant_message("Done.")]])
+    worker = OpenAIAgentsWorker(worker_client, agent(ledger, model), run_config=CONFIG)
+    step = on_loop(worker.start(owner, "Write a meta description for page 12."))
+    assert step.run is not None and step.run_id is not None
+    answer = remembered_for_the_run(decider, step.run, owner, approved=False, reason="skip")
+    assert answer["results"][0]["content"] == NEVER_BY_OWNER_TEXT
+
+    finished = on_loop(worker.resume(step.run_id))
+    assert (finished.status, finished.output) == ("finished", "Done.")
+    assert outputs(model.last_call) == {"call_1": NEVER_BY_OWNER_TEXT, "call_2": NEVER_BY_OWNER_TEXT}
+    assert ledger.runs() == []
+    (rule,) = decider.list_run_rules(step.run_id)["rules"]
+    assert (rule["verdict"], rule["reason"]) == ("deny", "skip")
+    assert verdicts_by_turn(decider, step.run_id) == [(0, "call_1", False, None), (1, "call_2", False, rule["id"])]
+
+
+def test_a_worker_goes_straight_on_through_at_most_max_decided_turns_and_a_later_resume_goes_on(
+    on_loop: Run, worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int
+) -> None:
+    model = ScriptedModel([write("call_1"), write("call_2"), write("call_3"), [assistant_message("Done.")]])
+    worker = OpenAIAgentsWorker(worker_client, agent(ledger, model), run_config=CONFIG, max_decided_turns=1)
+    step = on_loop(worker.start(owner, "Write a meta description for page 12."))
+    assert step.run is not None and step.run_id is not None
+    remembered_for_the_run(decider, step.run, owner, approved=True)
+
+    stopped = on_loop(worker.resume(step.run_id))
+    assert stopped.status == "decided" and stopped.run is not None
+    assert (stopped.run["status"], stopped.run["turn"]["index"]) == ("released", 2)
+    assert ledger.runs() == [ARGUMENTS, ARGUMENTS], "turn 2 went straight on; turn 3 waits for a resume"
+    assert on_loop(worker.resume(step.run_id)).status == "finished"
+    assert ledger.runs() == [ARGUMENTS] * 3
+    assert outputs(model.last_call) == {f"call_{n}": "updated page 12" for n in (1, 2, 3)}
 
 
 def test_a_released_tool_that_raises_is_posted_failed_and_resuming_twice_runs_the_other_released_call_once(

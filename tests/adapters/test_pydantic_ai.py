@@ -1,26 +1,31 @@
 """`approval_resume.adapters.pydantic_ai` with Pydantic AI's own scripted model (`FunctionModel`), against the real
 binary: a tool with `requires_approval` suspends the run, a denial (by the owner, by an approver) reaches the model as
 `ToolDenied` with the service's exact text, an approval with edited arguments runs the tool once with them and the
-audit records its result, a mixed turn runs its released call first, a released tool that raises is posted failed
-(and reaches the model as a failed return) while the other released call runs once, and a worker that dies is
-replaced by another that finishes the run without running a call twice."""
+audit records its result, a mixed turn runs its released call first, a turn the owner allowed (or refused, "never")
+for the rest of the run and a registration an owner rule decides go straight on without a click, a released tool
+that raises is posted failed (and reaches the model as a failed return) while the other released call runs once, and
+a worker that dies is replaced by another that finishes the run without running a call twice."""
 
 import asyncio
 import json
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 from conftest import (
     EXPIRED_TEXT,
     INTERRUPTED_TEXT,
+    NEVER_BY_OWNER_TEXT,
     TOOL,
     Ledger,
     Run,
     Service,
     ShortLease,
     denied_text,
+    remembered_for_the_run,
+    verdicts_by_turn,
     wait_for_status,
 )
 from examples import example_env, killed_while_its_tool_runs_then_lapsed, run_example, start_example
@@ -241,6 +246,57 @@ def test_a_model_that_asks_again_after_a_denial_appends_a_turn_which_an_approval
         "call_1": denied_text("run_owner"),
         "call_2": "updated page 12: Fresh bread daily.",
     }
+
+
+def test_a_turn_allowed_for_the_rest_of_the_run_goes_through_at_its_registration_without_a_click(
+    on_loop: Run, worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int
+) -> None:
+    script = Script(turns=(("call_1",), ("call_2",)))
+    worker, step = suspend(on_loop, worker_client, ledger, owner, script)
+    assert step.status == "suspended" and step.run is not None and step.run_id is not None
+    assert remembered_for_the_run(decider, step.run, owner, approved=True)["status"] == "released"
+    (rule,) = decider.list_run_rules(step.run_id)["rules"]
+
+    finished = on_loop(worker.resume(step.run_id))
+    assert (finished.status, finished.output) == ("finished", "Done.")
+    assert ledger.runs() == [ARGUMENTS, ARGUMENTS], "the tool ran once per turn"
+    ran = "updated page 12: Fresh bread daily."
+    assert script.last_returns() == {"call_1": ran, "call_2": ran}
+    run = decider.get_run(step.run_id)
+    assert (run["status"], run["turn"]["index"]) == ("completed", 1)
+    assert verdicts_by_turn(decider, step.run_id) == [(0, "call_1", True, None), (1, "call_2", True, rule["id"])]
+
+
+def test_a_turn_refused_for_the_rest_of_the_run_reaches_the_model_as_tool_denied_with_the_never_text(
+    on_loop: Run, worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int
+) -> None:
+    script = Script(turns=(("call_1",), ("call_2",)))
+    worker, step = suspend(on_loop, worker_client, ledger, owner, script)
+    assert step.run is not None and step.run_id is not None
+    remembered_for_the_run(decider, step.run, owner, approved=False, reason="skip")
+
+    assert on_loop(worker.resume(step.run_id)).status == "finished"
+    assert script.last_returns() == {"call_1": NEVER_BY_OWNER_TEXT, "call_2": NEVER_BY_OWNER_TEXT}
+    assert ledger.runs() == []
+    (rule,) = decider.list_run_rules(step.run_id)["rules"]
+    assert verdicts_by_turn(decider, step.run_id) == [(0, "call_1", False, None), (1, "call_2", False, rule["id"])]
+
+
+def test_a_registration_an_owner_rule_decides_goes_straight_on_from_start_and_the_tool_runs_once(
+    on_loop: Run, worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int
+) -> None:
+    until = (datetime.now(timezone.utc) + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    rule = decider.make_owner_rule(
+        {"owner_uid": owner, "created_by": owner, "tool": TOOL, "verdict": "approve", "expires_at": until}
+    )
+    script = Script()
+    worker, step = suspend(on_loop, worker_client, ledger, owner, script)
+    assert (step.status, step.output) == ("finished", "Done.")
+    assert step.run_id is not None
+    assert ledger.runs() == [ARGUMENTS]
+    assert script.last_returns() == {"call_write": "updated page 12: Fresh bread daily."}
+    assert decider.get_run(step.run_id)["status"] == "completed"
+    assert verdicts_by_turn(decider, step.run_id) == [(0, "call_write", True, rule["id"])]
 
 
 def test_a_released_tool_that_raises_is_posted_failed_and_resuming_twice_runs_the_other_released_call_once(

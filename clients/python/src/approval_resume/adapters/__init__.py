@@ -25,6 +25,11 @@ has the run). A released tool that raises is posted failed (the service's `Error
 `is_error: true`) rather than left to run again. A worker that dies while a tool runs leaves its claim to lapse: the
 service gives the call the `interrupted` result and no worker runs it again. `idempotency_key(run_id, call_id)`
 names the call for a tool that passes it on to what it changes.
+
+A registration or an appended turn that comes back decided (remembered decisions, docs/design.md §18: every call
+covered by live rules of one author, the run answered `released` or `resumed`) is gone on with at once, as `resume`
+would, and again for each new turn decided so, up to the worker's `max_decided_turns` in one call (`_straight_on`);
+`start` and `resume` answer `suspended` only for a turn that waits for a person.
 """
 
 from ._service import WorkerStep, idempotency_key, wait_until_decided

@@ -36,7 +36,12 @@ CLOSED: frozenset[RunStatus] = frozenset({"cancelled", "completed"})
 class WorkerStep(Generic[OutputT]):
     """Where a run stands after an adapter's `start` or `resume`.
 
-    - `suspended`: the model asked for approval; the run waits for a decision (registered, or a new turn appended);
+    - `suspended`: the model asked for approval; the turn (registered, or appended) waits for a person's decision.
+      A turn that came back decided (remembered decisions, docs/design.md §18) is not `suspended`: the adapter goes
+      straight on with it, as `resume` would;
+    - `decided`: the run's turn was decided when it was registered and this worker went no further: it had already
+      gone straight on through `max_decided_turns` such turns in this call (see `_straight_on`). The run stands
+      released or resumed; `resume(run_id)` goes on;
     - `waiting`: nothing to do yet (no decision, or the service still runs its own tools);
     - `closed`: the run is over without this worker (cancelled, or completed before);
     - `claimed`: another worker has the run: its claim on the released calls is live, or it resumed the run, or this
@@ -46,7 +51,7 @@ class WorkerStep(Generic[OutputT]):
       completed.
     """
 
-    status: Literal["suspended", "waiting", "closed", "claimed", "finished"]
+    status: Literal["suspended", "decided", "waiting", "closed", "claimed", "finished"]
     run_id: str | None
     run: RunView | None = None
     output: OutputT | None = None

@@ -27,6 +27,10 @@ resumes it reads it there.
    middleware puts around a rejection; the graph runs on. A new interrupt appends a turn (`POST /turns`, the messages
    after the decided turn's); an end completes the run.
 
+A registration or an appended turn that comes back decided (remembered decisions, docs/design.md §18) waits for
+no click: the worker goes straight on with it by the same two steps, and on through each new turn the graph stops
+on that comes back decided too (`_straight_on`, at most `max_decided_turns` of them in one call).
+
 A worker that dies while a tool runs leaves its claim to lapse: the service gives the call the `interrupted` result and
 no worker runs it again. LangChain passes a tool no idempotency key; inside a released call,
 `current_idempotency_key(tool_call_id)` (the call id from the tool's `ToolRuntime`) gives `{run_id}:{call_id}`.
@@ -59,7 +63,7 @@ except ImportError as error:  # pragma: no cover - depends on the installed extr
 
 from ..async_client import AsyncClient
 from ..models import ChatMessage, DeclaredTool, Effect, PostedResult, RegisterRun, RunView
-from . import _service
+from . import _service, _straight_on
 from ._service import WorkerStep
 
 #: In the released step, the id of the run whose released calls the graph runs (None: outside that step); gives
@@ -134,16 +138,20 @@ class LangGraphWorker:
         *,
         effects: Mapping[str, Effect] | None = None,
         registration: Mapping[str, Any] | None = None,
+        max_decided_turns: int = _straight_on.MAX_DECIDED_TURNS,
         model_node: str = "model",
         tools_node: str = "tools",
     ) -> None:
         """`effects`: each tool's effect (absent: `write` for a tool the interrupt asks about, else `read`).
         `registration`: further members of every registration (`privacy_level`, `approval_ttl_secs`, …).
+        `max_decided_turns`: how many turns that come back decided (remembered decisions) one `start` or `resume`
+        goes straight on through before it answers `decided`.
         `model_node`, `tools_node`: the graph's nodes that call the model and run the tools (`create_agent`'s names)."""
         self._client = client
         self._graph = graph
         self._effects = dict(effects or {})
         self._registration = dict(registration or {})
+        self._max_decided_turns = _straight_on.checked_limit(max_decided_turns)
         self._model_node = model_node
         self._tools_node = tools_node
 
@@ -151,8 +159,9 @@ class LangGraphWorker:
         self, owner_uid: int, input: Any, *, run_id: str | None = None, thread_id: str | None = None
     ) -> WorkerStep[Any]:
         """Invokes the graph on `input` in thread `thread_id` (default: the run's id) for `owner_uid`; on an interrupt
-        registers the run (`run_id`, or a random UUID) and answers `suspended`; otherwise `finished` with the graph's
-        final state and no run."""
+        registers the run (`run_id`, or a random UUID) and answers `suspended` while it waits for a person, or, when
+        the registration comes back decided (remembered decisions), goes straight on as `resume` does; otherwise
+        `finished` with the graph's final state and no run."""
         run_id = run_id or str(uuid.uuid4())
         thread = thread_id or run_id
         config = _config(thread)
@@ -170,15 +179,24 @@ class LangGraphWorker:
             "tools": self._declared_tools(calls),
             "worker_state": {"thread_id": thread},
         }
-        return WorkerStep("suspended", run_id, await self._client.register_run(body))
+        registered = _straight_on.registered(run_id, await self._client.register_run(body))
+        return await _straight_on.go_on(registered, self._resume_once, self._max_decided_turns)
 
     async def resume(self, run_id: str) -> WorkerStep[Any]:
         """Continues the run from what the service and the checkpointer hold (see the module's docstring). Safe to call
-        again after a crash at any point, and in any process that shares the checkpointer."""
+        again after a crash at any point, and in any process that shares the checkpointer. A new turn that comes back
+        decided is gone on with at once, up to `max_decided_turns` of them."""
+        step = await self._resume_once(run_id)
+        return await _straight_on.go_on(step, self._resume_once, self._max_decided_turns)
+
+    async def _resume_once(self, run_id: str) -> WorkerStep[Any]:
+        """`resume` for one decided turn; a new turn's step is `suspended`, or `decided` when it came back decided."""
         run, undecided = await _service.load_decided(self._client, run_id)
         if undecided is not None:
             return undecided
-        config = _config(_thread_id(run))
+        # The run's answers after this (results posted) carry no worker_state: keep the thread read here.
+        thread = _thread_id(run)
+        config = _config(thread)
         decided = await _service.verdicts(self._client, run)
         if decided.unrun():
             try:
@@ -220,9 +238,9 @@ class LangGraphWorker:
         ]
         following = messages[_service.start_of_next_turn(run_id, answered, turn) :]
         appended = await self._client.append_turn(
-            run_id, {"messages": _openai_chat(following), "worker_state": {"thread_id": _thread_id(run)}}
+            run_id, {"messages": _openai_chat(following), "worker_state": {"thread_id": thread}}
         )
-        return WorkerStep("suspended", run_id, appended)
+        return _straight_on.registered(run_id, appended)
 
     async def _run_released(self, run: RunView, config: RunnableConfig, held: _service.HeldClaim) -> RunView:
         """Under the held claim, the thread is resumed with the middleware's decisions for the released calls without a

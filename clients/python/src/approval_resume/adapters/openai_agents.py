@@ -21,6 +21,10 @@ decider's arguments, and the SDK runs it as any approved call, its hooks and gua
    runs on. New interruptions append a turn (`POST /v1/runs/{id}/turns`, with the new state); a final output
    completes the run.
 
+A registration or an appended turn that comes back decided (remembered decisions, docs/design.md §18) waits for
+no click: the worker goes straight on with it by the same two steps, and on through each new turn the SDK stops
+on that comes back decided too (`_straight_on`, at most `max_decided_turns` of them in one call).
+
 Each released call's result is recorded as its tool completes. A released tool that raises (one built with
 `failure_error_function=None`; the SDK's default turns the error into an ordinary output, posted as such with
 `is_error: false`) gets the service's text for a failed call, `Error: tool "{name}" failed.`, `is_error: true` (the
@@ -57,7 +61,7 @@ except ImportError as error:  # pragma: no cover - depends on the installed extr
 
 from ..async_client import AsyncClient
 from ..models import DeclaredTool, Effect, JsonObject, PostedResult, RegisterRun, RunView
-from . import _service
+from . import _service, _straight_on
 from ._service import WorkerStep
 
 #: In the resumed step, the released calls' results the service holds, by call id: (tool name, text). A wrapped
@@ -153,9 +157,12 @@ class OpenAIAgentsWorker:
         run_config: RunConfig | None = None,
         effects: Mapping[str, Effect] | None = None,
         registration: Mapping[str, Any] | None = None,
+        max_decided_turns: int = _straight_on.MAX_DECIDED_TURNS,
     ) -> None:
         """`effects`: each tool's effect (absent: `write` for a tool with `needs_approval`, else `read`).
-        `registration`: further members of every registration (`privacy_level`, `approval_ttl_secs`, …)."""
+        `registration`: further members of every registration (`privacy_level`, `approval_ttl_secs`, …).
+        `max_decided_turns`: how many turns that come back decided (remembered decisions) one `start` or `resume`
+        goes straight on through before it answers `decided`."""
         self._client = client
         self._agent = agent.clone(
             tools=[_guarded(tool) if isinstance(tool, FunctionTool) else tool for tool in agent.tools]
@@ -163,12 +170,15 @@ class OpenAIAgentsWorker:
         self._run_config = run_config or RunConfig()
         self._effects = dict(effects or {})
         self._registration = dict(registration or {})
+        self._max_decided_turns = _straight_on.checked_limit(max_decided_turns)
 
     async def start(
         self, owner_uid: int, input: str | list[Any], *, run_id: str | None = None, context: Any = None
     ) -> WorkerStep[Any]:
         """Runs the agent on `input` for `owner_uid`; on interruptions registers the run (`run_id`, or a random UUID)
-        and answers `suspended`; otherwise `finished` with the final output and no run."""
+        and answers `suspended` while it waits for a person, or, when the registration comes back decided
+        (remembered decisions), goes straight on as `resume` does; otherwise `finished` with the final output and no
+        run."""
         result = await Runner.run(self._agent, input, run_config=self._run_config, context=context)
         if not result.interruptions:
             return WorkerStep("finished", None, output=result.final_output)
@@ -185,11 +195,18 @@ class OpenAIAgentsWorker:
         }
         if isinstance(self._agent.instructions, str):
             body["instructions"] = self._agent.instructions
-        return WorkerStep("suspended", run_id, await self._client.register_run(body))
+        registered = _straight_on.registered(run_id, await self._client.register_run(body))
+        return await _straight_on.go_on(registered, self._resume_once, self._max_decided_turns)
 
     async def resume(self, run_id: str) -> WorkerStep[Any]:
         """Continues the run from what the service holds (see the module's docstring). Safe to call again after a crash
-        at any point, and in any process."""
+        at any point, and in any process. A new turn that comes back decided is gone on with at once, up to
+        `max_decided_turns` of them."""
+        step = await self._resume_once(run_id)
+        return await _straight_on.go_on(step, self._resume_once, self._max_decided_turns)
+
+    async def _resume_once(self, run_id: str) -> WorkerStep[Any]:
+        """`resume` for one decided turn; a new turn's step is `suspended`, or `decided` when it came back decided."""
         run, undecided = await _service.load_decided(self._client, run_id)
         if undecided is not None:
             return undecided
@@ -237,7 +254,7 @@ class OpenAIAgentsWorker:
             run_id,
             {"input": _waiting_last(following, pending), "worker_state": result.to_state().to_json()},
         )
-        return WorkerStep("suspended", run_id, appended)
+        return _straight_on.registered(run_id, appended)
 
     async def _run_released(self, run: RunView, worker_state: Any, held: _service.HeldClaim) -> RunView:
         """Under the held claim, the SDK runs the released calls without a result, and nothing else: they are

@@ -19,6 +19,10 @@ continues a run:
    runs on. A new `DeferredToolRequests` appends a turn (`POST /v1/runs/{id}/turns`); a final output completes the
    run.
 
+A registration or an appended turn that comes back decided (remembered decisions, docs/design.md §18) waits for
+no click: the worker goes straight on with it by the same two steps, and on through each new turn the agent stops
+on that comes back decided too (`_straight_on`, at most `max_decided_turns` of them in one call).
+
 In the released step a run capability (`_ReleasedStep`) wraps each released call's execution: a tool that raises
 gets the service's text for a failed call, `Error: tool "{name}" failed.`, as a `ToolFailed` (Pydantic AI's failed
 return, posted `is_error: true`; the exception goes to the log), so the other released calls go on and nothing runs
@@ -86,7 +90,7 @@ except ImportError as error:  # pragma: no cover - depends on the installed extr
 
 from ..async_client import AsyncClient
 from ..models import ChatMessage, DeclaredTool, Effect, PostedResult, RegisterRun, ReleasedCall, RunView
-from . import _service
+from . import _service, _straight_on
 from ._service import WorkerStep
 
 DepsT = TypeVar("DepsT")
@@ -175,14 +179,18 @@ class PydanticAIWorker(Generic[DepsT]):
         deps: DepsT = None,  # type: ignore[assignment]
         effects: Mapping[str, Effect] | None = None,
         registration: Mapping[str, Any] | None = None,
+        max_decided_turns: int = _straight_on.MAX_DECIDED_TURNS,
     ) -> None:
         """`effects`: each tool's effect (absent: `write` for a tool with `requires_approval`, else `read`).
-        `registration`: further members of every registration (`privacy_level`, `approval_ttl_secs`, …)."""
+        `registration`: further members of every registration (`privacy_level`, `approval_ttl_secs`, …).
+        `max_decided_turns`: how many turns that come back decided (remembered decisions) one `start` or `resume`
+        goes straight on through before it answers `decided`."""
         self._client = client
         self._agent = agent
         self._deps = deps
         self._effects = dict(effects or {})
         self._registration = dict(registration or {})
+        self._max_decided_turns = _straight_on.checked_limit(max_decided_turns)
 
     async def start(
         self,
@@ -193,7 +201,9 @@ class PydanticAIWorker(Generic[DepsT]):
         message_history: Sequence[ModelMessage] | None = None,
     ) -> WorkerStep[Any]:
         """Runs the agent on `prompt` for `owner_uid`; on `DeferredToolRequests` registers the run (`run_id`, or a
-        random UUID) and answers `suspended`; otherwise `finished` with the output and no run."""
+        random UUID) and answers `suspended` while it waits for a person, or, when the registration comes back
+        decided (remembered decisions), goes straight on as `resume` does; otherwise `finished` with the output and
+        no run."""
         result = await self._agent.run(prompt, message_history=message_history, deps=self._deps)
         if not isinstance(result.output, DeferredToolRequests):
             return WorkerStep("finished", None, output=result.output)
@@ -207,11 +217,18 @@ class PydanticAIWorker(Generic[DepsT]):
             "tools": self._declared_tools(),
             "worker_state": ModelMessagesTypeAdapter.dump_python(messages, mode="json"),
         }
-        return WorkerStep("suspended", run_id, await self._client.register_run(body))
+        registered = _straight_on.registered(run_id, await self._client.register_run(body))
+        return await _straight_on.go_on(registered, self._resume_once, self._max_decided_turns)
 
     async def resume(self, run_id: str) -> WorkerStep[Any]:
         """Continues the run from what the service holds (see the module's docstring). Safe to call again after a crash
-        at any point, and in any process."""
+        at any point, and in any process. A new turn that comes back decided is gone on with at once, up to
+        `max_decided_turns` of them."""
+        step = await self._resume_once(run_id)
+        return await _straight_on.go_on(step, self._resume_once, self._max_decided_turns)
+
+    async def _resume_once(self, run_id: str) -> WorkerStep[Any]:
+        """`resume` for one decided turn; a new turn's step is `suspended`, or `decided` when it came back decided."""
         run, undecided = await _service.load_decided(self._client, run_id)
         if undecided is not None:
             return undecided
@@ -264,7 +281,7 @@ class PydanticAIWorker(Generic[DepsT]):
             run_id,
             {"messages": following, "worker_state": ModelMessagesTypeAdapter.dump_python(messages, mode="json")},
         )
-        return WorkerStep("suspended", run_id, appended)
+        return _straight_on.registered(run_id, appended)
 
     async def _run_released(
         self, run: RunView, history: list[ModelMessage], calls: dict[str, ToolCallPart], held: _service.HeldClaim
