@@ -1,6 +1,6 @@
-import { type DecideOptions, type Verdict } from "./decisions.js";
+import { type DecideOptions, type TurnDecideOptions, type Verdict } from "./decisions.js";
 import { Feed, type FeedOptions } from "./feed.js";
-import type { AppendTurn, ApprovalsQuery, CreateWebhook, DecisionAnswer, DecisionBody, DenialReason, EventsPage, EventsQuery, InboxItem, InboxPage, ModelInput, ModelInputFormat, PostedResult, PutUser, RegisterRun, ReleasedCall, RunAudit, RotateWebhookSecret, RunView, UserView, WebhookCreated, WebhookSubscription } from "./schemas.js";
+import type { AppendTurn, ApprovalsQuery, CreateWebhook, DecisionAnswer, DecisionBody, DenialReason, EventsPage, EventsQuery, InboxItem, InboxPage, ModelInput, ModelInputFormat, OwnerRule, PostedResult, PutUser, RegisterRun, ReleasedCall, RunAudit, RotateWebhookSecret, Rule, RunRule, RunView, UserView, WebhookCreated, WebhookSubscription } from "./schemas.js";
 export interface ClientOptions {
     /** Where the service listens, e.g. `http://127.0.0.1:8080`. */
     baseUrl: string;
@@ -60,14 +60,55 @@ export declare class ApprovalResumeClient {
     decide(id: string, body: DecisionBody, options?: CallOptions & {
         format?: ModelInputFormat;
     }): Promise<DecisionAnswer>;
-    /** Approves every pending call of the turn named by its digest. */
-    approveTurn(id: string, turnDigest: string, options?: DecideOptions): Promise<DecisionAnswer>;
-    /** Denies the whole turn; `reason` `variant` asks for another version, `skip` not to propose it again. */
-    denyTurn(id: string, turnDigest: string, options?: DecideOptions & {
+    /**
+     * Approves every pending call of the turn named by its digest. `remember: "run"` also allows each of its tools
+     * for the run's later turns ("allow for this conversation"; docs/design.md §18), `"owner"` for the owner's runs
+     * until `rememberUntil`.
+     */
+    approveTurn(id: string, turnDigest: string, options?: TurnDecideOptions): Promise<DecisionAnswer>;
+    /**
+     * Denies the whole turn; `reason` `variant` asks for another version, `skip` not to propose it again.
+     * `remember: "run"` also denies each of its tools in the run's later turns ("never in this conversation").
+     */
+    denyTurn(id: string, turnDigest: string, options?: TurnDecideOptions & {
         reason?: DenialReason;
     }): Promise<DecisionAnswer>;
-    /** A verdict per call: every pending call exactly once, approved (as proposed or edited) or denied. */
+    /**
+     * A verdict per call: every pending call exactly once, approved (as proposed or edited) or denied, each
+     * remembered as a rule where it says `remember` (`rememberUntil`: the end of the `owner` scope ones).
+     */
     decideCalls(id: string, turnDigest: string, verdicts: readonly Verdict[], options?: DecideOptions): Promise<DecisionAnswer>;
+    /**
+     * Remembers a decision for the later turns of a run (docs/design.md §18): a `run` scope rule, by which the turns
+     * registered after it have their calls of `tool` (with exactly `arguments`, when given) approved or denied at
+     * once, as `created_by` would decide them; answered 201 with the rule. Scope `decisions:write` with
+     * `created_by`; a decision token makes it as its user. Refused as the decision it stands for would be (403
+     * `unknown_decider`, `decider_not_permitted`, `second_approver_required` for the owner's approval under four-eyes,
+     * `tool_not_approvable`…). Making it twice makes two rules.
+     */
+    makeRunRule(runId: string, rule: RunRule, options?: CallOptions): Promise<Rule>;
+    /**
+     * Remembers a decision for every run of `owner_uid` of one tool until `expires_at` (an `owner` scope rule; at most
+     * `MAX_RULE_TTL_DAYS` ahead, else 422 `rule_ttl_too_long`), by the owner or an admin (else 403
+     * `rule_not_permitted`). Scope `decisions:write`; a decision token may not (403 `token_not_allowed`).
+     */
+    makeOwnerRule(rule: OwnerRule, options?: CallOptions): Promise<Rule>;
+    /**
+     * The run's `run` scope rules, newest first, revoked and expired ones included (`live` says which decide). Scope
+     * `runs:read` or `decisions:write`, or a decision token of a user who may decide the run.
+     */
+    listRunRules(runId: string, options?: CallOptions): Promise<Rule[]>;
+    /** Every rule of the owner's runs (both scopes), newest first, revoked and expired ones included. */
+    listOwnerRules(ownerUid: number, options?: CallOptions): Promise<Rule[]>;
+    /**
+     * Revokes a rule, answered with it revoked (one revoked already: as it stands). By its author, the owner (the
+     * run's, for `run` scope) or an admin, named by `revokedBy` with a key (else 403 `rule_not_revocable`); a
+     * decision token revokes its own user's rules (any other: 404). A turn registered after the answer never uses
+     * it; the decisions it made stay.
+     */
+    revokeRule(ruleId: string, options?: CallOptions & {
+        revokedBy?: number;
+    }): Promise<Rule>;
     /**
      * The last resumed model input (scope `runs:read`), in `format` or else the run's own; 409 `not_resumed` before a
      * decision, 422 `format_not_representable` for a format the transcript holds something it cannot say.

@@ -5,7 +5,7 @@
  * @module
  */
 import createClient, {} from "openapi-fetch";
-import { perCallBody, wholeTurnBody } from "./decisions.js";
+import { perCallBody, wholeTurnBody, } from "./decisions.js";
 import { ApiError } from "./errors.js";
 import { Feed } from "./feed.js";
 /** How long a request may take unless the client or the call says otherwise: 30 s. */
@@ -79,17 +79,77 @@ export class ApprovalResumeClient {
             ...this.#signal(call),
         }));
     }
-    /** Approves every pending call of the turn named by its digest. */
+    /**
+     * Approves every pending call of the turn named by its digest. `remember: "run"` also allows each of its tools
+     * for the run's later turns ("allow for this conversation"; docs/design.md §18), `"owner"` for the owner's runs
+     * until `rememberUntil`.
+     */
     approveTurn(id, turnDigest, options = {}) {
-        return this.decide(id, wholeTurnBody(turnDigest, true, options.deciderUid), options);
+        const body = wholeTurnBody(turnDigest, true, options.deciderUid, undefined, options);
+        return this.decide(id, body, options);
     }
-    /** Denies the whole turn; `reason` `variant` asks for another version, `skip` not to propose it again. */
+    /**
+     * Denies the whole turn; `reason` `variant` asks for another version, `skip` not to propose it again.
+     * `remember: "run"` also denies each of its tools in the run's later turns ("never in this conversation").
+     */
     denyTurn(id, turnDigest, options = {}) {
-        return this.decide(id, wholeTurnBody(turnDigest, false, options.deciderUid, options.reason), options);
+        const body = wholeTurnBody(turnDigest, false, options.deciderUid, options.reason, options);
+        return this.decide(id, body, options);
     }
-    /** A verdict per call: every pending call exactly once, approved (as proposed or edited) or denied. */
+    /**
+     * A verdict per call: every pending call exactly once, approved (as proposed or edited) or denied, each
+     * remembered as a rule where it says `remember` (`rememberUntil`: the end of the `owner` scope ones).
+     */
     decideCalls(id, turnDigest, verdicts, options = {}) {
-        return this.decide(id, perCallBody(turnDigest, verdicts, options.deciderUid), options);
+        return this.decide(id, perCallBody(turnDigest, verdicts, options.deciderUid, options.rememberUntil), options);
+    }
+    /**
+     * Remembers a decision for the later turns of a run (docs/design.md §18): a `run` scope rule, by which the turns
+     * registered after it have their calls of `tool` (with exactly `arguments`, when given) approved or denied at
+     * once, as `created_by` would decide them; answered 201 with the rule. Scope `decisions:write` with
+     * `created_by`; a decision token makes it as its user. Refused as the decision it stands for would be (403
+     * `unknown_decider`, `decider_not_permitted`, `second_approver_required` for the owner's approval under four-eyes,
+     * `tool_not_approvable`…). Making it twice makes two rules.
+     */
+    makeRunRule(runId, rule, options = {}) {
+        return unwrap(this.#api.POST("/v1/runs/{id}/rules", {
+            params: { path: { id: runId } },
+            // The open `arguments` of RunRule (see schemas.ts) is what the spec's body means.
+            body: rule,
+            ...this.#signal(options),
+        }));
+    }
+    /**
+     * Remembers a decision for every run of `owner_uid` of one tool until `expires_at` (an `owner` scope rule; at most
+     * `MAX_RULE_TTL_DAYS` ahead, else 422 `rule_ttl_too_long`), by the owner or an admin (else 403
+     * `rule_not_permitted`). Scope `decisions:write`; a decision token may not (403 `token_not_allowed`).
+     */
+    makeOwnerRule(rule, options = {}) {
+        return unwrap(this.#api.POST("/v1/rules", { body: rule, ...this.#signal(options) }));
+    }
+    /**
+     * The run's `run` scope rules, newest first, revoked and expired ones included (`live` says which decide). Scope
+     * `runs:read` or `decisions:write`, or a decision token of a user who may decide the run.
+     */
+    async listRunRules(runId, options = {}) {
+        const list = await unwrap(this.#api.GET("/v1/runs/{id}/rules", { params: { path: { id: runId } }, ...this.#signal(options) }));
+        return list.rules;
+    }
+    /** Every rule of the owner's runs (both scopes), newest first, revoked and expired ones included. */
+    async listOwnerRules(ownerUid, options = {}) {
+        const list = await unwrap(this.#api.GET("/v1/rules", { params: { query: { owner_uid: ownerUid } }, ...this.#signal(options) }));
+        return list.rules;
+    }
+    /**
+     * Revokes a rule, answered with it revoked (one revoked already: as it stands). By its author, the owner (the
+     * run's, for `run` scope) or an admin, named by `revokedBy` with a key (else 403 `rule_not_revocable`); a
+     * decision token revokes its own user's rules (any other: 404). A turn registered after the answer never uses
+     * it; the decisions it made stay.
+     */
+    revokeRule(ruleId, options = {}) {
+        const { revokedBy, ...call } = options;
+        const query = revokedBy === undefined ? {} : { revoked_by: revokedBy };
+        return unwrap(this.#api.DELETE("/v1/rules/{id}", { params: { path: { id: ruleId }, query }, ...this.#signal(call) }));
     }
     /**
      * The last resumed model input (scope `runs:read`), in `format` or else the run's own; 409 `not_resumed` before a

@@ -1,5 +1,5 @@
 /** The whole-turn body: the same verdict for every pending call. */
-export function wholeTurnBody(turnDigest, approved, deciderUid, reason) {
+export function wholeTurnBody(turnDigest, approved, deciderUid, reason, remember = {}) {
     const body = { approved, turn_digest: turnDigest };
     if (deciderUid !== undefined) {
         body.decider_uid = deciderUid;
@@ -7,25 +7,37 @@ export function wholeTurnBody(turnDigest, approved, deciderUid, reason) {
     if (reason !== undefined) {
         body.reason = reason;
     }
-    return body;
+    if (remember.remember !== undefined) {
+        body.remember = remember.remember;
+    }
+    return withRememberUntil(body, remember.rememberUntil);
 }
 /** The per-call body. */
-export function perCallBody(turnDigest, verdicts, deciderUid) {
+export function perCallBody(turnDigest, verdicts, deciderUid, rememberUntil) {
     const calls = verdicts.map((verdict) => {
-        if (!verdict.approved) {
-            return verdict.reason === undefined
-                ? { call_id: verdict.call_id, approved: false }
-                : { call_id: verdict.call_id, approved: false, reason: verdict.reason };
+        const call = { call_id: verdict.call_id, approved: verdict.approved };
+        if (!verdict.approved && verdict.reason !== undefined) {
+            call.reason = verdict.reason;
         }
-        if (verdict.arguments === undefined) {
-            return { call_id: verdict.call_id, approved: true };
+        if (verdict.approved && verdict.arguments !== undefined) {
+            call.arguments =
+                typeof verdict.arguments === "string" ? verdict.arguments : JSON.stringify(verdict.arguments);
         }
-        const text = typeof verdict.arguments === "string" ? verdict.arguments : JSON.stringify(verdict.arguments);
-        return { call_id: verdict.call_id, approved: true, arguments: text };
+        if (verdict.remember !== undefined) {
+            call.remember = verdict.remember;
+        }
+        return call;
     });
     const body = { turn_digest: turnDigest, calls };
     if (deciderUid !== undefined) {
         body.decider_uid = deciderUid;
+    }
+    // The service takes one end for the whole decision, beside `calls`, for every verdict remembered `owner`.
+    return withRememberUntil(body, rememberUntil);
+}
+function withRememberUntil(body, until) {
+    if (until !== undefined) {
+        body.remember_until = typeof until === "string" ? until : until.toISOString();
     }
     return body;
 }

@@ -6,7 +6,7 @@
  * @module
  */
 export { ApprovalResumeClient, type CallOptions, type Claim, type ClientOptions, DEFAULT_TIMEOUT_MS } from "./client.js";
-export { type Approval, type DecideOptions, type Denial, type Verdict, perCallBody, wholeTurnBody, } from "./decisions.js";
+export { type Approval, type DecideOptions, type Denial, type Remember, type TurnDecideOptions, type Verdict, perCallBody, wholeTurnBody, } from "./decisions.js";
 export { ApiError, ClaimLapsedError, ClaimRequiredError, ClaimedError, NotReleasedError, UNEXPECTED_RESPONSE } from "./errors.js";
 export { type CursorStore, Feed, type FeedOptions, type FeedPosition, MemoryCursorStore } from "./feed.js";
 export { type WebhookHeaders, WebhookVerificationError, WebhookVerifier } from "./webhooks.js";

@@ -10,6 +10,8 @@ export {
     type Approval,
     type DecideOptions,
     type Denial,
+    type Remember,
+    type TurnDecideOptions,
     type Verdict,
     perCallBody,
     wholeTurnBody,

@@ -91,6 +91,21 @@ export type NativeEntry = Schemas["NativeEntry"];
 export type Problem = Schemas["Problem"];
 export type ProblemCode = Problem["code"];
 
+/** What a remembered decision covers (docs/design.md §18): `run`, the later turns of one run; `owner`, the owner's runs. */
+export type RuleScope = Schemas["RuleScope"];
+export type RuleVerdict = Schemas["RuleVerdict"];
+/** A remembered decision; `live`: neither revoked nor expired, so it decides the turns registered now. */
+export type Rule = Schemas["Rule"];
+/**
+ * `T` with its `arguments` as any JSON object: openapi.yaml leaves a rule's arguments an open object (the arguments a
+ * call must equal), which openapi-typescript types as an object without members (`Record<string, never>`).
+ */
+type WithOpenArguments<T> = Omit<T, "arguments"> & { arguments?: Record<string, unknown> };
+/** The body of `POST /v1/runs/{id}/rules`: a `run` scope rule. */
+export type RunRule = WithOpenArguments<Schemas["RunRuleBody"]>;
+/** The body of `POST /v1/rules`: an `owner` scope rule, which must end (`expires_at`). */
+export type OwnerRule = WithOpenArguments<Schemas["OwnerRuleBody"]>;
+
 /** The query of `GET /v1/approvals`. */
 export type ApprovalsQuery = operations["listApprovals"]["parameters"]["query"];
 /** The query of `GET /v1/events`. */

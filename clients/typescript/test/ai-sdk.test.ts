@@ -3,6 +3,8 @@
 // resumes the SDK. A denial reaches the model as `execution-denied` with the service's exact text; an approval (as
 // proposed or edited) lets the SDK run the tool once, under the worker's claim, and the adapter posts its bare
 // output; two workers resuming at once run it once; a failing tool posts the fixed failed text; streamText likewise.
+// Remembered decisions (§18): a turn the service answers already decided (a rule approved or denied every call) goes
+// straight on, in generateText and streamText, within the worker's bound.
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 
@@ -352,4 +354,146 @@ test("a model that asks again after a verdict appends a turn, which the next dec
     assert.equal(done.text, "Updated.");
     assert.deepEqual(ran.map((call) => call.input), [{ page: 12, description: "Bread, fresh daily." }]);
     assert.equal(prompts.length, 4);
+});
+
+/** docs/design.md §3: the owner's own denial of a write with the reason `skip`, as a "never" rule gives it. */
+const NEVER_BY_OWNER = (tool: string) =>
+    `Error: approval_denied (decided_by: run_owner, reason: skip). The approval for tool "${tool}" was declined by the ` +
+    "user who started this run, the person you are talking to. Nothing was executed. Tell them that they declined " +
+    "the approval themselves, not the system or an operator, and do not propose this change again.";
+
+const AGAIN = { page: 12, description: "Bread, fresh every morning." };
+
+/**
+ * The model calls the write, then calls it again once it has the first result, then answers; the person approves
+ * the first call for the rest of the run, so the second goes through at once.
+ */
+async function allowedForTheRun(stream: boolean) {
+    const uid = await owner();
+    const { tools, ran, toolApproval } = pageTools();
+    const { model, prompts } = scriptedModel([
+        callTool("call_1", WRITE_TOOL, PAGE),
+        callTool("call_2", WRITE_TOOL, AGAIN),
+        say("Both written."),
+    ]);
+    const streams: unknown[] = [];
+    const worker = new AiSdkWorker({
+        client,
+        settings: { model, tools, toolApproval },
+        ...(stream ? { stream: (result: unknown) => void streams.push(result) } : {}),
+    });
+    const step = await suspended(worker, uid);
+    await tasks.approveTurn(step.runId, step.run.turn.digest, { deciderUid: uid, remember: "run" });
+
+    const done = await worker.resume(step.runId);
+    assert.ok(done.status === "finished", `resumed: ${done.status}`);
+    assert.equal(done.text, "Both written.");
+    assert.deepEqual(
+        ran,
+        [
+            { input: PAGE, key: `${step.runId}:call_1` },
+            { input: AGAIN, key: `${step.runId}:call_2` },
+        ],
+        "the tool ran once per turn, the second without a click",
+    );
+    const [rule] = await tasks.listRunRules(step.runId);
+    assert.deepEqual([rule?.tool, rule?.verdict, rule?.created_by], [WRITE_TOOL, "approve", uid]);
+    const run = await client.getRun(step.runId);
+    assert.deepEqual([run.status, run.turn.index], ["completed", 1]);
+    assert.deepEqual(run.decision?.calls.map((call) => [call.call_id, call.approved, call.rule_id]), [
+        ["call_2", true, rule!.id],
+    ]);
+    assert.equal(run.decision?.decider_uid, uid, "the rule decided as its author");
+    assert.deepEqual(toolResultsOf(prompts[2]!), [
+        { toolCallId: "call_2", toolName: WRITE_TOOL, output: { type: "text", value: JSON.stringify({ updated: 12 }) } },
+    ]);
+    assert.equal(prompts.length, 3);
+    if (stream) {
+        assert.equal(streams.length, 3, "each model step was streamed to the consumer, the one after the rule too");
+    }
+}
+
+test("a turn approved for the rest of the run lets the model's next call of the tool run at once, without a click (generateText)", async () => {
+    await allowedForTheRun(false);
+});
+
+test("a turn approved for the rest of the run lets the model's next call of the tool run at once, without a click (streamText)", async () => {
+    await allowedForTheRun(true);
+});
+
+test("a turn denied with 'never' for the run denies the model's next call at once: the model reads the exact text and nothing ran", async () => {
+    const uid = await owner();
+    const { tools, ran, toolApproval } = pageTools();
+    const { model, prompts } = scriptedModel([
+        callTool("call_1", WRITE_TOOL, PAGE),
+        callTool("call_2", WRITE_TOOL, AGAIN),
+        say("I will leave the page as it is."),
+    ]);
+    const worker = new AiSdkWorker({ client, settings: { model, tools, toolApproval } });
+    const step = await suspended(worker, uid);
+    await tasks.denyTurn(step.runId, step.run.turn.digest, { deciderUid: uid, reason: "skip", remember: "run" });
+
+    const done = await worker.resume(step.runId);
+    assert.ok(done.status === "finished", `resumed: ${done.status}`);
+    assert.deepEqual(toolResultsOf(prompts[2]!), [
+        { toolCallId: "call_2", toolName: WRITE_TOOL, output: { type: "execution-denied", reason: NEVER_BY_OWNER(WRITE_TOOL) } },
+    ]);
+    assert.deepEqual(ran, [], "neither call ran");
+    const [rule] = await tasks.listRunRules(step.runId);
+    const run = await client.getRun(step.runId);
+    assert.deepEqual(run.decision?.calls.map((call) => [call.call_id, call.approved, call.rule_id]), [
+        ["call_2", false, rule!.id],
+    ]);
+});
+
+test("an owner rule made before the run decides its registration, and start goes straight on to the model's answer", async () => {
+    const uid = await owner();
+    const rule = await tasks.makeOwnerRule({
+        owner_uid: uid,
+        created_by: uid,
+        tool: WRITE_TOOL,
+        verdict: "approve",
+        expires_at: new Date(Date.now() + 86_400_000).toISOString(),
+    });
+    const { tools, ran, toolApproval } = pageTools();
+    const { model } = scriptedModel([callTool("call_o", WRITE_TOOL, PAGE), say("Written.")]);
+    const worker = new AiSdkWorker({ client, settings: { model, tools, toolApproval } });
+
+    const done = await worker.start({ ownerUid: uid, messages: [{ role: "user", content: "Describe page 12." }] });
+    assert.ok(done.status === "finished" && done.runId !== null, `started: ${done.status}`);
+    assert.equal(done.text, "Written.");
+    assert.deepEqual(ran, [{ input: PAGE, key: `${done.runId}:call_o` }]);
+    const run = await client.getRun(done.runId);
+    assert.equal(run.status, "completed");
+    assert.deepEqual(run.decision?.calls.map((call) => call.rule_id), [rule.id]);
+});
+
+test("turns decided at once go on no further than maxDecidedTurns in one call, and resume takes the run on from there", async () => {
+    const uid = await owner();
+    const { tools, ran, toolApproval } = pageTools();
+    const { model } = scriptedModel([
+        callTool("call_1", WRITE_TOOL, PAGE),
+        callTool("call_2", WRITE_TOOL, AGAIN),
+        callTool("call_3", WRITE_TOOL, PAGE),
+        say("Written three times."),
+    ]);
+    const worker = new AiSdkWorker({ client, settings: { model, tools, toolApproval }, maxDecidedTurns: 1 });
+    const step = await suspended(worker, uid);
+    await tasks.approveTurn(step.runId, step.run.turn.digest, { deciderUid: uid, remember: "run" });
+
+    const stopped = await worker.resume(step.runId);
+    assert.ok(stopped.status === "decided", `resumed: ${stopped.status}`);
+    assert.deepEqual([stopped.run.status, stopped.run.turn.index], ["released", 2]);
+    assert.equal(ran.length, 2, "the first turn and one decided at once ran; the third waits for resume");
+
+    const done = await worker.resume(step.runId);
+    assert.ok(done.status === "finished");
+    assert.equal(ran.length, 3);
+    for (const unbounded of [0.5, -1, Number.NaN, Number.POSITIVE_INFINITY]) {
+        assert.throws(
+            () => new AiSdkWorker({ client, settings: { model, tools, toolApproval }, maxDecidedTurns: unbounded }),
+            RangeError,
+            `maxDecidedTurns ${unbounded} is no bound`,
+        );
+    }
 });

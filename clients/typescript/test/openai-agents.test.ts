@@ -3,7 +3,8 @@
 // adapter registers the run with the serialized RunState, a human decides through the service, and the adapter
 // restores the state. A denial reaches the model through `state.reject(item, {message})` with the service's exact
 // text; an approval (as proposed or edited) lets the SDK run the tool once under the claim and the adapter posts its
-// bare output; two workers resuming at once run it once.
+// bare output; two workers resuming at once run it once. Remembered decisions (§18): a turn the service answers
+// already decided (a rule approved or denied every call) goes straight on, within the worker's bound.
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 
@@ -247,4 +248,111 @@ test("a new interruption after the verdict appends a turn, which the next decisi
     assert.ok(done.status === "finished");
     assert.equal(done.finalOutput, "Updated.");
     assert.deepEqual(ran.map((call) => call.input), [{ page: 12, description: "Bread, fresh daily." }]);
+});
+
+/** docs/design.md §3: the owner's own denial of a write with the reason `skip`, as a "never" rule gives it. */
+const NEVER_BY_OWNER = (tool: string) =>
+    `Error: approval_denied (decided_by: run_owner, reason: skip). The approval for tool "${tool}" was declined by the ` +
+    "user who started this run, the person you are talking to. Nothing was executed. Tell them that they declined " +
+    "the approval themselves, not the system or an operator, and do not propose this change again.";
+
+const AGAIN = { page: 12, description: "Bread, fresh every morning." };
+
+test("a turn approved for the rest of the run lets the agent's next call of the tool run at once, without a click", async () => {
+    const uid = await owner();
+    const model = new ScriptedModel([
+        [functionCall(WRITE_TOOL, PAGE, { callId: "call_1" })],
+        [functionCall(WRITE_TOOL, AGAIN, { callId: "call_2" })],
+        [assistantMessage("Both written.")],
+    ]);
+    const { agent, ran } = pageAgent(model);
+    const worker = new OpenAIAgentsWorker({ client, agent, runConfig });
+    const step = await suspended(worker, uid);
+    await tasks.approveTurn(step.runId, step.run.turn.digest, { deciderUid: uid, remember: "run" });
+
+    const done = await worker.resume(step.runId);
+    assert.ok(done.status === "finished", `resumed: ${done.status}`);
+    assert.equal(done.finalOutput, "Both written.");
+    assert.deepEqual(
+        ran,
+        [
+            { input: PAGE, key: `${step.runId}:call_1` },
+            { input: AGAIN, key: `${step.runId}:call_2` },
+        ],
+        "the tool ran once per turn, the second without a click",
+    );
+    const [rule] = await tasks.listRunRules(step.runId);
+    assert.deepEqual([rule?.tool, rule?.verdict, rule?.created_by], [WRITE_TOOL, "approve", uid]);
+    const run = await client.getRun(step.runId);
+    assert.deepEqual([run.status, run.turn.index], ["completed", 1]);
+    assert.deepEqual(run.decision?.calls.map((call) => [call.call_id, call.approved, call.rule_id]), [
+        ["call_2", true, rule!.id],
+    ]);
+    assert.equal(resultRead(model, 2, "call_2"), "updated page 12");
+    assert.equal(model.calls.length, 3, "the released steps never called the model");
+});
+
+test("a turn denied with 'never' for the run denies the agent's next call at once: the model reads the exact text and nothing ran", async () => {
+    const uid = await owner();
+    const model = new ScriptedModel([
+        [functionCall(WRITE_TOOL, PAGE, { callId: "call_1" })],
+        [functionCall(WRITE_TOOL, AGAIN, { callId: "call_2" })],
+        [assistantMessage("I will leave the page as it is.")],
+    ]);
+    const { agent, ran } = pageAgent(model);
+    const worker = new OpenAIAgentsWorker({ client, agent, runConfig });
+    const step = await suspended(worker, uid);
+    await tasks.denyTurn(step.runId, step.run.turn.digest, { deciderUid: uid, reason: "skip", remember: "run" });
+
+    const done = await worker.resume(step.runId);
+    assert.ok(done.status === "finished", `resumed: ${done.status}`);
+    assert.equal(resultRead(model, 2, "call_2"), NEVER_BY_OWNER(WRITE_TOOL));
+    assert.deepEqual(ran, [], "neither call ran");
+    const [rule] = await tasks.listRunRules(step.runId);
+    assert.deepEqual((await client.getRun(step.runId)).decision?.calls.map((call) => call.rule_id), [rule!.id]);
+});
+
+test("an owner rule made before the run decides its registration, and start goes straight on to the final output", async () => {
+    const uid = await owner();
+    const rule = await tasks.makeOwnerRule({
+        owner_uid: uid,
+        created_by: uid,
+        tool: WRITE_TOOL,
+        verdict: "approve",
+        expires_at: new Date(Date.now() + 86_400_000).toISOString(),
+    });
+    const model = new ScriptedModel([[functionCall(WRITE_TOOL, PAGE, { callId: "call_o" })], [assistantMessage("Written.")]]);
+    const { agent, ran } = pageAgent(model);
+    const worker = new OpenAIAgentsWorker({ client, agent, runConfig });
+
+    const done = await worker.start({ ownerUid: uid, input: "Describe page 12." });
+    assert.ok(done.status === "finished" && done.runId !== null, `started: ${done.status}`);
+    assert.equal(done.finalOutput, "Written.");
+    assert.deepEqual(ran, [{ input: PAGE, key: `${done.runId}:call_o` }]);
+    const run = await client.getRun(done.runId);
+    assert.equal(run.status, "completed");
+    assert.deepEqual(run.decision?.calls.map((call) => call.rule_id), [rule.id]);
+});
+
+test("turns decided at once go on no further than maxDecidedTurns in one call, and resume takes the run on from there", async () => {
+    const uid = await owner();
+    const model = new ScriptedModel([
+        [functionCall(WRITE_TOOL, PAGE, { callId: "call_1" })],
+        [functionCall(WRITE_TOOL, AGAIN, { callId: "call_2" })],
+        [functionCall(WRITE_TOOL, PAGE, { callId: "call_3" })],
+        [assistantMessage("Written three times.")],
+    ]);
+    const { agent, ran } = pageAgent(model);
+    const worker = new OpenAIAgentsWorker({ client, agent, runConfig, maxDecidedTurns: 1 });
+    const step = await suspended(worker, uid);
+    await tasks.approveTurn(step.runId, step.run.turn.digest, { deciderUid: uid, remember: "run" });
+
+    const stopped = await worker.resume(step.runId);
+    assert.ok(stopped.status === "decided", `resumed: ${stopped.status}`);
+    assert.deepEqual([stopped.run.status, stopped.run.turn.index], ["released", 2]);
+    assert.equal(ran.length, 2, "the first turn and one decided at once ran; the third waits for resume");
+
+    const done = await worker.resume(step.runId);
+    assert.ok(done.status === "finished");
+    assert.equal(ran.length, 3);
 });

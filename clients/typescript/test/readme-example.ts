@@ -20,6 +20,19 @@ export async function example(): Promise<void> {
     }
 }
 
+// The README's remembered decisions.
+export async function rulesExample(tasks: ApprovalResumeClient, runId: string, digest: string, nextWeek: Date): Promise<void> {
+    // With a decision: each tool of the turn remembered for the run's later turns.
+    await tasks.approveTurn(runId, digest, { deciderUid: 7, remember: "run" });
+    await tasks.denyTurn(runId, digest, { deciderUid: 7, reason: "skip", remember: "owner", rememberUntil: nextWeek });
+    await tasks.decideCalls(runId, digest, [{ call_id: "call_1", approved: true, remember: "run" }], { deciderUid: 7 });
+    // On their own, listed (newest first, revoked and expired ones included; `live` says which decide), revoked.
+    const rule = await tasks.makeRunRule(runId, { created_by: 7, tool: "read_page", arguments: { page: 12 }, verdict: "approve" });
+    await tasks.makeOwnerRule({ owner_uid: 7, created_by: 7, tool: "read_page", verdict: "approve", expires_at: nextWeek.toISOString() });
+    console.log(await tasks.listRunRules(runId), await tasks.listOwnerRules(7));
+    await tasks.revokeRule(rule.id, { revokedBy: 7 }); // a turn registered after this answer never uses it
+}
+
 export const refusal = (error: unknown): string | null => (error instanceof ApiError ? error.code : null);
 
 // The AI SDK adapter's example of the README, with the SDK's mock model standing in for a provider's.
@@ -41,7 +54,7 @@ export async function aiSdkExample(): Promise<void> {
     const step = await worker.start({ ownerUid: 7, messages: [{ role: "user", content: "Describe page 12." }] });
     if (step.status === "suspended") console.log("waiting for a decision on", step.runId); // a registered run
     // …on run.released or run.resumed for that run (the feed, a webhook), or after a restart:
-    const next = await worker.resume(step.runId!); // "finished", "suspended" (a new turn), "waiting", "claimed", "closed"
+    const next = await worker.resume(step.runId!); // "finished", "suspended" (a new turn), "waiting", "claimed", "closed", "decided"
     if (next.status === "finished") console.log(next.text, next.messages.length);
     if (next.status === "claimed") console.log("another worker has the run until", next.until); // nothing ran here
 }
@@ -67,6 +80,6 @@ export async function openAIAgentsExample(client: ApprovalResumeClient): Promise
     const worker = new OpenAIAgentsWorker({ client, agent }); // agent: new Agent({ name, instructions, model, tools })
     const step = await worker.start({ ownerUid: 7, input: "Describe page 12." });
     // …on run.released or run.resumed:
-    const next = await worker.resume(step.runId!); // "finished" (next.finalOutput), "suspended", "waiting", "claimed", "closed"
+    const next = await worker.resume(step.runId!); // "finished" (next.finalOutput), "suspended", "waiting", "claimed", "closed", "decided"
     if (next.status === "finished") console.log(next.finalOutput);
 }

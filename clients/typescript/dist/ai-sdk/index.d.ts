@@ -2,9 +2,11 @@ import { type ModelMessage, type StreamTextResult, type ToolSet, generateText, s
 import type { ApprovalResumeClient } from "../client.js";
 import type { Effect, RegisterRun, RunView } from "../schemas.js";
 import { type WorkerLogger } from "../worker/calls.js";
+import { type DecidedStep, type SuspendedStep } from "../worker/straight-on.js";
 export { type AiSdkWorkerState } from "./worker-state.js";
 export { currentIdempotencyKey, idempotencyKey } from "../worker/calls.js";
 export { type ClaimRefusal } from "../worker/claim.js";
+export { DEFAULT_MAX_DECIDED_TURNS } from "../worker/straight-on.js";
 type GenerateOptions<TOOLS extends ToolSet> = Parameters<typeof generateText<TOOLS>>[0];
 type GenerateResult<TOOLS extends ToolSet> = Awaited<ReturnType<typeof generateText<TOOLS>>>;
 type StreamResult<TOOLS extends ToolSet> = ReturnType<typeof streamText<TOOLS>>;
@@ -31,15 +33,23 @@ export interface AiSdkWorkerOptions<TOOLS extends ToolSet> {
     stream?: (result: StreamTextResult<TOOLS, never, never>) => void | Promise<void>;
     /** Where a released tool's exception goes (never to the service). Default `console.error`. */
     logger?: WorkerLogger;
+    /**
+     * How many turns remembered decisions decide at once one {@link AiSdkWorker.start} or
+     * {@link AiSdkWorker.resume} goes straight on through before answering `decided`
+     * ({@link DEFAULT_MAX_DECIDED_TURNS} when absent): a whole number, 0 to answer `decided` at once; anything else
+     * makes the constructor throw a RangeError.
+     */
+    maxDecidedTurns?: number;
 }
 /** Where a run stands after {@link AiSdkWorker.start} or {@link AiSdkWorker.resume}. */
 export type WorkerStep<TOOLS extends ToolSet> = 
 /** The model asked for approval: the run waits for a decision (registered, or a new turn appended). */
-{
-    status: "suspended";
-    runId: string;
-    run: RunView;
-}
+SuspendedStep
+/**
+ * Remembered decisions decided `maxDecidedTurns` turns in a row, and the worker went on through each; the last
+ * is `released` or `resumed`: {@link AiSdkWorker.resume} goes on.
+ */
+ | DecidedStep
 /** Nothing to do yet: the run waits for a decision, or the service still runs its own tools. */
  | {
     status: "waiting";
@@ -77,7 +87,8 @@ export declare class AiSdkWorker<TOOLS extends ToolSet> {
     constructor(options: AiSdkWorkerOptions<TOOLS>);
     /**
      * Runs the model on `messages` for `ownerUid`; if it asks for approval, registers the run (`runId`, or a random
-     * UUID) and answers `suspended`; otherwise `finished` with no run.
+     * UUID) and answers `suspended`, or goes straight on when remembered decisions decided the turn; otherwise
+     * `finished` with no run.
      */
     start(input: {
         ownerUid: number;

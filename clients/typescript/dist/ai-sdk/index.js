@@ -12,6 +12,11 @@
  * service's exact result text as `reason`, which the SDK hands the model in an `execution-denied` result) and the
  * model goes on. A new approval request appends a turn; an answer without one completes the run.
  *
+ * Remembered decisions (docs/design.md §18): a registration or a new turn whose every call live rules decide
+ * answers the run already `released` or `resumed`; the worker then goes straight on as {@link AiSdkWorker.resume}
+ * would, with no click and no event to wait for, and again while the next turns come back decided (at most
+ * `maxDecidedTurns` in one call).
+ *
  * Edits: an approval response carries no arguments, so the worker hands the tool the edited arguments itself: the
  * tools the SDK runs in the released step are wrapped, and a released call whose arguments the decider edited
  * reaches the tool's `execute` with those arguments (checked against the tool's input schema) in place of the
@@ -23,11 +28,13 @@ import { asSchema, generateText, streamText, } from "ai";
 import { defaultLogger, failedText, idempotencyKey, withIdempotencyKey, } from "../worker/calls.js";
 import { claimRun, refusalOf, refusedStep } from "../worker/claim.js";
 import { resultTexts } from "../worker/result-texts.js";
+import { WorkerTurn, goStraightOn, maxDecidedTurns, } from "../worker/straight-on.js";
 import { argumentsText, openAiChat, outputText, toolCalls, toolResults } from "./transcript.js";
 import { messagesOf, workerState } from "./worker-state.js";
 export {} from "./worker-state.js";
 export { currentIdempotencyKey, idempotencyKey } from "../worker/calls.js";
 export {} from "../worker/claim.js";
+export { DEFAULT_MAX_DECIDED_TURNS } from "../worker/straight-on.js";
 /** Thrown inside `prepareStep` to stop `generateText` once the SDK has run the released calls (see runReleased). */
 class ReleasedCallsRan extends Error {
     results;
@@ -43,6 +50,7 @@ export class AiSdkWorker {
     #registration;
     #stream;
     #log;
+    #maxDecidedTurns;
     constructor(options) {
         this.#client = options.client;
         this.#settings = options.settings;
@@ -50,10 +58,12 @@ export class AiSdkWorker {
         this.#registration = options.registration;
         this.#stream = options.stream;
         this.#log = options.logger ?? defaultLogger;
+        this.#maxDecidedTurns = maxDecidedTurns(options.maxDecidedTurns);
     }
     /**
      * Runs the model on `messages` for `ownerUid`; if it asks for approval, registers the run (`runId`, or a random
-     * UUID) and answers `suspended`; otherwise `finished` with no run.
+     * UUID) and answers `suspended`, or goes straight on when remembered decisions decided the turn; otherwise
+     * `finished` with no run.
      */
     async start(input) {
         const generation = await this.#generate(input.messages);
@@ -70,7 +80,7 @@ export class AiSdkWorker {
             tools: this.#declaredTools(),
             worker_state: workerState(messages),
         });
-        return { status: "suspended", runId, run };
+        return this.#goStraightOn(new WorkerTurn(runId, run, messages));
     }
     /**
      * Continues a run from what the service holds: nothing to do while it waits; once released, claims the released
@@ -80,14 +90,27 @@ export class AiSdkWorker {
      * result the service has never runs again, and one claimed by a worker that died is ended by the service.
      */
     async resume(runId) {
-        let run = await this.#client.getRun(runId, { includeWorkerState: true });
+        const run = await this.#client.getRun(runId, { includeWorkerState: true });
         if (run.status === "waiting_for_approval" || run.status === "resuming") {
             return { status: "waiting", runId, run };
         }
         if (run.status === "cancelled" || run.status === "completed") {
             return { status: "closed", runId, run };
         }
-        const history = messagesOf(runId, run.worker_state);
+        const turn = new WorkerTurn(runId, run, messagesOf(runId, run.worker_state));
+        return this.#goStraightOn(await this.#proceed(turn));
+    }
+    /** Goes on through the turns that come back decided (docs/design.md §18), as {@link resume} would. */
+    #goStraightOn(next) {
+        return goStraightOn(next, (turn) => this.#proceed(turn), this.#maxDecidedTurns);
+    }
+    /**
+     * {@link resume} from a released or resumed run and the SDK's messages through its turn: the step it ends on, or
+     * the turn the model's next approval request appended.
+     */
+    async #proceed(turn) {
+        const { runId, state: history } = turn;
+        let run = turn.run;
         const requests = approvalRequestsOf(runId, history, run);
         if (run.status === "released") {
             const claimed = await claimRun(this.#client, runId, this.#log);
@@ -118,7 +141,7 @@ export class AiSdkWorker {
             messages: openAiChat(following, generation.pending),
             worker_state: workerState(messages),
         });
-        return { status: "suspended", runId, run: appended };
+        return new WorkerTurn(runId, appended, messages);
     }
     /**
      * Under the claim, lets the SDK run the released calls that have no result, and nothing else: `generateText`

@@ -2,8 +2,10 @@ import { type Agent, type AgentInputItem, type RunConfig } from "@openai/agents"
 import type { ApprovalResumeClient } from "../client.js";
 import type { Effect, RegisterRun, RunView } from "../schemas.js";
 import { type WorkerLogger } from "../worker/calls.js";
+import { type DecidedStep, type SuspendedStep } from "../worker/straight-on.js";
 export { currentIdempotencyKey, idempotencyKey } from "../worker/calls.js";
 export { type ClaimRefusal } from "../worker/claim.js";
+export { DEFAULT_MAX_DECIDED_TURNS } from "../worker/straight-on.js";
 /** Marks the state as this adapter's, so a run another worker registered is refused rather than misread. */
 declare const KIND = "approval-resume/openai-agents";
 /** The `worker_state` of a run: the SDK's serialized `RunState` (`state.toJSON()`). */
@@ -27,15 +29,23 @@ export interface OpenAIAgentsWorkerOptions {
     registration?: Omit<RegisterRun, "id" | "owner_uid" | "format" | "messages" | "tools" | "worker_state">;
     /** Where a released tool's exception goes (never to the service). Default `console.error`. */
     logger?: WorkerLogger;
+    /**
+     * How many turns remembered decisions decide at once one {@link OpenAIAgentsWorker.start} or
+     * {@link OpenAIAgentsWorker.resume} goes straight on through before answering `decided`
+     * ({@link DEFAULT_MAX_DECIDED_TURNS} when absent): a whole number, 0 to answer `decided` at once; anything else
+     * makes the constructor throw a RangeError.
+     */
+    maxDecidedTurns?: number;
 }
 /** Where a run stands after {@link OpenAIAgentsWorker.start} or {@link OpenAIAgentsWorker.resume}. */
 export type AgentsWorkerStep = 
 /** The agent stopped on interruptions: the run waits for a decision (registered, or a new turn appended). */
-{
-    status: "suspended";
-    runId: string;
-    run: RunView;
-}
+SuspendedStep
+/**
+ * Remembered decisions decided `maxDecidedTurns` turns in a row, and the worker went on through each; the last
+ * is `released` or `resumed`: {@link OpenAIAgentsWorker.resume} goes on.
+ */
+ | DecidedStep
 /** Nothing to do yet: the run waits for a decision or resumes. */
  | {
     status: "waiting";
@@ -66,7 +76,8 @@ export declare class OpenAIAgentsWorker {
     constructor(options: OpenAIAgentsWorkerOptions);
     /**
      * Runs the agent on `input` for `ownerUid`; on interruptions registers the run (`runId`, or a random UUID) and
-     * answers `suspended`; otherwise `finished` with the final output and no run.
+     * answers `suspended`, or goes straight on when remembered decisions decided the turn; otherwise `finished` with
+     * the final output and no run.
      */
     start(input: {
         ownerUid: number;

@@ -12,6 +12,11 @@
  * service's exact result text as `reason`, which the SDK hands the model in an `execution-denied` result) and the
  * model goes on. A new approval request appends a turn; an answer without one completes the run.
  *
+ * Remembered decisions (docs/design.md §18): a registration or a new turn whose every call live rules decide
+ * answers the run already `released` or `resumed`; the worker then goes straight on as {@link AiSdkWorker.resume}
+ * would, with no click and no event to wait for, and again while the next turns come back decided (at most
+ * `maxDecidedTurns` in one call).
+ *
  * Edits: an approval response carries no arguments, so the worker hands the tool the edited arguments itself: the
  * tools the SDK runs in the released step are wrapped, and a released call whose arguments the decider edited
  * reaches the tool's `execute` with those arguments (checked against the tool's input schema) in place of the
@@ -44,12 +49,20 @@ import {
 } from "../worker/calls.js";
 import { type ClaimRefusal, type HeldClaim, claimRun, refusalOf, refusedStep } from "../worker/claim.js";
 import { resultTexts } from "../worker/result-texts.js";
+import {
+    type DecidedStep,
+    type SuspendedStep,
+    WorkerTurn,
+    goStraightOn,
+    maxDecidedTurns,
+} from "../worker/straight-on.js";
 import { argumentsText, openAiChat, outputText, toolCalls, toolResults } from "./transcript.js";
 import { messagesOf, workerState } from "./worker-state.js";
 
 export { type AiSdkWorkerState } from "./worker-state.js";
 export { currentIdempotencyKey, idempotencyKey } from "../worker/calls.js";
 export { type ClaimRefusal } from "../worker/claim.js";
+export { DEFAULT_MAX_DECIDED_TURNS } from "../worker/straight-on.js";
 
 type GenerateOptions<TOOLS extends ToolSet> = Parameters<typeof generateText<TOOLS>>[0];
 type GenerateResult<TOOLS extends ToolSet> = Awaited<ReturnType<typeof generateText<TOOLS>>>;
@@ -79,12 +92,24 @@ export interface AiSdkWorkerOptions<TOOLS extends ToolSet> {
     stream?: (result: StreamTextResult<TOOLS, never, never>) => void | Promise<void>;
     /** Where a released tool's exception goes (never to the service). Default `console.error`. */
     logger?: WorkerLogger;
+    /**
+     * How many turns remembered decisions decide at once one {@link AiSdkWorker.start} or
+     * {@link AiSdkWorker.resume} goes straight on through before answering `decided`
+     * ({@link DEFAULT_MAX_DECIDED_TURNS} when absent): a whole number, 0 to answer `decided` at once; anything else
+     * makes the constructor throw a RangeError.
+     */
+    maxDecidedTurns?: number;
 }
 
 /** Where a run stands after {@link AiSdkWorker.start} or {@link AiSdkWorker.resume}. */
 export type WorkerStep<TOOLS extends ToolSet> =
     /** The model asked for approval: the run waits for a decision (registered, or a new turn appended). */
-    | { status: "suspended"; runId: string; run: RunView }
+    | SuspendedStep
+    /**
+     * Remembered decisions decided `maxDecidedTurns` turns in a row, and the worker went on through each; the last
+     * is `released` or `resumed`: {@link AiSdkWorker.resume} goes on.
+     */
+    | DecidedStep
     /** Nothing to do yet: the run waits for a decision, or the service still runs its own tools. */
     | { status: "waiting"; runId: string; run: RunView | null }
     /** The run is over without this worker: cancelled, or completed before. */
@@ -136,6 +161,7 @@ export class AiSdkWorker<TOOLS extends ToolSet> {
     readonly #registration: AiSdkWorkerOptions<TOOLS>["registration"];
     readonly #stream: AiSdkWorkerOptions<TOOLS>["stream"];
     readonly #log: WorkerLogger;
+    readonly #maxDecidedTurns: number;
 
     constructor(options: AiSdkWorkerOptions<TOOLS>) {
         this.#client = options.client;
@@ -144,11 +170,13 @@ export class AiSdkWorker<TOOLS extends ToolSet> {
         this.#registration = options.registration;
         this.#stream = options.stream;
         this.#log = options.logger ?? defaultLogger;
+        this.#maxDecidedTurns = maxDecidedTurns(options.maxDecidedTurns);
     }
 
     /**
      * Runs the model on `messages` for `ownerUid`; if it asks for approval, registers the run (`runId`, or a random
-     * UUID) and answers `suspended`; otherwise `finished` with no run.
+     * UUID) and answers `suspended`, or goes straight on when remembered decisions decided the turn; otherwise
+     * `finished` with no run.
      */
     async start(input: { ownerUid: number; messages: ModelMessage[]; runId?: string }): Promise<WorkerStep<TOOLS>> {
         const generation = await this.#generate(input.messages);
@@ -165,7 +193,7 @@ export class AiSdkWorker<TOOLS extends ToolSet> {
             tools: this.#declaredTools(),
             worker_state: workerState(messages),
         });
-        return { status: "suspended", runId, run };
+        return this.#goStraightOn(new WorkerTurn(runId, run, messages));
     }
 
     /**
@@ -176,14 +204,29 @@ export class AiSdkWorker<TOOLS extends ToolSet> {
      * result the service has never runs again, and one claimed by a worker that died is ended by the service.
      */
     async resume(runId: string): Promise<WorkerStep<TOOLS>> {
-        let run = await this.#client.getRun(runId, { includeWorkerState: true });
+        const run = await this.#client.getRun(runId, { includeWorkerState: true });
         if (run.status === "waiting_for_approval" || run.status === "resuming") {
             return { status: "waiting", runId, run };
         }
         if (run.status === "cancelled" || run.status === "completed") {
             return { status: "closed", runId, run };
         }
-        const history = messagesOf(runId, run.worker_state);
+        const turn = new WorkerTurn(runId, run, messagesOf(runId, run.worker_state));
+        return this.#goStraightOn(await this.#proceed(turn));
+    }
+
+    /** Goes on through the turns that come back decided (docs/design.md §18), as {@link resume} would. */
+    #goStraightOn(next: WorkerStep<TOOLS> | WorkerTurn<ModelMessage[]>): Promise<WorkerStep<TOOLS>> {
+        return goStraightOn(next, (turn) => this.#proceed(turn), this.#maxDecidedTurns);
+    }
+
+    /**
+     * {@link resume} from a released or resumed run and the SDK's messages through its turn: the step it ends on, or
+     * the turn the model's next approval request appended.
+     */
+    async #proceed(turn: WorkerTurn<ModelMessage[]>): Promise<WorkerStep<TOOLS> | WorkerTurn<ModelMessage[]>> {
+        const { runId, state: history } = turn;
+        let run = turn.run;
         const requests = approvalRequestsOf(runId, history, run);
         if (run.status === "released") {
             const claimed = await claimRun(this.#client, runId, this.#log);
@@ -214,7 +257,7 @@ export class AiSdkWorker<TOOLS extends ToolSet> {
             messages: openAiChat(following, generation.pending),
             worker_state: workerState(messages),
         });
-        return { status: "suspended", runId, run: appended };
+        return new WorkerTurn(runId, appended, messages);
     }
 
     /**

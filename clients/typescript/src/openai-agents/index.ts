@@ -18,6 +18,11 @@
  *    runs on. New interruptions append a turn (`POST /v1/runs/{id}/turns`, with the new state); a final output
  *    completes the run.
  *
+ * Remembered decisions (docs/design.md §18): a registration or a new turn whose every call live rules decide
+ * answers the run already `released` or `resumed`; the worker then goes straight on as
+ * {@link OpenAIAgentsWorker.resume} would, with no click and no event to wait for, and again while the next turns
+ * come back decided (at most `maxDecidedTurns` in one call).
+ *
  * Edits: an approval carries no arguments, so the wrapper of each function tool hands the tool the edited arguments
  * (the decider's JSON text, parsed by the tool's own schema as the model's would be) in place of the proposed ones;
  * the worker posts the bare output and the service puts the edit note before it, which the model reads.
@@ -49,10 +54,18 @@ import type { DeclaredTool, Effect, PostedResult, RegisterRun, RunView } from ".
 import { type WorkerLogger, defaultLogger, failedText, idempotencyKey, withIdempotencyKey } from "../worker/calls.js";
 import { type ClaimRefusal, type HeldClaim, claimRun, refusalOf, refusedStep } from "../worker/claim.js";
 import { resultTexts } from "../worker/result-texts.js";
+import {
+    type DecidedStep,
+    type SuspendedStep,
+    WorkerTurn,
+    goStraightOn,
+    maxDecidedTurns,
+} from "../worker/straight-on.js";
 import { openAiChat, outputText } from "./transcript.js";
 
 export { currentIdempotencyKey, idempotencyKey } from "../worker/calls.js";
 export { type ClaimRefusal } from "../worker/claim.js";
+export { DEFAULT_MAX_DECIDED_TURNS } from "../worker/straight-on.js";
 
 /** Marks the state as this adapter's, so a run another worker registered is refused rather than misread. */
 const KIND = "approval-resume/openai-agents";
@@ -80,12 +93,24 @@ export interface OpenAIAgentsWorkerOptions {
     registration?: Omit<RegisterRun, "id" | "owner_uid" | "format" | "messages" | "tools" | "worker_state">;
     /** Where a released tool's exception goes (never to the service). Default `console.error`. */
     logger?: WorkerLogger;
+    /**
+     * How many turns remembered decisions decide at once one {@link OpenAIAgentsWorker.start} or
+     * {@link OpenAIAgentsWorker.resume} goes straight on through before answering `decided`
+     * ({@link DEFAULT_MAX_DECIDED_TURNS} when absent): a whole number, 0 to answer `decided` at once; anything else
+     * makes the constructor throw a RangeError.
+     */
+    maxDecidedTurns?: number;
 }
 
 /** Where a run stands after {@link OpenAIAgentsWorker.start} or {@link OpenAIAgentsWorker.resume}. */
 export type AgentsWorkerStep =
     /** The agent stopped on interruptions: the run waits for a decision (registered, or a new turn appended). */
-    | { status: "suspended"; runId: string; run: RunView }
+    | SuspendedStep
+    /**
+     * Remembered decisions decided `maxDecidedTurns` turns in a row, and the worker went on through each; the last
+     * is `released` or `resumed`: {@link OpenAIAgentsWorker.resume} goes on.
+     */
+    | DecidedStep
     /** Nothing to do yet: the run waits for a decision or resumes. */
     | { status: "waiting"; runId: string; run: RunView | null }
     /** The run is over without this worker: cancelled, or completed before. */
@@ -134,10 +159,12 @@ export class OpenAIAgentsWorker {
     readonly #effects: Record<string, Effect>;
     readonly #registration: OpenAIAgentsWorkerOptions["registration"];
     readonly #log: WorkerLogger;
+    readonly #maxDecidedTurns: number;
 
     constructor(options: OpenAIAgentsWorkerOptions) {
         this.#client = options.client;
         this.#log = options.logger ?? defaultLogger;
+        this.#maxDecidedTurns = maxDecidedTurns(options.maxDecidedTurns);
         this.#agent = options.agent.clone({
             tools: options.agent.tools.map((tool) => (tool.type === "function" ? this.#guarded(tool) : tool)),
         });
@@ -150,7 +177,8 @@ export class OpenAIAgentsWorker {
 
     /**
      * Runs the agent on `input` for `ownerUid`; on interruptions registers the run (`runId`, or a random UUID) and
-     * answers `suspended`; otherwise `finished` with the final output and no run.
+     * answers `suspended`, or goes straight on when remembered decisions decided the turn; otherwise `finished` with
+     * the final output and no run.
      */
     async start(input: {
         ownerUid: number;
@@ -164,15 +192,16 @@ export class OpenAIAgentsWorker {
         const runId = input.runId ?? crypto.randomUUID();
         const pending = this.#pending(runId, result.interruptions);
         const instructions = typeof this.#agent.instructions === "string" ? this.#agent.instructions : undefined;
+        const state = workerState(result.state);
         const run = await this.#client.registerRun({
             ...this.#registration,
             id: runId,
             owner_uid: input.ownerUid,
             messages: openAiChat(withCalls(result.history, result.interruptions), pending, instructions),
             tools: this.#declaredTools(),
-            worker_state: workerState(result.state),
+            worker_state: state,
         });
-        return { status: "suspended", runId, run };
+        return this.#goStraightOn(new WorkerTurn(runId, run, JSON.stringify(state.state)));
     }
 
     /**
@@ -181,15 +210,29 @@ export class OpenAIAgentsWorker {
      * held by a worker that died is ended by the service (its calls interrupted), never run twice.
      */
     async resume(runId: string): Promise<AgentsWorkerStep> {
-        let run = await this.#client.getRun(runId, { includeWorkerState: true });
+        const run = await this.#client.getRun(runId, { includeWorkerState: true });
         if (run.status === "waiting_for_approval" || run.status === "resuming") {
             return { status: "waiting", runId, run };
         }
         if (run.status === "cancelled" || run.status === "completed") {
             return { status: "closed", runId, run };
         }
-        // The answers after this (results posted) carry no worker_state: keep the one read here.
-        const stateText = stateOf(runId, run.worker_state);
+        // The answers after this (results posted) carry no worker_state: the turn keeps the one read here.
+        return this.#goStraightOn(await this.#proceed(new WorkerTurn(runId, run, stateOf(runId, run.worker_state))));
+    }
+
+    /** Goes on through the turns that come back decided (docs/design.md §18), as {@link resume} would. */
+    #goStraightOn(next: AgentsWorkerStep | WorkerTurn<string>): Promise<AgentsWorkerStep> {
+        return goStraightOn(next, (turn) => this.#proceed(turn), this.#maxDecidedTurns);
+    }
+
+    /**
+     * {@link resume} from a released or resumed run and its serialized `RunState`: the step it ends on, or the turn
+     * the agent's next interruptions appended.
+     */
+    async #proceed(turn: WorkerTurn<string>): Promise<AgentsWorkerStep | WorkerTurn<string>> {
+        const { runId, state: stateText } = turn;
+        let run = turn.run;
         if (run.status === "released") {
             const claim = await claimRun(this.#client, runId, this.#log);
             if (!("claim" in claim)) {
@@ -230,11 +273,12 @@ export class OpenAIAgentsWorker {
         }
         const pending = this.#pending(runId, result.interruptions);
         const following = afterResultsOf(result.history, new Set(items.keys()));
+        const next = workerState(result.state);
         const appended = await this.#client.appendTurn(runId, {
             messages: openAiChat(withCalls(following, result.interruptions), pending),
-            worker_state: workerState(result.state),
+            worker_state: next,
         });
-        return { status: "suspended", runId, run: appended };
+        return new WorkerTurn(runId, appended, JSON.stringify(next.state));
     }
 
     /**
