@@ -27,6 +27,7 @@ mod registration;
 mod remembered_races;
 mod remembered_rules;
 mod retention;
+mod rule_views;
 mod schema_rules;
 mod session_settings;
 mod spec_shape;
