@@ -130,3 +130,86 @@ async fn a_registration_with_no_live_rule_makes_one_statement_more_than_before_r
     assert_eq!(rules_reads, 1, "{listing}");
     assert_eq!(total, REGISTRATION_STATEMENTS_BEFORE_RULES + 1, "{listing}");
 }
+
+/// A waiting run's view (`GET /v1/runs/{id}`): the key's lookup, the run's read, its calls with their rules, its
+/// decision.
+const VIEW_STATEMENTS: i64 = 4;
+
+/// An inbox page: the key's lookup, the acting user, the waiting runs, their calls with their rules.
+const INBOX_STATEMENTS: i64 = 4;
+
+/// A waiting run's view and an inbox page read the rules that would decide each call in the statement that reads the
+/// calls (docs/design.md §18): as many statements with rules as without.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_run_view_and_an_inbox_page_make_as_many_statements_with_rules_as_without() {
+    let observed = Observed::start(
+        "approval_resume_view_trips",
+        &[
+            ("RECOVERY_INTERVAL_SECS", "3600"),
+            ("EXPIRY_SWEEP_INTERVAL_MS", "3600000"),
+            ("EVENTS_POLL_INTERVAL_MS", "60000"),
+        ],
+    )
+    .await;
+    let runs = observed.waiting_runs(2).await;
+    let view = format!("/v1/runs/{}", runs[0].0);
+    let inbox = "/v1/approvals?acting_uid=1";
+    // Once first, so that the pool's connections are open before the counts start.
+    assert_eq!(observed.get(&view).await.0, 200);
+    assert_eq!(observed.get(inbox).await.0, 200);
+
+    let (view_without, listing, shown) = counted_rules(&observed, &view).await;
+    eprintln!("{view_without} statements in a waiting run's view without rules:\n{listing}");
+    assert_eq!(shown, [None]);
+    let (inbox_without, listing, shown) = counted_rules(&observed, inbox).await;
+    eprintln!("{inbox_without} statements in an inbox page without rules:\n{listing}");
+    assert_eq!(shown, [None, None]);
+
+    let body = serde_json::json!({"created_by": 1, "tool": "update_page", "verdict": "deny", "reason": "skip"});
+    let (status, rule) = observed
+        .send(reqwest::Method::POST, &format!("{view}/rules"), body)
+        .await;
+    assert_eq!(status, 201, "{rule}");
+    let rule_id = rule["id"].as_str().map(str::to_owned);
+
+    let (view_with, listing, shown) = counted_rules(&observed, &view).await;
+    eprintln!("{view_with} statements in a waiting run's view with a rule:\n{listing}");
+    assert_eq!(shown, std::slice::from_ref(&rule_id));
+    assert_eq!(view_with, view_without, "{listing}");
+    assert_eq!(view_with, VIEW_STATEMENTS, "{listing}");
+    let (inbox_with, listing, shown) = counted_rules(&observed, inbox).await;
+    eprintln!("{inbox_with} statements in an inbox page with a rule:\n{listing}");
+    assert!(
+        shown.contains(&rule_id) && shown.contains(&None),
+        "{shown:?}"
+    );
+    assert_eq!(inbox_with, inbox_without, "{listing}");
+    assert_eq!(inbox_with, INBOX_STATEMENTS, "{listing}");
+}
+
+/// The statements of one `GET` of `path` (a run or an inbox page), and the rule id each pending call shows.
+async fn counted_rules(observed: &Observed, path: &str) -> (i64, String, Vec<Option<String>>) {
+    let admin = observed.start_recording().await;
+    let (status, answer) = observed.get(path).await;
+    assert_eq!(status, 200, "{answer}");
+    let (total, listing) = counted(admin).await;
+    let turns: Vec<&serde_json::Value> = match answer.get("items") {
+        Some(items) => items
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|item| &item["turn"])
+            .collect(),
+        None => vec![&answer["turn"]],
+    };
+    let shown = turns
+        .iter()
+        .flat_map(|turn| turn["pending_calls"].as_array().unwrap())
+        .map(|call| {
+            call.get("rule")
+                .and_then(|rule| rule["id"].as_str())
+                .map(str::to_owned)
+        })
+        .collect();
+    (total, listing, shown)
+}

@@ -2,8 +2,10 @@
 //
 // A plain ES module with no dependency and no build step. It reads the run with a decision token, shows the
 // pending calls, and posts the person's click itself: Approve, Deny, and on write calls Deny with a reason
-// (`variant`: propose another version; `skip`: do not propose it again). After the click it shows the outcome
-// and the text the model will read. It needs no inline script and, through a constructed stylesheet, no inline
+// (`variant`: propose another version; `skip`: do not propose it again). Beside Approve, "Allow for this
+// conversation", and beside Deny, "Never in this conversation": the same decision, remembered for the run's later
+// turns (`remember: "run"`, DESIGN.md §18), which then come back decided without a click. A pending call that a
+// remembered decision would decide says so. After the click it shows the outcome and the text the model will read. It needs no inline script and, through a constructed stylesheet, no inline
 // style, so a host page's Content-Security-Policy need only allow this script's origin (script-src) and the
 // service (connect-src).
 //
@@ -33,6 +35,7 @@ ul { list-style: none; margin: 0 0 1rem; padding: 0; }
 li { border-top: 1px solid var(--approval-card-border, #74777f); padding: .5rem 0; }
 .tool { font-weight: 600; font-family: ui-monospace, monospace; }
 .effect { color: var(--approval-card-muted, #44474e); margin-left: .5rem; }
+.rule { color: var(--approval-card-muted, #44474e); margin: .25rem 0 0; font-size: .875rem; }
 pre { white-space: pre-wrap; word-break: break-word; margin: .25rem 0 0; font-size: .875rem; }
 .actions { display: flex; flex-wrap: wrap; gap: .5rem; }
 button {
@@ -53,6 +56,12 @@ button:disabled { cursor: progress; opacity: .7; }
 .status { margin-top: 1rem; }
 .error { color: var(--approval-card-danger, #b3261e); }
 `;
+
+// What a remembered decision that would decide a pending call says of it, by its verdict.
+const RULES = {
+  approve: 'A remembered decision would approve this call.',
+  deny: 'A remembered decision would deny this call.',
+};
 
 const REASONS = {
   variant: 'Deny: propose another version',
@@ -154,6 +163,7 @@ export class ApprovalCard extends HTMLElement {
         element('span', { class: 'effect', text: call.effect === 'write' ? 'changes data' : 'reads data' }),
       );
       if (showArguments) item.append(element('pre', { text: call.arguments }));
+      if (call.rule && RULES[call.rule.verdict]) item.append(element('p', { class: 'rule', text: RULES[call.rule.verdict] }));
       return item;
     });
     const heading = element('h2', { id: 'heading', text: 'The assistant asks for your approval' });
@@ -164,9 +174,12 @@ export class ApprovalCard extends HTMLElement {
       return;
     }
     const hasWrite = run.turn.pending_calls.some((call) => call.effect === 'write');
+    // "Never" denies with `skip`, as the model reads a "never" (DESIGN.md §18): do not propose it again.
     const buttons = [
       this.button('Approve', 'approve', { approved: true }),
+      this.button('Allow for this conversation', 'approve', { approved: true, remember: 'run' }),
       this.button('Deny', 'deny', { approved: false }),
+      this.button('Never in this conversation', 'deny', { approved: false, reason: 'skip', remember: 'run' }),
     ];
     if (hasWrite) {
       for (const [reason, label] of Object.entries(REASONS)) {
@@ -193,7 +206,7 @@ export class ApprovalCard extends HTMLElement {
         body: JSON.stringify({ ...decision, turn_digest: this.run.turn.digest }),
       });
       this.actions.remove();
-      this.outcome(answer);
+      this.outcome(answer, decision.remember === 'run');
       this.dispatchEvent(new CustomEvent('approval-decided', { detail: answer, bubbles: true, composed: true }));
     } catch (problem) {
       clicked.removeAttribute('aria-busy');
@@ -202,9 +215,14 @@ export class ApprovalCard extends HTMLElement {
     }
   }
 
-  outcome(answer) {
+  outcome(answer, remembered) {
     const approved = answer.decision.approved;
     const heading = element('h3', { tabindex: '-1', text: approved ? 'You approved the request.' : 'You declined the request.' });
+    const kept = remembered
+      ? [element('p', { class: 'remembered', text: approved
+          ? 'These tools are allowed for the rest of this conversation.'
+          : 'These tools will not be used for the rest of this conversation.' })]
+      : [];
     // A result holding a tool's answer or edited arguments has no `content` where the run's privacy level shows
     // none (docs/design.md §13): the card says so rather than show an empty text.
     const results = answer.results.map((result) =>
@@ -221,7 +239,7 @@ export class ApprovalCard extends HTMLElement {
             ]),
       ),
     );
-    this.status.replaceChildren(heading, element('ul', {}, ...results));
+    this.status.replaceChildren(heading, ...kept, element('ul', {}, ...results));
     heading.focus();
   }
 

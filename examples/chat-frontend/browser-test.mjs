@@ -28,8 +28,9 @@ async function api(method, path, body) {
   return { status: response.status, body: await response.json() };
 }
 
+const call = (callId, name, args) => ({ id: callId, type: 'function', function: { name, arguments: args } });
+
 function run(id, extra = {}) {
-  const call = (callId, name, args) => ({ id: callId, type: 'function', function: { name, arguments: args } });
   return {
     id,
     owner_uid: 7,
@@ -63,6 +64,48 @@ const plain = randomUUID();
 const fourEyes = randomUUID();
 assert.equal((await api('POST', '/v1/runs', run(plain))).status, 201);
 assert.equal((await api('POST', '/v1/runs', run(fourEyes, { require_second_approver: true }))).status, 201);
+
+// The runs whose turn the person decides for the rest of the conversation (DESIGN.md §18), and the turn that follows.
+const allowed = randomUUID();
+const never = randomUUID();
+assert.equal((await api('POST', '/v1/runs', run(allowed))).status, 201);
+assert.equal((await api('POST', '/v1/runs', run(never))).status, 201);
+const nextTurn = {
+  messages: [
+    { role: 'user', content: 'Set the title too.' },
+    { role: 'assistant', content: null, tool_calls: [call('call_2', 'update_page_metadata', '{"page": 12, "title": "A title"}')] },
+  ],
+};
+
+/// The one rule of a run, checked to be the owner's live run-scope rule of `verdict` for the card's tool.
+async function onlyRule(runId, verdict) {
+  const listed = await api('GET', `/v1/runs/${runId}/rules`);
+  assert.equal(listed.status, 200);
+  assert.equal(listed.body.rules.length, 1, JSON.stringify(listed.body));
+  const [rule] = listed.body.rules;
+  assert.equal(rule.scope, 'run');
+  assert.equal(rule.verdict, verdict);
+  assert.equal(rule.tool, 'update_page_metadata');
+  assert.equal(rule.created_by, 7);
+  assert.equal(rule.live, true);
+  return rule;
+}
+
+/// The next turn of the run, registered: decided at once by `rule`, no click.
+async function nextTurnDecidedBy(runId, rule, approved) {
+  const next = await api('POST', `/v1/runs/${runId}/turns`, nextTurn);
+  assert.equal(next.status, 200, JSON.stringify(next.body));
+  assert.notEqual(next.body.status, 'waiting_for_approval', JSON.stringify(next.body));
+  assert.equal(next.body.turn.index, 1);
+  assert.equal(next.body.decision.approved, approved);
+  assert.equal(next.body.decision.decided_by, 'run_owner');
+  assert.equal(next.body.decision.calls[0].rule_id, rule.id);
+}
+
+/// The name of the element focused inside the card's shadow root.
+async function focusedInCard(page) {
+  return page.locator('approval-card').evaluate((card) => card.shadowRoot.activeElement?.textContent ?? null);
+}
 
 const signingKeyPem = await readFile(env.SIGNING_KEY, 'utf8');
 const hostSettings = { serviceUrl: service, signingKeyPem, kid: env.KID, client: env.CLIENT, uid: 7 };
@@ -117,6 +160,69 @@ try {
   const untouched = await api('GET', `/v1/runs/${fourEyes}`);
   assert.equal(untouched.body.status, 'waiting_for_approval');
   assert.equal((await api('GET', `/v1/runs/${fourEyes}/events`)).body.approval_events.length, 0);
+  assert.deepEqual(consoleErrors.filter((text) => !text.includes('403')), [], 'console errors');
+
+  // "Allow for this conversation", reached and pressed with the keyboard beside Approve: the approval is recorded
+  // with a run rule, and the run's next turn comes back decided by it without a click.
+  await page.goto(`${hostUrl}/?run=${allowed}`);
+  const approve = page.getByRole('button', { name: 'Approve', exact: true });
+  const allow = page.getByRole('button', { name: 'Allow for this conversation' });
+  await allow.waitFor();
+  await page.screenshot({ path: `${artifacts}/card-remember-before.png`, fullPage: true });
+  assert.deepEqual(await accessibilityViolations(page), [], 'axe, with the remember buttons');
+  await approve.focus();
+  await page.keyboard.press('Tab');
+  assert.equal(await focusedInCard(page), 'Allow for this conversation', 'Tab from Approve reaches Allow');
+  await page.keyboard.press('Enter');
+  await page.getByRole('heading', { name: 'You approved the request.' }).waitFor();
+  await page.getByText('These tools are allowed for the rest of this conversation.').waitFor();
+  await page.screenshot({ path: `${artifacts}/card-after-allow.png`, fullPage: true });
+  assert.deepEqual(await accessibilityViolations(page), [], 'axe, after Allow for this conversation');
+  const allowedEvents = (await api('GET', `/v1/runs/${allowed}/events`)).body.approval_events;
+  assert.equal(allowedEvents.length, 1);
+  assert.equal(allowedEvents[0].approved, true);
+  assert.equal(allowedEvents[0].credential, 'token');
+  await nextTurnDecidedBy(allowed, await onlyRule(allowed, 'approve'), true);
+  // A turn the rule covers in part waits; the card says which call the remembered decision would decide.
+  const partly = await api('POST', `/v1/runs/${allowed}/turns`, {
+    messages: [
+      { role: 'user', content: 'And read page 13.' },
+      {
+        role: 'assistant',
+        content: null,
+        tool_calls: [
+          call('call_3', 'update_page_metadata', '{"page": 13, "title": "Another"}'),
+          call('call_4', 'read_page', '{"page": 13}'),
+        ],
+      },
+    ],
+  });
+  assert.equal(partly.status, 200, JSON.stringify(partly.body));
+  assert.equal(partly.body.status, 'waiting_for_approval');
+  await page.goto(`${hostUrl}/?run=${allowed}`);
+  await page.getByRole('button', { name: 'Allow for this conversation' }).waitFor();
+  assert.equal(await page.getByText('A remembered decision would approve this call.').count(), 1);
+  await page.screenshot({ path: `${artifacts}/card-partly-remembered.png`, fullPage: true });
+  assert.deepEqual(await accessibilityViolations(page), [], 'axe, with a remembered decision shown');
+
+  // "Never in this conversation", beside Deny: the denial ("skip") is recorded with a deny rule, which decides the
+  // next turn.
+  await page.goto(`${hostUrl}/?run=${never}`);
+  const denyHere = page.getByRole('button', { name: 'Deny', exact: true });
+  const neverButton = page.getByRole('button', { name: 'Never in this conversation' });
+  await neverButton.waitFor();
+  await denyHere.focus();
+  await page.keyboard.press('Tab');
+  assert.equal(await focusedInCard(page), 'Never in this conversation', 'Tab from Deny reaches Never');
+  await neverButton.click();
+  await page.getByRole('heading', { name: 'You declined the request.' }).waitFor();
+  await page.getByText('These tools will not be used for the rest of this conversation.').waitFor();
+  await page.screenshot({ path: `${artifacts}/card-after-never.png`, fullPage: true });
+  assert.deepEqual(await accessibilityViolations(page), [], 'axe, after Never in this conversation');
+  const neverEvents = (await api('GET', `/v1/runs/${never}/events`)).body.approval_events;
+  assert.equal(neverEvents.length, 1);
+  assert.equal(neverEvents[0].approved, false);
+  await nextTurnDecidedBy(never, await onlyRule(never, 'deny'), false);
   assert.deepEqual(consoleErrors.filter((text) => !text.includes('403')), [], 'console errors');
 
   // A page on an origin no client allows cannot post, even holding a valid token.

@@ -199,13 +199,46 @@ pub fn deciding<'r>(
 ) -> Vec<Option<&'r LiveRule>> {
     calls
         .iter()
-        .map(|call| {
-            rules
-                .iter()
-                .filter(|rule| rule.matches(call) && rule.passes(run, call))
-                .min_by_key(|rule| (rule.verdict.approves(), rule.created_at, rule.id))
-        })
+        .map(|call| deciding_call(rules, run, call))
         .collect()
+}
+
+/// The rule that would decide one call, among `rules` (any that may apply: the ones of other tools match nothing):
+/// the choice [`deciding`] makes for each call, and the one a waiting turn's view shows (docs/design.md §18).
+pub fn deciding_call<'r>(
+    rules: impl IntoIterator<Item = &'r LiveRule>,
+    run: &RunAtHand,
+    call: &RuleCall<'_>,
+) -> Option<&'r LiveRule> {
+    rules
+        .into_iter()
+        .filter(|rule| rule.matches(call) && rule.passes(run, call))
+        .min_by_key(|rule| (rule.verdict.approves(), rule.created_at, rule.id))
+}
+
+/// A live rule that may decide a waiting turn's call, as the run view and the inbox read it with the call: the rule
+/// as its use weighs it, and what they show of it besides.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CandidateRule {
+    pub rule: LiveRule,
+    pub scope: RuleScope,
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// The candidate that would decide `call` now, chosen as its use would choose it ([`deciding_call`]).
+pub fn deciding_candidate<'r>(
+    candidates: &'r [CandidateRule],
+    run: &RunAtHand,
+    call: &RuleCall<'_>,
+) -> Option<&'r CandidateRule> {
+    let chosen = deciding_call(
+        candidates.iter().map(|candidate| &candidate.rule),
+        run,
+        call,
+    )?;
+    candidates
+        .iter()
+        .find(|candidate| std::ptr::eq(&candidate.rule, chosen))
 }
 
 /// The author whose rules decide the whole turn: every call has a deciding rule and all of them are that one person's.
@@ -275,6 +308,28 @@ mod tests {
         assert_eq!(
             ids(&deciding(&rules, &RUN, &[call("edit", "{}")])),
             [Some(2)]
+        );
+    }
+
+    #[test]
+    fn a_candidate_shown_is_the_one_its_use_would_choose() {
+        let candidates: Vec<CandidateRule> = [
+            rule(1, 7, "edit", RuleVerdict::Approve, 1),
+            rule(2, 7, "edit", RuleVerdict::Deny, 2),
+            rule(3, 7, "edit", RuleVerdict::Deny, 3),
+        ]
+        .into_iter()
+        .map(|rule| CandidateRule {
+            rule,
+            scope: RuleScope::Run,
+            expires_at: None,
+        })
+        .collect();
+        let shown = deciding_candidate(&candidates, &RUN, &call("edit", "{}"));
+        assert_eq!(shown.map(|c| c.rule.id.as_u128()), Some(2));
+        assert_eq!(
+            deciding_candidate(&candidates, &RUN, &call("send", "{}")),
+            None
         );
     }
 

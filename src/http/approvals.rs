@@ -13,10 +13,12 @@ use uuid::Uuid;
 use super::error::ApiError;
 use super::extract::{Authorized, Query, scope};
 use super::integer;
+use super::views::DecidingRuleView;
 use crate::domain::authorize::Refusal;
 use crate::domain::gate;
 use crate::domain::model_input::ModelInputFormat;
 use crate::domain::redact::redact;
+use crate::domain::remembered::{RuleCall, RunAtHand};
 use crate::domain::transcript::is_valid_tool_name;
 use crate::domain::vocabulary::{Effect, ExecutorKind, PrivacyLevel};
 use crate::executor::Executors;
@@ -87,6 +89,9 @@ struct InboxCall {
     /// Whether the acting user may approve this call (docs/design.md §4): false for a write call of a tool outside
     /// their `approvable_tools`. An approval of the turn is refused while any call is false; a denial never is.
     approvable: bool,
+    /// The remembered decision that would decide this call now (docs/design.md §18), as the run view shows it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rule: Option<DecidingRuleView>,
 }
 
 pub async fn inbox(
@@ -158,6 +163,7 @@ pub async fn inbox(
     let calls = approvals::pending_calls(
         &state.pool,
         state.pool.sealer(),
+        &caller.tenant,
         &runs,
         &shows_arguments,
         state.limits.work.inbox_arguments_bytes,
@@ -198,10 +204,21 @@ fn item(
     executors: &Executors,
     approver: gate::Approver<'_>,
 ) -> InboxItem {
+    let at_hand = RunAtHand {
+        owner_uid: run.owner_uid,
+        require_second_approver: run.require_second_approver,
+    };
     let pending_calls = calls
         .into_iter()
         .map(|call| {
             let effect = executors.effect(&call.tool, Some(call.effect()));
+            // The arguments matter to a rule only when one of them matches on arguments; then they were read.
+            let rule_call = RuleCall {
+                tool: &call.tool,
+                arguments: call.rule_arguments.as_deref().unwrap_or_default(),
+                effect,
+            };
+            let rule = DecidingRuleView::deciding(&call.rules, &at_hand, &rule_call);
             let declared = run.declared(&call.tool);
             let executor = executors.executor_kind(&call.tool, declared.and_then(|d| d.executor));
             let editable = executors.editable(&call.tool, declared.and_then(|d| d.editable));
@@ -218,6 +235,7 @@ fn item(
                 executor,
                 editable,
                 approvable,
+                rule,
                 arguments: match level {
                     PrivacyLevel::Full => call.arguments,
                     PrivacyLevel::Redacted => call.arguments.as_deref().map(redact),

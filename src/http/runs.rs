@@ -17,14 +17,15 @@ use super::visible;
 use super::worker_state::{self, JsonWithState, RunQuery};
 use crate::domain::limits::TurnOverLimit;
 use crate::domain::model_input::ModelInputFormat;
+use crate::domain::remembered::CandidateRule;
 use crate::domain::token_view::Reader;
 use crate::domain::transcript::{self, PendingCall, is_valid_tool_name};
 use crate::domain::transcript_text::TranscriptText;
 use crate::domain::vocabulary::{Effect, ExecutorKind, PrivacyLevel, RunStatus};
 use crate::resume::{Actor, remembered};
 use crate::state::AppState;
-use crate::storage::runs::{self, DeclaredTool, Expiry, NewRun, RunRow};
-use crate::storage::{claims, decision_record, outbox, users};
+use crate::storage::runs::{self, CallRow, DeclaredTool, Expiry, NewRun, RunRow};
+use crate::storage::{claims, decision_record, outbox, pending_rules, users};
 use chrono::{DateTime, Utc};
 
 #[derive(Debug, Deserialize, Serialize)]
@@ -378,12 +379,32 @@ pub fn with_effects(
 }
 
 /// The run as answered everywhere, to `reader`: its current turn's calls and decision.
+/// While the turn waits, each call is read with the rules that may decide it, in the same statement (docs/design.md
+/// §18): the view shows the one that would.
 pub async fn run_view(state: &AppState, run: &RunRow, reader: Reader) -> Result<RunView, ApiError> {
-    let calls = runs::calls(&state.pool, state.pool.sealer(), run.id, run.turn_index).await?;
+    let sealer = state.pool.sealer();
+    let (calls, rules): (Vec<CallRow>, Vec<Vec<CandidateRule>>) =
+        if run.status() == RunStatus::WaitingForApproval {
+            pending_rules::calls_with_rules(
+                &state.pool,
+                sealer,
+                &run.tenant,
+                run.id,
+                run.turn_index,
+                run.owner_uid,
+            )
+            .await?
+            .into_iter()
+            .unzip()
+        } else {
+            let calls = runs::calls(&state.pool, sealer, run.id, run.turn_index).await?;
+            (calls, Vec::new())
+        };
     let decision = decision_record::find(&state.pool, run.id, run.turn_index).await?;
     Ok(RunView::of(
         run,
         &calls,
+        &rules,
         decision.as_ref(),
         state.resumer.privacy_floor,
         &state.resumer.executors,

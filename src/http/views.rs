@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use crate::domain::model_input::ModelInputFormat;
 use crate::domain::released::ReleasedCall;
+use crate::domain::remembered::{self, CandidateRule, RuleCall, RuleScope, RuleVerdict, RunAtHand};
 use crate::domain::results::ToolResult;
 use crate::domain::token_view::{Audience, Reader};
 use crate::domain::verdicts::RecordedVerdict;
@@ -60,6 +61,43 @@ pub struct PendingCallView {
     /// Who runs the call once approved, and whether a decider may edit it (docs/design.md §15).
     pub executor: ExecutorKind,
     pub editable: bool,
+    /// While the turn waits, the remembered decision that would decide this call now (docs/design.md §18).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<DecidingRuleView>,
+}
+
+/// The rule that would decide a waiting turn's call, chosen as its use chooses (a live deny before any approve, the
+/// earliest made, its author passing §4 on the run now). Never its arguments: no reader learns through it what the
+/// run's privacy level hides, and the call's own arguments say what it matched.
+#[derive(Debug, Serialize)]
+pub struct DecidingRuleView {
+    pub id: Uuid,
+    pub scope: RuleScope,
+    pub verdict: RuleVerdict,
+    pub reason: Option<DenialReason>,
+    pub created_by: i64,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+impl DecidingRuleView {
+    /// The rule among `candidates` (the live rules of the call's tool that may apply) that would decide `call` of
+    /// the run at hand; `None` when none would.
+    pub fn deciding(
+        candidates: &[CandidateRule],
+        run: &RunAtHand,
+        call: &RuleCall<'_>,
+    ) -> Option<Self> {
+        remembered::deciding_candidate(candidates, run, call).map(|candidate| DecidingRuleView {
+            id: candidate.rule.id,
+            scope: candidate.scope,
+            verdict: candidate.rule.verdict,
+            reason: candidate.rule.reason,
+            created_by: candidate.rule.created_by,
+            created_at: candidate.rule.created_at,
+            expires_at: candidate.expires_at,
+        })
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -113,9 +151,11 @@ impl DecisionView {
 }
 
 impl RunView {
+    /// `rules[i]`: the candidate rules of `calls[i]` while the turn waits (shorter, or empty, otherwise).
     pub fn of(
         run: &RunRow,
         calls: &[CallRow],
+        rules: &[Vec<CandidateRule>],
         decision: Option<&DecisionRow>,
         privacy_floor: PrivacyLevel,
         executors: &Executors,
@@ -123,6 +163,10 @@ impl RunView {
     ) -> Result<Self, StorageError> {
         let privacy_level = privacy_floor.stricter(run.privacy_level());
         let audience = Audience::of(reader, privacy_level);
+        let at_hand = RunAtHand {
+            owner_uid: run.owner_uid,
+            require_second_approver: run.require_second_approver,
+        };
         Ok(RunView {
             id: run.id,
             owner_uid: run.owner_uid,
@@ -136,17 +180,26 @@ impl RunView {
                 digest: run.turn_digest.clone(),
                 pending_calls: calls
                     .iter()
-                    .map(|call| {
+                    .enumerate()
+                    .map(|(n, call)| {
                         let declared = run.declared(&call.tool);
+                        let effect = executors.effect(&call.tool, Some(call.effect()));
+                        let candidates = rules.get(n).map_or(&[][..], Vec::as_slice);
+                        let rule_call = RuleCall {
+                            tool: &call.tool,
+                            arguments: &call.arguments,
+                            effect,
+                        };
                         PendingCallView {
                             id: call.call_id.clone(),
                             name: call.tool.clone(),
                             arguments: audience.payload(&call.arguments),
-                            effect: executors.effect(&call.tool, Some(call.effect())),
+                            effect,
                             executor: executors
                                 .executor_kind(&call.tool, declared.and_then(|d| d.executor)),
                             editable: executors
                                 .editable(&call.tool, declared.and_then(|d| d.editable)),
+                            rule: DecidingRuleView::deciding(candidates, &at_hand, &rule_call),
                         }
                     })
                     .collect(),

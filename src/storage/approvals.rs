@@ -1,13 +1,15 @@
 //! The approvals inbox: runs waiting for approval that an acting user may decide, newest first, by keyset paging.
 
 use chrono::{DateTime, Utc};
-use sqlx::PgExecutor;
 use sqlx::types::Json;
+use sqlx::{PgExecutor, Row as _};
 use uuid::Uuid;
 
+use super::pending_rules;
 use super::runs::{DeclaredTool, StoredFormat, StoredLevel};
 use super::sealed::{self, Column, Row};
 use super::{StorageError, sql};
+use crate::domain::remembered::CandidateRule;
 use crate::domain::vocabulary::Effect;
 use crate::sealing::Sealer;
 
@@ -93,6 +95,11 @@ pub struct InboxCallRow {
     pub arguments: Option<String>,
     /// The run shows arguments, but the page's budget ran out before this call's.
     pub arguments_omitted: bool,
+    /// The live rules of its tool that may decide it (docs/design.md §18), their authors not judged yet.
+    pub rules: Vec<CandidateRule>,
+    /// The call's arguments to match the rules against, read (whatever the page shows) only when one of them
+    /// matches on arguments: never shown.
+    pub rule_arguments: Option<String>,
 }
 
 impl InboxCallRow {
@@ -102,7 +109,8 @@ impl InboxCallRow {
     }
 }
 
-/// The pending calls of the current turn of each listed run, in one query, in page and turn order.
+/// The pending calls of the current turn of each listed run, in one query, in page and turn order, each with the live
+/// rules that may decide it (`pending_rules`: joined in the same statement, so that rules cost the page nothing more).
 ///
 /// `shows_arguments[i]` says whether the page shows the arguments of `runs[i]` (its privacy level allows it). Those
 /// are loaded in page order while their running total stays within `budget` bytes; the later ones are not read
@@ -110,68 +118,92 @@ impl InboxCallRow {
 pub async fn pending_calls(
     db: impl PgExecutor<'_>,
     sealer: &Sealer,
+    tenant: &str,
     runs: &[WaitingRun],
     shows_arguments: &[bool],
     budget: usize,
 ) -> Result<Vec<InboxCallRow>, StorageError> {
     let ids: Vec<Uuid> = runs.iter().map(|run| run.id).collect();
     let turns: Vec<i32> = runs.iter().map(|run| run.turn_index).collect();
+    let owners: Vec<i64> = runs.iter().map(|run| run.owner_uid).collect();
     // A sealed value's length less its header, nonce and tag (src/sealing.rs) is its text's: the budget counts
     // the same bytes whether the arguments are stored clear or sealed.
-    let rows = sql::query_as::<StoredInboxCall>(
-        "select run_id, turn_index, position, call_id, tool, effect,
-                case when shows and loaded <= $4 then arguments end as arguments,
-                case when shows and loaded <= $4 then arguments_sealed end as arguments_sealed,
-                shows and loaded > $4 as arguments_omitted
+    let rows = sql::query(sqlx::AssertSqlSafe(format!(
+        "select calls.run_id, calls.turn_index, calls.position, calls.call_id, calls.tool, calls.effect,
+                case when shows and loaded <= $4 then calls.arguments end as arguments,
+                case when shows and loaded <= $4 then calls.arguments_sealed end as arguments_sealed,
+                shows and loaded > $4 as arguments_omitted,
+                case when candidate.rule_arguments is not null or candidate.rule_arguments_sealed is not null
+                     then calls.arguments end as match_arguments,
+                case when candidate.rule_arguments is not null or candidate.rule_arguments_sealed is not null
+                     then calls.arguments_sealed end as match_arguments_sealed,
+                candidate.*
          from (select c.run_id, c.turn_index, c.call_id, c.tool, c.effect, c.arguments, c.arguments_sealed,
-                      c.position, t.page_order, t.shows,
+                      c.position, t.page_order, t.shows, t.owner_uid,
                       sum(case when t.shows
                                then coalesce(octet_length(c.arguments),
                                              octet_length(c.arguments_sealed) - 30 - get_byte(c.arguments_sealed, 1))
                                else 0 end)
                           over (order by t.page_order, c.position) as loaded
                from turn_calls c
-               join unnest($1::uuid[], $2::int[], $3::bool[]) with ordinality as t(run_id, turn_index, shows, page_order)
+               join unnest($1::uuid[], $2::int[], $3::bool[], $5::bigint[])
+                      with ordinality as t(run_id, turn_index, shows, owner_uid, page_order)
                  on c.run_id = t.run_id and c.turn_index = t.turn_index) calls
+         {}
          order by page_order, position",
-    )
+        pending_rules::candidates_join("calls", "calls.owner_uid", "$6"),
+    )))
     .bind(&ids)
     .bind(&turns)
     .bind(shows_arguments)
     .bind(i64::try_from(budget).unwrap_or(i64::MAX))
+    .bind(&owners)
+    .bind(tenant)
     .fetch_all(db)
     .await?;
-    rows.into_iter()
-        .map(|row| {
-            let at = Row::call(row.run_id, row.turn_index, row.position);
-            Ok(InboxCallRow {
-                arguments: sealed::open(
-                    sealer,
-                    Column::CallArguments,
-                    at,
-                    row.arguments,
-                    row.arguments_sealed.as_deref(),
-                )?,
-                run_id: row.run_id,
-                call_id: row.call_id,
-                tool: row.tool,
-                effect: row.effect,
-                arguments_omitted: row.arguments_omitted,
-            })
-        })
-        .collect()
-}
-
-/// An inbox call as its row holds it, arguments clear or sealed.
-#[derive(sqlx::FromRow)]
-struct StoredInboxCall {
-    run_id: Uuid,
-    turn_index: i32,
-    position: i32,
-    call_id: String,
-    tool: String,
-    effect: String,
-    arguments: Option<String>,
-    arguments_sealed: Option<Vec<u8>>,
-    arguments_omitted: bool,
+    let mut calls: Vec<(i32, InboxCallRow)> = Vec::new();
+    for row in &rows {
+        let run_id: Uuid = row.try_get("run_id")?;
+        let turn_index: i32 = row.try_get("turn_index")?;
+        let position: i32 = row.try_get("position")?;
+        let at = Row::call(run_id, turn_index, position);
+        let open = |clear: &str, sealed: &str| -> Result<Option<String>, StorageError> {
+            let sealed_value: Option<Vec<u8>> = row.try_get(sealed)?;
+            sealed::open(
+                sealer,
+                Column::CallArguments,
+                at,
+                row.try_get(clear)?,
+                sealed_value.as_deref(),
+            )
+        };
+        let same_call = calls
+            .last()
+            .is_some_and(|(seen, call)| call.run_id == run_id && *seen == position);
+        if !same_call {
+            calls.push((
+                position,
+                InboxCallRow {
+                    arguments: open("arguments", "arguments_sealed")?,
+                    run_id,
+                    call_id: row.try_get("call_id")?,
+                    tool: row.try_get("tool")?,
+                    effect: row.try_get("effect")?,
+                    arguments_omitted: row.try_get("arguments_omitted")?,
+                    rules: Vec::new(),
+                    rule_arguments: None,
+                },
+            ));
+        }
+        let Some((_, call)) = calls.last_mut() else {
+            continue;
+        };
+        if call.rule_arguments.is_none() {
+            call.rule_arguments = open("match_arguments", "match_arguments_sealed")?;
+        }
+        if let Some(candidate) = pending_rules::candidate(sealer, row)? {
+            call.rules.push(candidate);
+        }
+    }
+    Ok(calls.into_iter().map(|(_, call)| call).collect())
 }

@@ -12,6 +12,7 @@ pub mod decision_statements;
 pub mod denials;
 pub mod hosts;
 pub mod outbox;
+pub mod pending_rules;
 pub mod primary;
 pub mod rekeying;
 pub mod remembered_rules;

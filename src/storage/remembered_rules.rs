@@ -209,33 +209,44 @@ pub async fn live_for_turn(
 }
 
 fn live_rule(sealer: &Sealer, row: &PgRow) -> Result<LiveRule, StorageError> {
-    let id: Uuid = row.try_get("id")?;
-    let arguments = open_arguments(sealer, id, row)?
+    live_rule_named(sealer, row, "")
+}
+
+/// A live rule read from columns named as [`live_for_turn`] names them, each with `prefix` before its name (so that
+/// a statement reading calls with their rules tells a rule's columns from a call's).
+pub(super) fn live_rule_named(
+    sealer: &Sealer,
+    row: &PgRow,
+    prefix: &str,
+) -> Result<LiveRule, StorageError> {
+    let column = |name: &str| format!("{prefix}{name}");
+    let id: Uuid = row.try_get(column("id").as_str())?;
+    let arguments = open_arguments(sealer, id, row, prefix)?
         .map(|text| {
             serde_json::from_str::<Value>(&text)
                 .map_err(|_| StorageError::Corrupt(format!("the arguments of rule {id}")))
         })
         .transpose()?;
-    let facts = if row.try_get("author_found")? {
+    let facts = if row.try_get(column("author_found").as_str())? {
         Some(DeciderFacts {
-            is_admin: row.try_get("is_admin")?,
-            can_approve_others: row.try_get("can_approve_others")?,
-            disabled: row.try_get("disabled")?,
+            is_admin: row.try_get(column("is_admin").as_str())?,
+            can_approve_others: row.try_get(column("can_approve_others").as_str())?,
+            disabled: row.try_get(column("disabled").as_str())?,
         })
     } else {
         None
     };
     Ok(LiveRule {
         id,
-        tool: row.try_get("tool")?,
+        tool: row.try_get(column("tool").as_str())?,
         arguments,
-        verdict: verdict(id, row)?,
-        reason: reason(id, row)?,
-        created_by: row.try_get("created_by")?,
-        created_at: row.try_get("created_at")?,
+        verdict: verdict(id, row, prefix)?,
+        reason: reason(id, row, prefix)?,
+        created_by: row.try_get(column("created_by").as_str())?,
+        created_at: row.try_get(column("created_at").as_str())?,
         author: Author {
             facts,
-            approvable_tools: row.try_get("approvable_tools")?,
+            approvable_tools: row.try_get(column("approvable_tools").as_str())?,
         },
     })
 }
@@ -251,9 +262,9 @@ fn rule_row(sealer: &Sealer, row: &PgRow) -> Result<RuleRow, StorageError> {
         run_id: row.try_get("run_id")?,
         owner_uid: row.try_get("owner_uid")?,
         tool: row.try_get("tool")?,
-        arguments: open_arguments(sealer, id, row)?,
-        verdict: verdict(id, row)?,
-        reason: reason(id, row)?,
+        arguments: open_arguments(sealer, id, row, "")?,
+        verdict: verdict(id, row, "")?,
+        reason: reason(id, row, "")?,
         created_by: row.try_get("created_by")?,
         client_name: row.try_get("client_name")?,
         token_kid: row.try_get("token_kid")?,
@@ -265,25 +276,30 @@ fn rule_row(sealer: &Sealer, row: &PgRow) -> Result<RuleRow, StorageError> {
     })
 }
 
-fn open_arguments(sealer: &Sealer, id: Uuid, row: &PgRow) -> Result<Option<String>, StorageError> {
-    let sealed: Option<Vec<u8>> = row.try_get("arguments_sealed")?;
+fn open_arguments(
+    sealer: &Sealer,
+    id: Uuid,
+    row: &PgRow,
+    prefix: &str,
+) -> Result<Option<String>, StorageError> {
+    let sealed: Option<Vec<u8>> = row.try_get(format!("{prefix}arguments_sealed").as_str())?;
     sealed::open(
         sealer,
         Column::RuleArguments,
         Row::rule(id),
-        row.try_get("arguments")?,
+        row.try_get(format!("{prefix}arguments").as_str())?,
         sealed.as_deref(),
     )
 }
 
-fn verdict(id: Uuid, row: &PgRow) -> Result<RuleVerdict, StorageError> {
-    let text: String = row.try_get("verdict")?;
+fn verdict(id: Uuid, row: &PgRow, prefix: &str) -> Result<RuleVerdict, StorageError> {
+    let text: String = row.try_get(format!("{prefix}verdict").as_str())?;
     RuleVerdict::parse(&text)
         .ok_or_else(|| StorageError::Corrupt(format!("the verdict of rule {id}")))
 }
 
-fn reason(id: Uuid, row: &PgRow) -> Result<Option<DenialReason>, StorageError> {
-    let text: Option<String> = row.try_get("reason")?;
+fn reason(id: Uuid, row: &PgRow, prefix: &str) -> Result<Option<DenialReason>, StorageError> {
+    let text: Option<String> = row.try_get(format!("{prefix}reason").as_str())?;
     text.map(|text| {
         DenialReason::parse(&text)
             .ok_or_else(|| StorageError::Corrupt(format!("the reason of rule {id}")))

@@ -28,6 +28,7 @@ mod remembered_races;
 mod remembered_rules;
 mod retention;
 mod rule_keys;
+mod rule_views;
 mod schema_rules;
 mod session_settings;
 mod spec_shape;

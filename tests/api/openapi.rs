@@ -1073,6 +1073,19 @@ async fn reading_a_run_answers_as_documented() {
         "no decision yet: {:#}",
         answer.body
     );
+    // The rule that would decide a waiting call is shown on it (docs/design.md §18), in its documented shape.
+    let rule = app
+        .post(
+            &format!("/v1/runs/{waiting}/rules"),
+            json!({"created_by": 7, "tool": "read_page", "verdict": "deny", "reason": "skip"}),
+        )
+        .await;
+    assert_eq!(rule.status, 201, "{:?}", rule.body);
+    let answer = op.expect(&path, None, "200").await;
+    assert_eq!(
+        answer.body["turn"]["pending_calls"][1]["rule"]["id"],
+        rule.body["id"]
+    );
     let answer = op
         .expect(&format!("{path}?include=worker_state"), None, "200")
         .await;
@@ -2057,6 +2070,25 @@ async fn listing_approvals_answers_as_documented() {
     );
     let filtered = "/v1/approvals?acting_uid=8&owner_uid=7&tool=read_page&limit=200";
     op.expect(filtered, None, "200").await;
+    // The rule that would decide a waiting call is shown on it (docs/design.md §18), in its documented shape.
+    let rule = app
+        .post(
+            &format!("/v1/runs/{first}/rules"),
+            json!({"created_by": 7, "tool": "read_page", "verdict": "approve"}),
+        )
+        .await;
+    assert_eq!(rule.status, 201, "{:?}", rule.body);
+    let page = op.expect(filtered, None, "200").await;
+    let item = page.body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|item| item["run_id"] == first.to_string())
+        .expect("the run is listed");
+    assert_eq!(
+        item["turn"]["pending_calls"][1]["rule"]["id"],
+        rule.body["id"]
+    );
 
     op.expect("/v1/approvals", None, "422 invalid_query").await;
     op.expect("/v1/approvals?acting_uid=ann", None, "422 invalid_query")

@@ -38,7 +38,13 @@ impl Observed {
         };
         let key = add_client(
             &database,
-            &["users:write", "runs:write", "runs:read", "decisions:write"],
+            &[
+                "users:write",
+                "runs:write",
+                "runs:read",
+                "decisions:write",
+                "approvals:read",
+            ],
         )
         .await;
         let executor = LoopbackExecutor::start().await;
@@ -66,6 +72,13 @@ impl Observed {
             Some(body),
         )
         .await;
+        (status.as_u16(), body)
+    }
+
+    /// An authenticated `GET`; the status and the parsed body.
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        let url = self.service.url(path);
+        let (status, body) = call(&self.client, reqwest::Method::GET, url, &self.key, None).await;
         (status.as_u16(), body)
     }
 

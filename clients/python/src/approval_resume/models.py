@@ -127,6 +127,18 @@ class AppendTurn(TypedDict):
     worker_state: NotRequired[Any]
 
 
+class DecidingRule(TypedDict):
+    """While the turn waits, the remembered decision that would decide a pending call now; never its arguments."""
+
+    id: str
+    scope: RuleScope
+    verdict: RuleVerdict
+    reason: DenialReason | None
+    created_by: int
+    created_at: str
+    expires_at: str | None
+
+
 class PendingCall(TypedDict):
     """`arguments` always reaches an API key; a decision token only where the run's privacy level shows payloads."""
 
@@ -136,6 +148,8 @@ class PendingCall(TypedDict):
     effect: Effect
     executor: Executor
     editable: bool
+    #: While the turn waits, the rule that would decide this call now; absent when none would.
+    rule: NotRequired[DecidingRule]
 
 
 class TurnView(TypedDict):
@@ -315,6 +329,7 @@ class InboxCall(TypedDict):
     arguments_omitted: NotRequired[bool]
     executor: Executor
     editable: bool
+    rule: NotRequired[DecidingRule]
 
 
 class InboxTurn(TypedDict):

@@ -1225,6 +1225,26 @@ export interface components {
             effect: components["schemas"]["Effect"];
             executor: components["schemas"]["Executor"];
             editable: boolean;
+            rule?: components["schemas"]["DecidingRule"];
+        };
+        /**
+         * @description While the turn waits (`waiting_for_approval`), the remembered decision (DESIGN.md §18) that would decide this
+         *     call now, chosen as a registration's use of rules chooses: among the live rules (not revoked, not expired)
+         *     that match the call and whose author passes §4 on this run now (enabled, allowed to decide it, four-eyes, the
+         *     approver gate), a deny before any approve, the earliest made. Absent when none would, or the turn does not
+         *     wait. Never the rule's arguments; `GET /v1/runs/{id}/rules` lists the rule whole.
+         */
+        DecidingRule: {
+            /** Format: uuid */
+            id: string;
+            scope: components["schemas"]["RuleScope"];
+            verdict: components["schemas"]["RuleVerdict"];
+            reason: components["schemas"]["DenialReason"] | null;
+            created_by: number;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            expires_at: string | null;
         };
         TurnView: {
             index: number;
@@ -1727,6 +1747,7 @@ export interface components {
                      *     `tool_not_approvable`; the user may still deny.
                      */
                     approvable: boolean;
+                    rule?: components["schemas"]["DecidingRule"];
                     /**
                      * @description Verbatim at level `full`, redacted at `redacted`, absent at `metadata` and `none`, and absent
                      *     when `arguments_omitted` is true.
