@@ -16,7 +16,7 @@ use crate::domain::vocabulary::{
     DecidedBy, DenialReason, Effect, ExecutorKind, Outcome, PrivacyLevel, RunStatus,
 };
 use crate::executor::Executors;
-use crate::resume::released_calls;
+use crate::resume::{recorded_results, released_calls};
 use crate::storage::StorageError;
 use crate::storage::decision_record::DecisionRow;
 use crate::storage::runs::{CallRow, RunRow};
@@ -36,6 +36,10 @@ pub struct RunView {
     pub turn: TurnView,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decision: Option<DecisionView>,
+    /// The current turn's results so far, as a decision's answer shows them (docs/design.md §18: a turn decided by
+    /// rules at its registration is answered with them); absent while the turn has none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub results: Vec<ResultView>,
     /// The current turn's calls released to the worker (docs/design.md §15), present whenever it has any.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub released_calls: Vec<ReleasedCallView>,
@@ -205,6 +209,7 @@ impl RunView {
                     .collect(),
             },
             decision: decision.map(DecisionView::of).transpose()?,
+            results: ResultView::all(&recorded_results(calls)?, audience),
             released_calls: ReleasedCallView::all(
                 released_calls(calls, decision.map(DecisionRow::decided_by).transpose()?),
                 audience,

@@ -59,4 +59,4 @@ pub use posted::{Decided, Posted, Poster, read};
 pub use resumer::Resumer;
 pub use rules::{Actor, DecisionRequest};
 pub use sweeper::spawn_sweeper;
-pub use turn::{ClosedTurn, Resumed, load_resumed, load_turn, released_calls};
+pub use turn::{ClosedTurn, Resumed, load_resumed, load_turn, recorded_results, released_calls};

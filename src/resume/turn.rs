@@ -210,6 +210,16 @@ fn truncate_to_turn(
         .map_err(|error| StorageError::Corrupt(error.to_string()))
 }
 
+/// The results a turn's calls hold so far, in the turn's order: none while it waits, every call's once it is resumed,
+/// and, while it is released, the calls it did not release and those whose worker result is posted.
+pub fn recorded_results(calls: &[CallRow]) -> Result<Vec<ToolResult>, StorageError> {
+    calls
+        .iter()
+        .filter(|call| call.outcome.is_some())
+        .map(stored_result)
+        .collect()
+}
+
 pub(super) fn stored_results(calls: &[CallRow]) -> Result<Vec<ToolResult>, StorageError> {
     calls.iter().map(stored_result).collect()
 }

@@ -125,6 +125,17 @@ async fn a_never_rule_of_the_owner_denies_the_next_turn_at_once_with_the_owners_
     let model_input = app.get(&format!("/v1/runs/{id}/model-input")).await;
     let messages = model_input.body["messages"].as_array().unwrap().clone();
     assert_eq!(messages.last().unwrap()["content"], OWNER_SKIP);
+    // The answer holds the turn's results, as the run's view shows them from then on.
+    assert_eq!(
+        run["results"],
+        json!([{"call_id": "next_0", "tool": "edit_page", "outcome": "denied", "is_error": true,
+                "content": OWNER_SKIP, "edited": false}]),
+        "{run}"
+    );
+    assert_eq!(
+        app.get(&format!("/v1/runs/{id}")).await.body["results"],
+        run["results"]
+    );
     // The approval event names the rule of the call; no `run.waiting` for the turn the rule decided.
     let calls: Value = sqlx::query_scalar(
         "select calls from approval_events where run_id = $1 and turn_index = 1",
@@ -163,6 +174,8 @@ async fn an_owner_rule_approving_a_worker_tool_releases_the_registered_turn_and_
     assert_eq!(answer.body["status"], "released", "{:?}", answer.body);
     assert_eq!(answer.body["decision"]["decided_by"], "run_owner");
     assert_eq!(answer.body["released_calls"][0]["call_id"], "call_0");
+    // Its only call waits for the worker's result: the turn has no result yet.
+    assert!(answer.body.get("results").is_none(), "{:?}", answer.body);
     assert_eq!(app.get(&format!("/v1/runs/{id}")).await.body, answer.body);
     assert_eq!(event_types(&app.pool, id).await, ["run.released"]);
 }
@@ -187,6 +200,7 @@ async fn a_turn_covered_in_part_or_by_two_people_waits_and_shows_the_run_as_regi
         partly.body
     );
     assert!(partly.body.get("decision").is_none());
+    assert!(partly.body.get("results").is_none());
 
     // The approver covers the other call: every call covered, but by two people.
     let digest = partly.body["turn"]["digest"].as_str().unwrap().to_owned();

@@ -1376,6 +1376,14 @@ export interface components {
             turn: components["schemas"]["TurnView"];
             /** @description The current turn's decision; absent while it has none. */
             decision?: components["schemas"]["DecisionView"];
+            /**
+             * @description The current turn's results so far, in the turn's order, as a decision's answer shows them (and to a
+             *     decision token through the same privacy filter): every call's once the turn is resumed; while it is
+             *     released, those of the calls it did not release and of the released calls whose results are posted.
+             *     Absent while the turn has none (it waits). A registration or `POST /turns` whose turn remembered
+             *     decisions decided answers with them (DESIGN.md §18).
+             */
+            results?: components["schemas"]["ToolResult"][];
             /** @description The current turn's calls released to the worker; present whenever it has any. */
             released_calls?: components["schemas"]["ReleasedCall"][];
             /** Format: date-time */
