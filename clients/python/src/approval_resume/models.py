@@ -206,6 +206,9 @@ class RunView(TypedDict):
     expires_at: str | None
     turn: TurnView
     decision: NotRequired[DecisionView]
+    #: The current turn's results so far (every call's once resumed); absent while the turn waits. A registration
+    #: whose turn remembered decisions decided answers with them (docs/design.md §18).
+    results: NotRequired[list["ToolResult"]]
     #: The current turn's calls released to the worker; present whenever it has any.
     released_calls: NotRequired[list[ReleasedCall]]
     created_at: str
