@@ -28,19 +28,23 @@
 #   BENCH_NATIVE_ROUNDS   alternations of the native phase   [3]
 #   BENCH_NATIVE_DECISIONS  decisions per native phase       [1500]
 #   BENCH_BINARY          the service binary measured          [target/release/approval-resume]
-#   Phases run only when named in BENCH_PHASES (issue 43; each alternates the service's deny with something else,
-#   round by round, each round deciding BENCH_ALT_DECISIONS runs on BENCH_ALT_CLIENTS clients, and prints the ratio):
+#   Phases run only when named in BENCH_PHASES (issues 43 and 40; each alternates the service with something else,
+#   round by round, each round deciding (or registering) BENCH_ALT_DECISIONS runs on BENCH_ALT_CLIENTS clients, and
+#   prints the ratio):
 #     straightforward     deny of a 41-message (35 KB, two pending calls) and a 3-message transcript against
 #                         bench/deny_floor_straightforward.sql; then the 41-message deny's p99 at half its saturating load
 #     langgraph           the 41-message deny against LangGraph 1.2's resume (bench/langgraph_resume.py, PostgresSaver);
 #                         the venv target/bench/langgraph-venv is made from bench/langgraph-requirements.txt (PyPI)
 #     base                today's deny against the build of BENCH_BASE_COMMIT, built in release in a git worktree
 #                         under target/bench-base/ (its own target dir there)
+#     registration        today's registration of the 41-message transcript (no rule in the database) against the
+#                         same base build's, each registering BENCH_ALT_DECISIONS distinct runs a round; with the
+#                         statements per registration if the server loads pg_stat_statements (issue 40, item 5)
 #   BENCH_ALT_CLIENTS     clients of those phases            [32]
 #   BENCH_ALT_ROUNDS      alternations                       [3]
 #   BENCH_ALT_DECISIONS   runs decided per measurement       [1500]
 #   BENCH_LANGGRAPH_PER_CLIENT  LangGraph threads resumed per client  [20]
-#   BENCH_BASE_COMMIT     the build the base phase compares with  [the newest merge before HEAD on its first-parent
+#   BENCH_BASE_COMMIT     the build base and registration compare with  [the newest merge before HEAD on its first-parent
 #                         line: the previous landing]
 #   BENCH_SCALING_CLIENTS clients of the scaling phases      [8]
 #   BENCH_SWEEP_POOLS     pool sizes of pool-sweep           [4,8,16,32,64]
@@ -71,7 +75,7 @@ if [[ "$phases" == *,langgraph,* ]]; then
     export BENCH_LANGGRAPH_PYTHON="$PWD/$venv/bin/python"
 fi
 
-if [[ "$phases" == *,base,* ]]; then
+if [[ "$phases" == *,base,* || "$phases" == *,registration,* ]]; then
     # The base build: its own checkout (git worktree, detached) and its own target dir, so that neither today's
     # target/release nor the working tree changes; a first build starts from a copy of today's release
     # dependencies, which cargo reuses where the base's lock file names the same.

@@ -10,10 +10,10 @@
 //! 5. deny decisions on transcripts of 10 to 10,000 messages and turns of 1 to 16 calls;
 //! 6. (`native`) deny decisions on an Anthropic run with extended thinking (docs/design.md §14) beside an OpenAI
 //!    chat run of the same conversation and size, alternated phase by phase;
-//! 7. (`straightforward`, `langgraph`, `base`; not run unless named in BENCH_PHASES) deny decisions alternated with
-//!    the straightforward floor (bench/deny_floor_straightforward.sql), with LangGraph's resumes
-//!    (bench/langgraph_resume.py), and with the deny of another build of the service (BENCH_BASE_BINARY); see
-//!    alternation.rs.
+//! 7. (`straightforward`, `langgraph`, `base`, `registration`; not run unless named in BENCH_PHASES) deny decisions
+//!    alternated with the straightforward floor (bench/deny_floor_straightforward.sql), with LangGraph's resumes
+//!    (bench/langgraph_resume.py), and with the deny of another build of the service (BENCH_BASE_BINARY); and
+//!    registrations alternated with that build's; see alternation.rs.
 //!
 //! Settings are environment variables (bench/run.sh lists them); `pool-sweep` as an argument runs only the deny
 //! phases at several DATABASE_POOL_SIZE values instead.

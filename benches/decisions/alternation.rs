@@ -1,4 +1,4 @@
-//! The phases of issue 43 that measure the service's deny against something else in the same run, alternated round
+//! The phases of issues 43 and 40 that measure the service against something else in the same run, alternated round
 //! by round (first the one, then the other in even rounds, the other way round in odd ones), so that whatever else
 //! loads the machine meanwhile falls on both alike; each prints its ratio per round and over the rounds:
 //! - `straightforward`: the deny of an agent's transcript (41 messages of about 35 KB, two pending calls; and 3
@@ -6,13 +6,18 @@
 //! - `langgraph`: the same 41-message deny against LangGraph 1.2's resume of an interrupted thread
 //!   (bench/langgraph_resume.py, PostgresSaver on the same server);
 //! - `base`: the deny of today's binary against another build's (BENCH_BASE_BINARY, which bench/run.sh builds from
-//!   BENCH_BASE_COMMIT), each on a database of its own.
+//!   BENCH_BASE_COMMIT), each on a database of its own;
+//! - `registration`: the registration of the 41-message transcript, today's binary against the same other build on
+//!   the same two databases (issue 40, item 5: a registration with no live rule costs no more than before rules),
+//!   with the statements per registration where the server loads pg_stat_statements.
 //!
-//! Every measurement decides a fixed number of runs (BENCH_ALT_DECISIONS) rather than running for a time: at 35 KB a
-//! run, seeding for seconds at the warm-up's rate would write far more than the phase decides (as in `native`).
+//! Every measurement decides (or registers) a fixed number of runs (BENCH_ALT_DECISIONS) rather than running for a
+//! time: at 35 KB a run, seeding for seconds at the warm-up's rate would write far more than the phase decides (as in
+//! `native`).
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use uuid::Uuid;
@@ -58,6 +63,8 @@ impl Settings {
 struct Side {
     rate: f64,
     p99_ms: f64,
+    /// Statements per registration (the `registration` phase, where Postgres counts them).
+    statements: Option<f64>,
 }
 
 /// One round of an alternation.
@@ -80,7 +87,7 @@ pub async fn run(
     if settings.wants("langgraph") {
         langgraph(bench, settings).await?;
     }
-    if settings.wants("base") {
+    if settings.wants("base") || settings.wants("registration") {
         base(bench, settings).await?;
     }
     Ok(())
@@ -94,7 +101,7 @@ async fn deny(
     label: &str,
 ) -> Result<(Side, String), Error> {
     let clients = alt.clients;
-    let warmup = Stop::Count((clients * 10).max(100));
+    let warmup = Stop::Count(warm_count(alt));
     let phase = bench
         .phase_of(
             Kind::Deny,
@@ -108,6 +115,7 @@ async fn deny(
     let side = Side {
         rate: phase.outcome.rate(),
         p99_ms: phase.outcome.latency.value_at_quantile(0.99) as f64 / 1000.0,
+        statements: None,
     };
     let mut note = String::new();
     if phase.outcome.error_count() > 0 {
@@ -292,6 +300,7 @@ async fn straightforward_floor(
     let side = Side {
         rate: outcome.tps,
         p99_ms: outcome.latency.value_at_quantile(0.99) as f64 / 1000.0,
+        statements: None,
     };
     Ok((side, note))
 }
@@ -359,6 +368,7 @@ async fn langgraph(bench: &Bench, settings: &crate::Settings) -> Result<(), Erro
                 resumes = Side {
                     rate: line["rate"].as_f64().unwrap_or(0.0),
                     p99_ms: line["p99_ms"].as_f64().unwrap_or(0.0),
+                    statements: None,
                 };
                 let errors = line["errors"].as_u64().unwrap_or(0);
                 if errors > 0 {
@@ -394,12 +404,12 @@ async fn langgraph(bench: &Bench, settings: &crate::Settings) -> Result<(), Erro
     Ok(())
 }
 
-/// The `base` phase: today's binary against BENCH_BASE_BINARY, each with a database of its own, alternated on the
-/// typical run and on the 41-message one.
+/// The `base` and `registration` phases: today's binary against BENCH_BASE_BINARY, each with a database of its own
+/// and one instance of each for both phases.
 async fn base(today: &Bench, settings: &crate::Settings) -> Result<(), Error> {
     let alt = &settings.alternation;
     let binary = alt.base_binary.as_deref().ok_or(
-        "the base phase needs BENCH_BASE_BINARY (bench/run.sh builds it from BENCH_BASE_COMMIT)",
+        "the base and registration phases need BENCH_BASE_BINARY (bench/run.sh builds it from BENCH_BASE_COMMIT)",
     )?;
     let database = format!("{}_base", settings.database);
     let log_name = format!("service-base-pool{}.log", settings.pool_size);
@@ -410,18 +420,29 @@ async fn base(today: &Bench, settings: &crate::Settings) -> Result<(), Error> {
     };
     let (other, _, _) = crate::start(settings, &instance, settings.pool_size, true).await?;
     let (messages, bytes) = crate::agent::SIZES[0];
+    let agent = format!(
+        "\"messages\":{}",
+        crate::agent::json(&crate::agent::messages(messages, bytes))
+    );
+    if settings.wants("base") {
+        base_deny(today, &other, alt, &agent).await?;
+    }
+    if settings.wants("registration") {
+        registrations(today, &other, alt, &agent).await?;
+    }
+    other.service.stop();
+    Ok(())
+}
+
+/// The `base` phase's deny, on the typical run and on the 41-message one (`agent`).
+async fn base_deny(today: &Bench, other: &Bench, alt: &Settings, agent: &str) -> Result<(), Error> {
+    let (messages, _) = crate::agent::SIZES[0];
     let runs = [
         (
             "typical run (10 messages, 1 call)".to_owned(),
             crate::seed::members(Shape::TYPICAL)?,
         ),
-        (
-            format!("{messages} messages, 2 calls"),
-            format!(
-                "\"messages\":{}",
-                crate::agent::json(&crate::agent::messages(messages, bytes))
-            ),
-        ),
+        (format!("{messages} messages, 2 calls"), agent.to_owned()),
     ];
     let mut out = format!(
         "## Today's build against {} (deny, alternated, {} clients)\n\n",
@@ -429,34 +450,10 @@ async fn base(today: &Bench, settings: &crate::Settings) -> Result<(), Error> {
     );
     let mut lines = Vec::new();
     for (label, members) in &runs {
-        let mut rounds = Vec::new();
-        for round in 0..alt.rounds {
-            let (mut now, mut then) = (Side::default(), Side::default());
-            let mut notes = Vec::new();
-            for today_now in order(round) {
-                let (side, note) =
-                    deny(if today_now { today } else { &other }, alt, members, label).await?;
-                notes.push(note);
-                if today_now {
-                    now = side;
-                } else {
-                    then = side;
-                }
-            }
-            eprintln!(
-                "base round {round} {label}: today {:.0}/s, {} {:.0}/s",
-                now.rate, alt.base_label, then.rate
-            );
-            rounds.push(Round {
-                first: now,
-                second: then,
-                note: notes
-                    .into_iter()
-                    .filter(|n| !n.is_empty())
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            });
-        }
+        let rounds = against_base(today, other, alt, label, |bench| {
+            deny(bench, alt, members, label)
+        })
+        .await?;
         out.push_str(&format!("### {label}\n\n"));
         out.push_str(&table("today", &alt.base_label, &rounds));
         out.push('\n');
@@ -466,13 +463,183 @@ async fn base(today: &Bench, settings: &crate::Settings) -> Result<(), Error> {
             0.0,
         ));
     }
-    other.service.stop();
     println!("{out}");
     for line in lines {
         println!("{line}");
     }
     println!();
     Ok(())
+}
+
+/// The `registration` phase (issue 40, item 5): registrations of distinct runs of the 41-message transcript
+/// (`agent`, two pending calls, each run owned by one of the seeded users, no rule in either database), today's
+/// against the base's, and the statements each made per registration where Postgres counts them.
+async fn registrations(
+    today: &Bench,
+    other: &Bench,
+    alt: &Settings,
+    agent: &str,
+) -> Result<(), Error> {
+    let (messages, _) = crate::agent::SIZES[0];
+    let label = format!("{messages} messages, 2 calls");
+    let rounds = against_base(today, other, alt, "registration", |bench| {
+        register(bench, alt, agent)
+    })
+    .await?;
+    let median = |side: fn(&Round) -> Side| {
+        let mut counted: Vec<f64> = rounds.iter().filter_map(|r| side(r).statements).collect();
+        counted.sort_by(f64::total_cmp);
+        counted.get(counted.len() / 2).copied()
+    };
+    let statements = match (median(|r| r.first), median(|r| r.second)) {
+        (Some(now), Some(then)) => format!(
+            "**statements per registration (pg_stat_statements: everything run on each database during the \
+             measurement ÷ its registrations, the periodic sweeps' few included), median over the rounds: today \
+             {now:.2}, {} {then:.2}.**",
+            alt.base_label
+        ),
+        _ => "statements per registration: not counted here (the server does not load pg_stat_statements: \
+              shared_preload_libraries); tests/round_trips.rs counts them on a private cluster: 10 with no live \
+              rule, 9 before remembered decisions."
+            .to_owned(),
+    };
+    println!(
+        "## Today's build against {} (registration, alternated, {} clients)\n\n\
+         Each measurement registers {} distinct runs ({label}, no rule in the database), after {} unmeasured.\n\n{}\n{}\n{statements}\n",
+        alt.base_label,
+        alt.clients,
+        alt.decisions,
+        warm_count(alt),
+        table("today", &alt.base_label, &rounds),
+        summary(
+            &format!("registration: today ÷ {}", alt.base_label),
+            &rounds,
+            0.0
+        ),
+    );
+    Ok(())
+}
+
+/// How many runs a measurement's warm-up decides or registers.
+fn warm_count(alt: &Settings) -> usize {
+    (alt.clients * 10).max(100)
+}
+
+/// One measurement of registrations on `bench`: a warm-up (which also opens the clients' connections), then
+/// BENCH_ALT_DECISIONS registrations on BENCH_ALT_CLIENTS clients, and the statements they made if counted. A
+/// refused registration ends the phase with its answer.
+async fn register(bench: &Bench, alt: &Settings, members: &str) -> Result<(Side, String), Error> {
+    bench.settle().await?;
+    bench
+        .api
+        .register_members(warm_count(alt), members, alt.clients)
+        .await?;
+    let before = statements(bench).await?;
+    let started = Instant::now();
+    let timed = bench
+        .api
+        .register_timed(alt.decisions, members, alt.clients)
+        .await?;
+    let elapsed = started.elapsed();
+    let after = statements(bench).await?;
+    let mut latencies: Vec<Duration> = timed.into_iter().map(|(_, latency)| latency).collect();
+    latencies.sort();
+    let p99 = latencies
+        .get((latencies.len() * 99).div_ceil(100).saturating_sub(1))
+        .copied()
+        .unwrap_or_default();
+    let count = latencies.len().max(1) as f64;
+    let statements = before
+        .zip(after)
+        .map(|(before, after)| (after - before) as f64 / count);
+    let note = statements
+        .map(|s| format!("{s:.2} statements per registration"))
+        .unwrap_or_default();
+    let side = Side {
+        rate: latencies.len() as f64 / elapsed.as_secs_f64(),
+        p99_ms: p99.as_secs_f64() * 1000.0,
+        statements,
+    };
+    Ok((side, note))
+}
+
+/// The executions Postgres recorded on `bench`'s database so far (each one round trip, `BEGIN` and `COMMIT`
+/// included), leaving out the reads of this count and the webhook dispatcher's look for subscriptions, made once a
+/// second whatever happens (as tests/round_trips.rs does); none when the server does not load pg_stat_statements.
+async fn statements(bench: &Bench) -> Result<Option<i64>, Error> {
+    let loaded: bool = sqlx::query_scalar(
+        "select current_setting('shared_preload_libraries') ilike '%pg_stat_statements%'",
+    )
+    .fetch_one(&bench.pool)
+    .await?;
+    if !loaded {
+        return Ok(None);
+    }
+    sqlx::query("create extension if not exists pg_stat_statements")
+        .execute(&bench.pool)
+        .await?;
+    let executed: Option<i64> = sqlx::query_scalar(
+        "select sum(calls)::bigint from pg_stat_statements
+         where dbid = (select oid from pg_database where datname = current_database())
+           and query not ilike '%pg_stat_statements%'
+           and query not ilike '%webhook_subscriptions%'",
+    )
+    .fetch_one(&bench.pool)
+    .await?;
+    Ok(Some(executed.unwrap_or(0)))
+}
+
+/// BENCH_ALT_ROUNDS rounds of `measure` on today's instance and the base's, in `order`; `what` names the rounds in
+/// the progress lines.
+async fn against_base<'a, F, Fut>(
+    today: &'a Bench,
+    other: &'a Bench,
+    alt: &Settings,
+    what: &str,
+    mut measure: F,
+) -> Result<Vec<Round>, Error>
+where
+    F: FnMut(&'a Bench) -> Fut,
+    Fut: Future<Output = Result<(Side, String), Error>>,
+{
+    let mut rounds = Vec::new();
+    for round in 0..alt.rounds {
+        let (mut now, mut then) = (Side::default(), Side::default());
+        let mut notes = Vec::new();
+        for today_now in order(round) {
+            let (side, note) = measure(if today_now { today } else { other }).await?;
+            if today_now {
+                now = side;
+                notes.push(prefixed("today", note));
+            } else {
+                then = side;
+                notes.push(prefixed(&alt.base_label, note));
+            }
+        }
+        eprintln!(
+            "base round {round} {what}: today {:.0}/s, {} {:.0}/s",
+            now.rate, alt.base_label, then.rate
+        );
+        rounds.push(Round {
+            first: now,
+            second: then,
+            note: notes
+                .into_iter()
+                .filter(|n| !n.is_empty())
+                .collect::<Vec<_>>()
+                .join("; "),
+        });
+    }
+    Ok(rounds)
+}
+
+/// `note` said of `side`, or nothing when there is nothing to say.
+fn prefixed(side: &str, note: String) -> String {
+    if note.is_empty() {
+        note
+    } else {
+        format!("{side}: {}", note.trim())
+    }
 }
 
 /// Which side goes first in `round`: the service (true) in even rounds, the other in odd ones.

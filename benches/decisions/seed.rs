@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -99,6 +100,17 @@ impl Api {
         members: &str,
         concurrency: usize,
     ) -> Result<Vec<Target>, Error> {
+        let timed = self.register_timed(count, members, concurrency).await?;
+        Ok(timed.into_iter().map(|(target, _)| target).collect())
+    }
+
+    /// `register_members`, with each registration's latency beside its run (the `registration` phase measures them).
+    pub async fn register_timed(
+        &self,
+        count: usize,
+        members: &str,
+        concurrency: usize,
+    ) -> Result<Vec<(Target, Duration)>, Error> {
         let shared: Arc<str> =
             format!("{members},\"tools\":{}}}", transcript::declared_tools()).into();
         let next = Arc::new(AtomicUsize::new(0));
@@ -117,8 +129,9 @@ impl Api {
                     let id = Uuid::new_v4();
                     let owner = (i as i64 % OWNERS) + 1;
                     let body = format!("{{\"id\":\"{id}\",\"owner_uid\":{owner},{shared}");
+                    let sent = Instant::now();
                     let digest = api.register(body).await?;
-                    made.push((i, Target { id, owner, digest }));
+                    made.push((i, (Target { id, owner, digest }, sent.elapsed())));
                 }
             }));
         }
@@ -127,7 +140,7 @@ impl Api {
             all.extend(task.await??);
         }
         all.sort_by_key(|(i, _)| *i);
-        Ok(all.into_iter().map(|(_, target)| target).collect())
+        Ok(all.into_iter().map(|(_, timed)| timed).collect())
     }
 
     async fn register(&self, body: String) -> Result<String, Error> {
