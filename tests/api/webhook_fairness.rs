@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use approval_resume::delivery::webhooks::Settings;
 use approval_resume::delivery::webhooks::subscription::Policy;
 use approval_resume::state::AppState;
-use approval_resume::storage::webhooks::BACKLOG_SCAN;
+use approval_resume::storage::webhooks::{BACKLOG_SCAN, CLAIM_PAGE, claim};
 use axum::http::{Method, StatusCode};
 use serde_json::json;
 use uuid::Uuid;
@@ -263,4 +263,77 @@ async fn the_backlog_counts_each_subscription_s_types_exactly_up_to_its_bound() 
         )),
         "{metrics}"
     );
+}
+
+/// Inserts `count` events of `kind` for the default tenant's run `run`, each in a transaction of its own order.
+async fn insert_events(pool: &sqlx::PgPool, run: Uuid, kind: &str, count: i64) {
+    sqlx::query(
+        "insert into events (tenant, run_id, type, data)
+         select 'default', $1, $2, '{}' from generate_series(1, $3)",
+    )
+    .bind(run)
+    .bind(kind)
+    .bind(count)
+    .execute(pool)
+    .await
+    .unwrap();
+}
+
+/// The subscription's cursor: the id of the last event passed.
+async fn cursor_id(pool: &sqlx::PgPool, subscription: &str) -> i64 {
+    sqlx::query_scalar("select cursor_id from webhook_subscriptions where id = $1::uuid")
+        .bind(subscription)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_claim_passes_a_page_of_events_of_other_types_and_the_first_of_the_subscription_s_types_is_still_claimed()
+ {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool.clone()).await;
+    let runs = deny_runs(&app, 1).await;
+    // Subscribed after the run's events, to a type none of the next events is of.
+    let (expired, _) = subscribe(&app, "http://127.0.0.1:9/expired", Some(&["run.expired"])).await;
+    let last: i64 = sqlx::query_scalar("select max(id) from events")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert!(cursor_id(&pool, &expired).await <= last);
+    insert_events(&pool, runs[0], "run.waiting", 2 * CLAIM_PAGE + 10).await;
+    insert_events(&pool, runs[0], "run.expired", 1).await;
+    let claim = || async {
+        claim(
+            &app.state.pool,
+            app.state.pool.sealer(),
+            Uuid::new_v4(),
+            Duration::from_secs(30),
+            0,
+            16,
+        )
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|claimed| (claimed.id.to_string(), claimed.cursor.id))
+        .collect::<Vec<_>>()
+    };
+
+    // Each claim reads one page past the cursor, finds none of its types there and passes them, so that the next
+    // claim does not read them again; a page holding one of its types claims it, cursor unmoved.
+    assert_eq!(claim().await, []);
+    assert_eq!(cursor_id(&pool, &expired).await, last + CLAIM_PAGE);
+    assert_eq!(claim().await, []);
+    assert_eq!(cursor_id(&pool, &expired).await, last + 2 * CLAIM_PAGE);
+    assert_eq!(claim().await, [(expired.clone(), last + 2 * CLAIM_PAGE)]);
+    // Nothing of its types was passed: its delivery reads the `run.expired` event next.
+    let pending: i64 = sqlx::query_scalar(
+        "select count(*) from events e join webhook_subscriptions s on s.id = $1::uuid
+         where e.tenant = s.tenant and e.id > s.cursor_id and e.type = any(s.event_types)",
+    )
+    .bind(&expired)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(pending, 1);
 }

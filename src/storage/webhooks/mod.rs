@@ -17,7 +17,7 @@ mod delivery_state;
 mod subscriptions;
 
 pub use delivery_state::{
-    Claimed, SigningSecrets, claim, delivered, failed, pending_events, release, renew,
+    CLAIM_PAGE, Claimed, SigningSecrets, claim, delivered, failed, pending_events, release, renew,
     signing_secrets,
 };
 pub use subscriptions::{
