@@ -36,6 +36,9 @@ WORKER_SCOPES = ["runs:write", "runs:read", "users:write"]
 #: The deciders' key (the chat backend and the AI Tasks module), and the audit's.
 DECIDER_SCOPES = ["users:write", "runs:read", "decisions:write", "approvals:read"]
 TOOL = "update_page_metadata"
+#: The write tool's arguments as the scripted models propose them, and as a decider edits them.
+ARGUMENTS = {"page": 12, "description": "Fresh bread daily."}
+EDITED = {"page": 12, "description": "Rye on Sundays."}
 OWNER_WHO = "by the user who started this run, the person you are talking to"
 OTHER_WHO = "by another backend user, not the person you are talking to"
 
@@ -97,6 +100,9 @@ EXPIRED_TEXT = (
 
 
 INTERRUPTED_TEXT = f'Error: tool "{TOOL}" was interrupted; whether it took effect is unknown.'
+
+#: The service's text for a call whose tool failed (docs/design.md §3), which the adapter posts for a tool that raised.
+PUBLISH_FAILED = 'Error: tool "publish_page" failed.'
 
 
 def wait_for_status(client: Client, run_id: str, status: str, timeout: float = 15.0) -> None:

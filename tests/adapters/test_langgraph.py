@@ -16,6 +16,8 @@ from typing import Annotated, Any, TypedDict
 
 import pytest
 from conftest import (
+    ARGUMENTS,
+    EDITED,
     INTERRUPTED_TEXT,
     NEVER_BY_OWNER_TEXT,
     TOOL,
@@ -45,9 +47,6 @@ from approval_resume import AsyncClient, Client, approve_call
 from approval_resume.adapters import WorkerStep
 from approval_resume.adapters.langgraph import LangGraphWorker, current_idempotency_key
 from approval_resume.models import RunView
-
-ARGUMENTS = {"page": 12, "description": "Fresh bread daily."}
-EDITED = {"page": 12, "description": "Rye on Sundays."}
 
 
 class ScriptedChat(GenericFakeChatModel):
@@ -109,6 +108,15 @@ def suspend(on_loop: Run, worker: LangGraphWorker, owner: int) -> WorkerStep[Any
     step = on_loop(worker.start(owner, {"messages": [{"role": "user", "content": "Describe page 12."}]}))
     assert step.status == "suspended" and step.run is not None and step.run_id is not None
     return step
+
+
+def asking_twice(
+    on_loop: Run, worker_client: AsyncClient, ledger: Ledger, owner: int, checkpointer: InMemorySaver
+) -> tuple[ScriptedChat, LangGraphWorker, WorkerStep[Any]]:
+    """A worker whose model writes (call_1), writes again (call_2), then answers "Done.", suspended on the first."""
+    chat = model(write("call_1"), write("call_2"), AIMessage(content="Done."))
+    worker = LangGraphWorker(worker_client, agent(chat, ledger, checkpointer))
+    return chat, worker, suspend(on_loop, worker, owner)
 
 
 def test_an_interrupt_of_the_middleware_is_a_run_and_a_denial_reaches_the_model_as_the_exact_text(
@@ -182,9 +190,7 @@ def test_two_workers_resuming_at_once_run_the_tool_once_and_the_other_reports_th
 def test_a_turn_allowed_for_the_rest_of_the_run_goes_through_at_its_registration_without_a_click(
     on_loop: Run, worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int, checkpointer: InMemorySaver
 ) -> None:
-    chat = model(write("call_1"), write("call_2"), AIMessage(content="Done."))
-    worker = LangGraphWorker(worker_client, agent(chat, ledger, checkpointer))
-    step = suspend(on_loop, worker, owner)
+    chat, worker, step = asking_twice(on_loop, worker_client, ledger, owner, checkpointer)
     assert step.run is not None and step.run_id is not None
     assert remembered_for_the_run(decider, step.run, owner, approved=True)["status"] == "released"
     (rule,) = decider.list_run_rules(step.run_id)["rules"]
@@ -203,9 +209,7 @@ def test_a_turn_allowed_for_the_rest_of_the_run_goes_through_at_its_registration
 def test_a_turn_refused_for_the_rest_of_the_run_reaches_the_model_as_the_never_text_and_its_call_never_runs(
     on_loop: Run, worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int, checkpointer: InMemorySaver
 ) -> None:
-    chat = model(write("call_1"), write("call_2"), AIMessage(content="Done."))
-    worker = LangGraphWorker(worker_client, agent(chat, ledger, checkpointer))
-    step = suspend(on_loop, worker, owner)
+    chat, worker, step = asking_twice(on_loop, worker_client, ledger, owner, checkpointer)
     assert step.run is not None and step.run_id is not None
     remembered_for_the_run(decider, step.run, owner, approved=False, reason="skip")
 

@@ -23,9 +23,12 @@ from agents.result import RunResult
 from agents.tool_context import ToolContext
 from agents.testing import ModelCall, ScriptedModel, assistant_message, function_call
 from conftest import (
+    ARGUMENTS,
+    EDITED,
     EXPIRED_TEXT,
     INTERRUPTED_TEXT,
     NEVER_BY_OWNER_TEXT,
+    PUBLISH_FAILED,
     SHORT_LEASE_SECS,
     TOOL,
     Ledger,
@@ -45,11 +48,7 @@ from approval_resume.adapters import WorkerStep, openai_agents
 from approval_resume.adapters.openai_agents import OpenAIAgentsWorker, current_idempotency_key
 from approval_resume.models import JsonObject, RunView
 
-ARGUMENTS = {"page": 12, "description": "Fresh bread daily."}
-EDITED = {"page": 12, "description": "Rye on Sundays."}
 CONFIG = RunConfig(tracing_disabled=True)
-#: The service's text for a call whose tool failed (docs/design.md §3), which the adapter posts for a tool that raised.
-PUBLISH_FAILED = 'Error: tool "publish_page" failed.'
 
 
 def write(*call_ids: str) -> list[Any]:
@@ -87,13 +86,22 @@ def outputs(call: ModelCall | None) -> dict[str, str]:
     }
 
 
-def suspend(
-    on_loop: Run, client: AsyncClient, ledger: Ledger, owner: int, *call_ids: str
+def asking(
+    on_loop: Run, client: AsyncClient, ledger: Ledger, owner: int, *turns: list[Any]
 ) -> tuple[OpenAIAgentsWorker, ScriptedModel, WorkerStep[Any]]:
-    model = ScriptedModel([write(*(call_ids or ("call_write",))), [assistant_message("Done.")]])
+    """A worker whose model asks for the calls of `turns`, one turn after the other, then answers "Done.", and what
+    its start on the page's description came to."""
+    model = ScriptedModel([*turns, [assistant_message("Done.")]])
     worker = OpenAIAgentsWorker(client, agent(ledger, model), run_config=CONFIG)
     step = on_loop(worker.start(owner, "Write a meta description for page 12."))
     return worker, model, step
+
+
+def suspend(
+    on_loop: Run, client: AsyncClient, ledger: Ledger, owner: int, *call_ids: str
+) -> tuple[OpenAIAgentsWorker, ScriptedModel, WorkerStep[Any]]:
+    """`asking` with one turn: a write per id (`call_write` by default)."""
+    return asking(on_loop, client, ledger, owner, write(*(call_ids or ("call_write",))))
 
 
 def test_a_denial_by_the_owner_reaches_the_model_as_the_services_exact_text_and_nothing_runs(
@@ -239,9 +247,7 @@ def test_a_mixed_turn_runs_and_posts_the_released_call_then_resumes_with_the_den
 def test_a_model_that_asks_again_after_a_denial_appends_a_turn_which_an_approval_then_resumes(
     on_loop: Run, worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int
 ) -> None:
-    model = ScriptedModel([write("call_1"), write("call_2"), [assistant_message("Done.")]])
-    worker = OpenAIAgentsWorker(worker_client, agent(ledger, model), run_config=CONFIG)
-    step = on_loop(worker.start(owner, "Write a meta description for page 12."))
+    worker, model, step = asking(on_loop, worker_client, ledger, owner, write("call_1"), write("call_2"))
     assert step.run is not None and step.run_id is not None
     decider.deny(step.run_id, step.run["turn"]["digest"], owner)
     again = on_loop(worker.resume(step.run_id))
@@ -258,9 +264,7 @@ def test_a_model_that_asks_again_after_a_denial_appends_a_turn_which_an_approval
 def test_a_turn_allowed_for_the_rest_of_the_run_goes_through_at_its_registration_without_a_click(
     on_loop: Run, worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int
 ) -> None:
-    model = ScriptedModel([write("call_1"), write("call_2"), [assistant_message("Done.")]])
-    worker = OpenAIAgentsWorker(worker_client, agent(ledger, model), run_config=CONFIG)
-    step = on_loop(worker.start(owner, "Write a meta description for page 12."))
+    worker, model, step = asking(on_loop, worker_client, ledger, owner, write("call_1"), write("call_2"))
     assert step.status == "suspended" and step.run is not None and step.run_id is not None
     assert remembered_for_the_run(decider, step.run, owner, approved=True)["status"] == "released"
     (rule,) = decider.list_run_rules(step.run_id)["rules"]
@@ -280,9 +284,7 @@ def test_a_turn_allowed_for_the_rest_of_the_run_goes_through_at_its_registration
 def test_a_turn_refused_for_the_rest_of_the_run_reaches_the_model_as_the_never_text_and_its_call_never_runs(
     on_loop: Run, worker_client: AsyncClient, decider: Client, ledger: Ledger, owner: int
 ) -> None:
-    model = ScriptedModel([write("call_1"), write("call_2"), [assistant_message("Done.")]])
-    worker = OpenAIAgentsWorker(worker_client, agent(ledger, model), run_config=CONFIG)
-    step = on_loop(worker.start(owner, "Write a meta description for page 12."))
+    worker, model, step = asking(on_loop, worker_client, ledger, owner, write("call_1"), write("call_2"))
     assert step.run is not None and step.run_id is not None
     answer = remembered_for_the_run(decider, step.run, owner, approved=False, reason="skip")
     assert answer["results"][0]["content"] == NEVER_BY_OWNER_TEXT
@@ -390,9 +392,7 @@ def test_a_resume_whose_history_lost_the_decided_outputs_appends_no_turn(
     owner: int,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    model = ScriptedModel([write("call_1"), write("call_2"), [assistant_message("Done.")]])
-    worker = OpenAIAgentsWorker(worker_client, agent(ledger, model), run_config=CONFIG)
-    step = on_loop(worker.start(owner, "Write a meta description for page 12."))
+    worker, model, step = asking(on_loop, worker_client, ledger, owner, write("call_1"), write("call_2"))
     assert step.run is not None and step.run_id is not None
     decider.deny(step.run_id, step.run["turn"]["digest"], owner)
 

@@ -15,9 +15,12 @@ from typing import Any
 
 import pytest
 from conftest import (
+    ARGUMENTS,
+    EDITED,
     EXPIRED_TEXT,
     INTERRUPTED_TEXT,
     NEVER_BY_OWNER_TEXT,
+    PUBLISH_FAILED,
     TOOL,
     Ledger,
     Run,
@@ -37,11 +40,6 @@ from approval_resume import AsyncClient, Client, approve_call, deny_call
 from approval_resume.adapters import WorkerStep
 from approval_resume.adapters.pydantic_ai import PydanticAIWorker, current_idempotency_key
 from approval_resume.models import RunView
-
-ARGUMENTS = {"page": 12, "description": "Fresh bread daily."}
-EDITED = {"page": 12, "description": "Rye on Sundays."}
-#: The service's text for a call whose tool failed (docs/design.md §3), which the adapter posts for a tool that raised.
-PUBLISH_FAILED = 'Error: tool "publish_page" failed.'
 
 
 @dataclass

@@ -6,53 +6,32 @@
 // Remembered decisions (§18): a turn the service answers already decided (a rule approved or denied every call) goes
 // straight on, in generateText and streamText, within the worker's bound.
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
+import { after, test } from "node:test";
 
 import { type ToolSet, jsonSchema, stepCountIs, tool } from "ai";
-import { ApprovalResumeClient } from "approval-resume";
 import { AiSdkWorker, currentIdempotencyKey } from "approval-resume/ai-sdk";
 
+import { AGAIN, PAGE, newOwner, ownerApprovesWrites } from "./support/adapters.js";
+import { startWithCallers } from "./support/callers.js";
 import { type Prompt, callTool, say, scriptedModel } from "./support/model.js";
-import { newUid } from "./support/runs.js";
-import { READ_TOOL, type Service, WRITE_TOOL, startService } from "./support/service.js";
+import {
+    assertAllowedForTheRun,
+    assertBoundToOneDecidedTurn,
+    assertDecidedAtRegistration,
+    assertRefusedForTheRun,
+} from "./support/remembered.js";
+import { READ_TOOL, WRITE_TOOL } from "./support/service.js";
+import { DENIED_BY_OWNER, EDITED_BY_OWNER, NEVER_BY_OWNER } from "./support/texts.js";
 
-/** docs/design.md §3: the owner's own denial of a call, no reason. */
-const DENIED_BY_OWNER = (tool: string) =>
-    `Error: approval_denied (decided_by: run_owner). The approval for tool "${tool}" was declined by the user who ` +
-    "started this run, the person you are talking to. Nothing was executed. Tell them that they declined the " +
-    "approval themselves, not the system or an operator, and ask whether the change should be proposed again.";
-
-/** docs/design.md §3: the edit note of the owner's own edit. */
-const EDITED_BY_OWNER = (args: string) =>
-    "Note: approval_edited (decided_by: run_owner). The arguments of this call were changed before it was " +
-    "approved, by the user who started this run, the person you are talking to; it ran with these arguments " +
-    `instead of the ones you proposed: ${args}`;
-
-const PAGE = { page: 12, description: "Fresh bread daily." };
 /** The lease the service gives a claim in these tests: its lower bound, so a tool that outlasts it is quick to show. */
 const CLAIM_TTL_SECS = 5;
 
-let service: Service;
-let client: ApprovalResumeClient;
-let tasks: ApprovalResumeClient;
-
-before(async () => {
-    service = await startService(
-        {
-            worker: ["users:write", "runs:write", "runs:read"],
-            tasks: ["approvals:read", "runs:read", "decisions:write"],
-        },
-        "ai-sdk",
-        // Tool events keep their results, so the audit shows what the worker posted.
-        { PRIVACY_LEVEL: "full", WORKER_CLAIM_TTL_SECS: String(CLAIM_TTL_SECS) },
-    );
-    client = new ApprovalResumeClient({ baseUrl: service.baseUrl, credential: service.keys.worker! });
-    tasks = new ApprovalResumeClient({ baseUrl: service.baseUrl, credential: service.keys.tasks! });
-});
-
-after(async () => {
-    await service?.stop();
-});
+const { service, worker: client, tasks } = await startWithCallers(
+    "ai-sdk",
+    // Tool events keep their results, so the audit shows what the worker posted.
+    { PRIVACY_LEVEL: "full", WORKER_CLAIM_TTL_SECS: String(CLAIM_TTL_SECS) },
+);
+after(() => service.stop());
 
 interface Ran {
     input: { page: number; description?: string };
@@ -96,11 +75,7 @@ function toolResultsOf(prompt: Prompt): unknown[] {
         : [];
 }
 
-async function owner(): Promise<number> {
-    const uid = newUid();
-    await client.putUser(uid, { username: "ada", is_admin: false, can_approve_others: false, disabled: false });
-    return uid;
-}
+const owner = () => newOwner(client);
 
 async function suspended<TOOLS extends ToolSet>(worker: AiSdkWorker<TOOLS>, uid: number) {
     const step = await worker.start({ ownerUid: uid, messages: [{ role: "user", content: "Describe page 12." }] });
@@ -356,25 +331,16 @@ test("a model that asks again after a verdict appends a turn, which the next dec
     assert.equal(prompts.length, 4);
 });
 
-/** docs/design.md §3: the owner's own denial of a write with the reason `skip`, as a "never" rule gives it. */
-const NEVER_BY_OWNER = (tool: string) =>
-    `Error: approval_denied (decided_by: run_owner, reason: skip). The approval for tool "${tool}" was declined by the ` +
-    "user who started this run, the person you are talking to. Nothing was executed. Tell them that they declined " +
-    "the approval themselves, not the system or an operator, and do not propose this change again.";
-
-const AGAIN = { page: 12, description: "Bread, fresh every morning." };
-
 /**
- * The model calls the write, then calls it again once it has the first result, then answers; the person approves
- * the first call for the rest of the run, so the second goes through at once.
+ * A run of `uid` suspended on the model's write of PAGE (call_1); asked again, the model writes AGAIN (call_2), then
+ * answers `answer`. With `stream`, the worker streams each model step into `streams`.
  */
-async function allowedForTheRun(stream: boolean) {
-    const uid = await owner();
+async function writingTwice(uid: number, answer: string, stream = false) {
     const { tools, ran, toolApproval } = pageTools();
     const { model, prompts } = scriptedModel([
         callTool("call_1", WRITE_TOOL, PAGE),
         callTool("call_2", WRITE_TOOL, AGAIN),
-        say("Both written."),
+        say(answer),
     ]);
     const streams: unknown[] = [];
     const worker = new AiSdkWorker({
@@ -382,28 +348,22 @@ async function allowedForTheRun(stream: boolean) {
         settings: { model, tools, toolApproval },
         ...(stream ? { stream: (result: unknown) => void streams.push(result) } : {}),
     });
-    const step = await suspended(worker, uid);
+    return { ran, prompts, streams, worker, step: await suspended(worker, uid) };
+}
+
+/**
+ * The model calls the write, then calls it again once it has the first result, then answers; the person approves
+ * the first call for the rest of the run, so the second goes through at once.
+ */
+async function allowedForTheRun(stream: boolean) {
+    const uid = await owner();
+    const { ran, prompts, streams, worker, step } = await writingTwice(uid, "Both written.", stream);
     await tasks.approveTurn(step.runId, step.run.turn.digest, { deciderUid: uid, remember: "run" });
 
     const done = await worker.resume(step.runId);
     assert.ok(done.status === "finished", `resumed: ${done.status}`);
     assert.equal(done.text, "Both written.");
-    assert.deepEqual(
-        ran,
-        [
-            { input: PAGE, key: `${step.runId}:call_1` },
-            { input: AGAIN, key: `${step.runId}:call_2` },
-        ],
-        "the tool ran once per turn, the second without a click",
-    );
-    const [rule] = await tasks.listRunRules(step.runId);
-    assert.deepEqual([rule?.tool, rule?.verdict, rule?.created_by], [WRITE_TOOL, "approve", uid]);
-    const run = await client.getRun(step.runId);
-    assert.deepEqual([run.status, run.turn.index], ["completed", 1]);
-    assert.deepEqual(run.decision?.calls.map((call) => [call.call_id, call.approved, call.rule_id]), [
-        ["call_2", true, rule!.id],
-    ]);
-    assert.equal(run.decision?.decider_uid, uid, "the rule decided as its author");
+    await assertAllowedForTheRun(client, tasks, step.runId, uid, ran);
     assert.deepEqual(toolResultsOf(prompts[2]!), [
         { toolCallId: "call_2", toolName: WRITE_TOOL, output: { type: "text", value: JSON.stringify({ updated: 12 }) } },
     ]);
@@ -423,14 +383,7 @@ test("a turn approved for the rest of the run lets the model's next call of the 
 
 test("a turn denied with 'never' for the run denies the model's next call at once: the model reads the exact text and nothing ran", async () => {
     const uid = await owner();
-    const { tools, ran, toolApproval } = pageTools();
-    const { model, prompts } = scriptedModel([
-        callTool("call_1", WRITE_TOOL, PAGE),
-        callTool("call_2", WRITE_TOOL, AGAIN),
-        say("I will leave the page as it is."),
-    ]);
-    const worker = new AiSdkWorker({ client, settings: { model, tools, toolApproval } });
-    const step = await suspended(worker, uid);
+    const { ran, prompts, worker, step } = await writingTwice(uid, "I will leave the page as it is.");
     await tasks.denyTurn(step.runId, step.run.turn.digest, { deciderUid: uid, reason: "skip", remember: "run" });
 
     const done = await worker.resume(step.runId);
@@ -438,23 +391,12 @@ test("a turn denied with 'never' for the run denies the model's next call at onc
     assert.deepEqual(toolResultsOf(prompts[2]!), [
         { toolCallId: "call_2", toolName: WRITE_TOOL, output: { type: "execution-denied", reason: NEVER_BY_OWNER(WRITE_TOOL) } },
     ]);
-    assert.deepEqual(ran, [], "neither call ran");
-    const [rule] = await tasks.listRunRules(step.runId);
-    const run = await client.getRun(step.runId);
-    assert.deepEqual(run.decision?.calls.map((call) => [call.call_id, call.approved, call.rule_id]), [
-        ["call_2", false, rule!.id],
-    ]);
+    await assertRefusedForTheRun(client, tasks, step.runId, ran);
 });
 
 test("an owner rule made before the run decides its registration, and start goes straight on to the model's answer", async () => {
     const uid = await owner();
-    const rule = await tasks.makeOwnerRule({
-        owner_uid: uid,
-        created_by: uid,
-        tool: WRITE_TOOL,
-        verdict: "approve",
-        expires_at: new Date(Date.now() + 86_400_000).toISOString(),
-    });
+    const rule = await ownerApprovesWrites(tasks, uid);
     const { tools, ran, toolApproval } = pageTools();
     const { model } = scriptedModel([callTool("call_o", WRITE_TOOL, PAGE), say("Written.")]);
     const worker = new AiSdkWorker({ client, settings: { model, tools, toolApproval } });
@@ -462,10 +404,7 @@ test("an owner rule made before the run decides its registration, and start goes
     const done = await worker.start({ ownerUid: uid, messages: [{ role: "user", content: "Describe page 12." }] });
     assert.ok(done.status === "finished" && done.runId !== null, `started: ${done.status}`);
     assert.equal(done.text, "Written.");
-    assert.deepEqual(ran, [{ input: PAGE, key: `${done.runId}:call_o` }]);
-    const run = await client.getRun(done.runId);
-    assert.equal(run.status, "completed");
-    assert.deepEqual(run.decision?.calls.map((call) => call.rule_id), [rule.id]);
+    await assertDecidedAtRegistration(client, done.runId, rule, ran);
 });
 
 test("turns decided at once go on no further than maxDecidedTurns in one call, and resume takes the run on from there", async () => {
@@ -480,15 +419,7 @@ test("turns decided at once go on no further than maxDecidedTurns in one call, a
     const worker = new AiSdkWorker({ client, settings: { model, tools, toolApproval }, maxDecidedTurns: 1 });
     const step = await suspended(worker, uid);
     await tasks.approveTurn(step.runId, step.run.turn.digest, { deciderUid: uid, remember: "run" });
-
-    const stopped = await worker.resume(step.runId);
-    assert.ok(stopped.status === "decided", `resumed: ${stopped.status}`);
-    assert.deepEqual([stopped.run.status, stopped.run.turn.index], ["released", 2]);
-    assert.equal(ran.length, 2, "the first turn and one decided at once ran; the third waits for resume");
-
-    const done = await worker.resume(step.runId);
-    assert.ok(done.status === "finished");
-    assert.equal(ran.length, 3);
+    await assertBoundToOneDecidedTurn(() => worker.resume(step.runId), ran);
     for (const unbounded of [0.5, -1, Number.NaN, Number.POSITIVE_INFINITY]) {
         assert.throws(
             () => new AiSdkWorker({ client, settings: { model, tools, toolApproval }, maxDecidedTurns: unbounded }),

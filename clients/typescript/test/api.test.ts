@@ -2,19 +2,15 @@
 // (with an edit) through the loopback executor, the model input, turns, cancel and complete, the audit, and the
 // refusals as ApiError.
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
+import { after, test } from "node:test";
 
-import { ApiError, ApprovalResumeClient, type Verdict } from "approval-resume";
+import { ApprovalResumeClient, type Verdict } from "approval-resume";
 
+import { refusal, startWithCallers } from "./support/callers.js";
 import { executorContent } from "./support/executor.js";
 import { READ_ARGUMENTS, WRITE_ARGUMENTS, newRunId, newUid, register } from "./support/runs.js";
-import { READ_TOOL, type Service, WRITE_TOOL, startService } from "./support/service.js";
-
-/** docs/design.md §3: the owner's own denial of a call, no reason. */
-const DENIED_BY_OWNER = (tool: string) =>
-    `Error: approval_denied (decided_by: run_owner). The approval for tool "${tool}" was declined by the user who ` +
-    "started this run, the person you are talking to. Nothing was executed. Tell them that they declined the " +
-    "approval themselves, not the system or an operator, and ask whether the change should be proposed again.";
+import { READ_TOOL, WRITE_TOOL } from "./support/service.js";
+import { DENIED_BY_OWNER } from "./support/texts.js";
 
 /** docs/design.md §3: another user's denial of a write, reason variant. */
 const DENIED_BY_OTHER_VARIANT =
@@ -28,38 +24,9 @@ const EDITED_BY_OTHER = (args: string) =>
     "approved, by another backend user, not the person you are talking to; it ran with these arguments instead of " +
     `the ones you proposed: ${args}`;
 
-let service: Service;
-let worker: ApprovalResumeClient;
-let tasks: ApprovalResumeClient;
-
-before(async () => {
-    service = await startService(
-        {
-            // The agent worker, the AI Tasks module and ops, as the README's "Who calls what" gives them keys.
-            worker: ["users:write", "runs:write", "runs:read"],
-            tasks: ["approvals:read", "runs:read", "decisions:write"],
-            ops: ["metrics:read"],
-        },
-        "api",
-    );
-    worker = new ApprovalResumeClient({ baseUrl: service.baseUrl, credential: service.keys.worker! });
-    tasks = new ApprovalResumeClient({ baseUrl: service.baseUrl, credential: service.keys.tasks! });
-});
-
-after(async () => {
-    await service?.stop();
-});
-
-async function refusal(request: Promise<unknown>): Promise<ApiError> {
-    try {
-        await request;
-    } catch (error) {
-        assert.ok(error instanceof ApiError, `an ApiError, not ${String(error)}`);
-        assert.match(error.requestId ?? "", /^[0-9a-f-]{36}$/, "every problem carries the request id");
-        return error;
-    }
-    assert.fail("the request succeeded");
-}
+// The agent worker, the AI Tasks module and ops, as the README's "Who calls what" gives them keys.
+const { service, worker, tasks } = await startWithCallers("api", {}, { ops: ["metrics:read"] });
+after(() => service.stop());
 
 test("a user is upserted, a run registered once, and another body under its id refused run_exists", async () => {
     const owner = newUid();

@@ -6,54 +6,32 @@
 // bare output; two workers resuming at once run it once. Remembered decisions (§18): a turn the service answers
 // already decided (a rule approved or denied every call) goes straight on, within the worker's bound.
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
+import { after, test } from "node:test";
 
 import { Agent, type AgentInputItem, tool } from "@openai/agents";
 import { ScriptedModel, assistantMessage, functionCall } from "@openai/agents/testing";
-import { ApprovalResumeClient } from "approval-resume";
 import { OpenAIAgentsWorker, currentIdempotencyKey } from "approval-resume/openai-agents";
 import { z } from "zod";
 
-import { newUid } from "./support/runs.js";
-import { READ_TOOL, type Service, WRITE_TOOL, startService } from "./support/service.js";
-
-/** docs/design.md §3: the owner's own denial of a call, no reason. */
-const DENIED_BY_OWNER = (tool: string) =>
-    `Error: approval_denied (decided_by: run_owner). The approval for tool "${tool}" was declined by the user who ` +
-    "started this run, the person you are talking to. Nothing was executed. Tell them that they declined the " +
-    "approval themselves, not the system or an operator, and ask whether the change should be proposed again.";
-
-/** docs/design.md §3: the edit note of the owner's own edit. */
-const EDITED_BY_OWNER = (args: string) =>
-    "Note: approval_edited (decided_by: run_owner). The arguments of this call were changed before it was " +
-    "approved, by the user who started this run, the person you are talking to; it ran with these arguments " +
-    `instead of the ones you proposed: ${args}`;
+import { AGAIN, PAGE, newOwner, ownerApprovesWrites } from "./support/adapters.js";
+import { startWithCallers } from "./support/callers.js";
+import {
+    assertAllowedForTheRun,
+    assertBoundToOneDecidedTurn,
+    assertDecidedAtRegistration,
+    assertRefusedForTheRun,
+} from "./support/remembered.js";
+import { READ_TOOL, WRITE_TOOL } from "./support/service.js";
+import { DENIED_BY_OWNER, EDITED_BY_OWNER, NEVER_BY_OWNER } from "./support/texts.js";
 
 /** No tracing: the tests have no OpenAI key to export traces with. */
 const runConfig = { tracingDisabled: true };
 
-const PAGE = { page: 12, description: "Fresh bread daily." };
-
-let service: Service;
-let client: ApprovalResumeClient;
-let tasks: ApprovalResumeClient;
-
-before(async () => {
-    service = await startService(
-        {
-            worker: ["users:write", "runs:write", "runs:read"],
-            tasks: ["approvals:read", "runs:read", "decisions:write"],
-        },
-        "openai-agents",
-        { PRIVACY_LEVEL: "full", WORKER_CLAIM_TTL_SECS: "5" },
-    );
-    client = new ApprovalResumeClient({ baseUrl: service.baseUrl, credential: service.keys.worker! });
-    tasks = new ApprovalResumeClient({ baseUrl: service.baseUrl, credential: service.keys.tasks! });
+const { service, worker: client, tasks } = await startWithCallers("openai-agents", {
+    PRIVACY_LEVEL: "full",
+    WORKER_CLAIM_TTL_SECS: "5",
 });
-
-after(async () => {
-    await service?.stop();
-});
+after(() => service.stop());
 
 interface Ran {
     input: { page: number; description: string };
@@ -103,11 +81,7 @@ function resultRead(model: ScriptedModel, index: number, callId: string): string
     return part.type === "text" && part.text !== undefined ? part.text : JSON.stringify(output);
 }
 
-async function owner(): Promise<number> {
-    const uid = newUid();
-    await client.putUser(uid, { username: "ada", is_admin: false, can_approve_others: false, disabled: false });
-    return uid;
-}
+const owner = () => newOwner(client);
 
 async function suspended(worker: OpenAIAgentsWorker, uid: number) {
     const step = await worker.start({ ownerUid: uid, input: "Describe page 12." });
@@ -250,77 +224,48 @@ test("a new interruption after the verdict appends a turn, which the next decisi
     assert.deepEqual(ran.map((call) => call.input), [{ page: 12, description: "Bread, fresh daily." }]);
 });
 
-/** docs/design.md §3: the owner's own denial of a write with the reason `skip`, as a "never" rule gives it. */
-const NEVER_BY_OWNER = (tool: string) =>
-    `Error: approval_denied (decided_by: run_owner, reason: skip). The approval for tool "${tool}" was declined by the ` +
-    "user who started this run, the person you are talking to. Nothing was executed. Tell them that they declined " +
-    "the approval themselves, not the system or an operator, and do not propose this change again.";
-
-const AGAIN = { page: 12, description: "Bread, fresh every morning." };
-
-test("a turn approved for the rest of the run lets the agent's next call of the tool run at once, without a click", async () => {
-    const uid = await owner();
+/**
+ * A run of `uid` suspended on the model's write of PAGE (call_1); asked again, the model writes AGAIN (call_2), then
+ * answers `answer`.
+ */
+async function writingTwice(uid: number, answer: string) {
     const model = new ScriptedModel([
         [functionCall(WRITE_TOOL, PAGE, { callId: "call_1" })],
         [functionCall(WRITE_TOOL, AGAIN, { callId: "call_2" })],
-        [assistantMessage("Both written.")],
+        [assistantMessage(answer)],
     ]);
     const { agent, ran } = pageAgent(model);
     const worker = new OpenAIAgentsWorker({ client, agent, runConfig });
-    const step = await suspended(worker, uid);
+    return { model, ran, worker, step: await suspended(worker, uid) };
+}
+
+test("a turn approved for the rest of the run lets the agent's next call of the tool run at once, without a click", async () => {
+    const uid = await owner();
+    const { model, ran, worker, step } = await writingTwice(uid, "Both written.");
     await tasks.approveTurn(step.runId, step.run.turn.digest, { deciderUid: uid, remember: "run" });
 
     const done = await worker.resume(step.runId);
     assert.ok(done.status === "finished", `resumed: ${done.status}`);
     assert.equal(done.finalOutput, "Both written.");
-    assert.deepEqual(
-        ran,
-        [
-            { input: PAGE, key: `${step.runId}:call_1` },
-            { input: AGAIN, key: `${step.runId}:call_2` },
-        ],
-        "the tool ran once per turn, the second without a click",
-    );
-    const [rule] = await tasks.listRunRules(step.runId);
-    assert.deepEqual([rule?.tool, rule?.verdict, rule?.created_by], [WRITE_TOOL, "approve", uid]);
-    const run = await client.getRun(step.runId);
-    assert.deepEqual([run.status, run.turn.index], ["completed", 1]);
-    assert.deepEqual(run.decision?.calls.map((call) => [call.call_id, call.approved, call.rule_id]), [
-        ["call_2", true, rule!.id],
-    ]);
+    await assertAllowedForTheRun(client, tasks, step.runId, uid, ran);
     assert.equal(resultRead(model, 2, "call_2"), "updated page 12");
     assert.equal(model.calls.length, 3, "the released steps never called the model");
 });
 
 test("a turn denied with 'never' for the run denies the agent's next call at once: the model reads the exact text and nothing ran", async () => {
     const uid = await owner();
-    const model = new ScriptedModel([
-        [functionCall(WRITE_TOOL, PAGE, { callId: "call_1" })],
-        [functionCall(WRITE_TOOL, AGAIN, { callId: "call_2" })],
-        [assistantMessage("I will leave the page as it is.")],
-    ]);
-    const { agent, ran } = pageAgent(model);
-    const worker = new OpenAIAgentsWorker({ client, agent, runConfig });
-    const step = await suspended(worker, uid);
+    const { model, ran, worker, step } = await writingTwice(uid, "I will leave the page as it is.");
     await tasks.denyTurn(step.runId, step.run.turn.digest, { deciderUid: uid, reason: "skip", remember: "run" });
 
     const done = await worker.resume(step.runId);
     assert.ok(done.status === "finished", `resumed: ${done.status}`);
     assert.equal(resultRead(model, 2, "call_2"), NEVER_BY_OWNER(WRITE_TOOL));
-    assert.deepEqual(ran, [], "neither call ran");
-    const [rule] = await tasks.listRunRules(step.runId);
-    assert.deepEqual((await client.getRun(step.runId)).decision?.calls.map((call) => call.rule_id), [rule!.id]);
+    await assertRefusedForTheRun(client, tasks, step.runId, ran);
 });
 
 test("an owner rule made before the run decides its registration, and start goes straight on to the final output", async () => {
     const uid = await owner();
-    const rule = await tasks.makeOwnerRule({
-        owner_uid: uid,
-        created_by: uid,
-        tool: WRITE_TOOL,
-        verdict: "approve",
-        expires_at: new Date(Date.now() + 86_400_000).toISOString(),
-    });
+    const rule = await ownerApprovesWrites(tasks, uid);
     const model = new ScriptedModel([[functionCall(WRITE_TOOL, PAGE, { callId: "call_o" })], [assistantMessage("Written.")]]);
     const { agent, ran } = pageAgent(model);
     const worker = new OpenAIAgentsWorker({ client, agent, runConfig });
@@ -328,10 +273,7 @@ test("an owner rule made before the run decides its registration, and start goes
     const done = await worker.start({ ownerUid: uid, input: "Describe page 12." });
     assert.ok(done.status === "finished" && done.runId !== null, `started: ${done.status}`);
     assert.equal(done.finalOutput, "Written.");
-    assert.deepEqual(ran, [{ input: PAGE, key: `${done.runId}:call_o` }]);
-    const run = await client.getRun(done.runId);
-    assert.equal(run.status, "completed");
-    assert.deepEqual(run.decision?.calls.map((call) => call.rule_id), [rule.id]);
+    await assertDecidedAtRegistration(client, done.runId, rule, ran);
 });
 
 test("turns decided at once go on no further than maxDecidedTurns in one call, and resume takes the run on from there", async () => {
@@ -346,13 +288,5 @@ test("turns decided at once go on no further than maxDecidedTurns in one call, a
     const worker = new OpenAIAgentsWorker({ client, agent, runConfig, maxDecidedTurns: 1 });
     const step = await suspended(worker, uid);
     await tasks.approveTurn(step.runId, step.run.turn.digest, { deciderUid: uid, remember: "run" });
-
-    const stopped = await worker.resume(step.runId);
-    assert.ok(stopped.status === "decided", `resumed: ${stopped.status}`);
-    assert.deepEqual([stopped.run.status, stopped.run.turn.index], ["released", 2]);
-    assert.equal(ran.length, 2, "the first turn and one decided at once ran; the third waits for resume");
-
-    const done = await worker.resume(step.runId);
-    assert.ok(done.status === "finished");
-    assert.equal(ran.length, 3);
+    await assertBoundToOneDecidedTurn(() => worker.resume(step.runId), ran);
 });

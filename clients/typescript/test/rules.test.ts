@@ -2,42 +2,16 @@
 // an owner, listed by run and by owner, deciding a turn registered after them at once as their author would (the
 // decision names each rule), revoked; a decision remembered as rules; and the refusals as ApiErrors with their codes.
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
+import { after, test } from "node:test";
 
-import { ApiError, ApprovalResumeClient, type ChatMessage, type TurnDecideOptions } from "approval-resume";
+import type { ApprovalResumeClient, ChatMessage, TurnDecideOptions } from "approval-resume";
 
+import { refusal, startWithCallers } from "./support/callers.js";
 import { READ_ARGUMENTS, newRunId, newUid, register } from "./support/runs.js";
-import { READ_TOOL, type Service, WRITE_TOOL, startService } from "./support/service.js";
+import { READ_TOOL, WRITE_TOOL } from "./support/service.js";
 
-let service: Service;
-let worker: ApprovalResumeClient;
-let tasks: ApprovalResumeClient;
-
-before(async () => {
-    service = await startService(
-        {
-            worker: ["users:write", "runs:write", "runs:read"],
-            tasks: ["approvals:read", "runs:read", "decisions:write"],
-        },
-        "rules",
-    );
-    worker = new ApprovalResumeClient({ baseUrl: service.baseUrl, credential: service.keys.worker! });
-    tasks = new ApprovalResumeClient({ baseUrl: service.baseUrl, credential: service.keys.tasks! });
-});
-
-after(async () => {
-    await service?.stop();
-});
-
-async function refusal(request: Promise<unknown>): Promise<ApiError> {
-    try {
-        await request;
-    } catch (error) {
-        assert.ok(error instanceof ApiError, `an ApiError, not ${String(error)}`);
-        return error;
-    }
-    assert.fail("the request succeeded");
-}
+const { service, worker, tasks } = await startWithCallers("rules");
+after(() => service.stop());
 
 async function user(name = "ada"): Promise<number> {
     const uid = newUid();
