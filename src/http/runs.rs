@@ -22,10 +22,11 @@ use crate::domain::token_view::Reader;
 use crate::domain::transcript::{self, PendingCall, is_valid_tool_name};
 use crate::domain::transcript_text::TranscriptText;
 use crate::domain::vocabulary::{Effect, ExecutorKind, PrivacyLevel, RunStatus};
-use crate::resume::{Actor, remembered};
+use crate::resume::Actor;
+use crate::resume::remembered::{self, RegisteredTurn};
 use crate::state::AppState;
 use crate::storage::runs::{self, CallRow, DeclaredTool, Expiry, NewRun, RunRow};
-use crate::storage::{claims, decision_record, outbox, pending_rules, users};
+use crate::storage::{claims, decision_record, outbox, pending_rules, remembered_rules};
 use chrono::{DateTime, Utc};
 
 #[derive(Debug, Deserialize, Serialize)]
@@ -200,16 +201,24 @@ pub async fn register_run(
         .map_err(|error| ApiError::unprocessable("invalid_body", error.to_string()))?;
     let with_effects = with_effects(&state, &declared, checked.calls);
 
+    let tools: Vec<&str> = with_effects
+        .iter()
+        .map(|(call, _)| call.name.as_str())
+        .collect();
     let mut tx = state.pool.begin().await?;
-    if body.owner_uid >= 1
-        && users::find(&mut *tx, &caller.tenant, body.owner_uid)
-            .await?
-            .is_none()
-    {
-        return Err(ApiError::unprocessable(
-            "unknown_owner",
-            "owner_uid names no backend user; PUT /v1/users/{uid} first",
-        ));
+    // The owner checked, and their rules looked for, in one statement; a service run (owner 0) has neither.
+    let mut owner_ruled = false;
+    if body.owner_uid >= 1 {
+        let owner =
+            remembered_rules::owner_of_new_run(&mut tx, &caller.tenant, body.owner_uid, &tools)
+                .await?;
+        if !owner.known {
+            return Err(ApiError::unprocessable(
+                "unknown_owner",
+                "owner_uid names no backend user; PUT /v1/users/{uid} first",
+            ));
+        }
+        owner_ruled = owner.ruled;
     }
     let digest = transcript::turn_digest(
         &with_effects
@@ -235,17 +244,13 @@ pub async fn register_run(
     };
     runs::insert_calls(&mut tx, state.pool.sealer(), run.id, 0, &with_effects).await?;
     worker_state::store_registered(&mut tx, &state, run.id, body.worker_state.as_ref()).await?;
-    let tools: Vec<&str> = with_effects
-        .iter()
-        .map(|(call, _)| call.name.as_str())
-        .collect();
     let by_rules = remembered::decide_by_rules(
         &mut tx,
         &state.resumer,
         &actor_of(&caller),
         &run,
         &tools,
-        true,
+        RegisteredTurn::NewRun { owner_ruled },
     )
     .await?;
     if by_rules.is_none() {

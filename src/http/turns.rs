@@ -18,7 +18,8 @@ use crate::domain::native_input;
 use crate::domain::token_view::Reader;
 use crate::domain::transcript;
 use crate::domain::vocabulary::{Effect, RunStatus};
-use crate::resume::{load_turn, remembered};
+use crate::resume::load_turn;
+use crate::resume::remembered::{self, RegisteredTurn};
 use crate::state::AppState;
 use crate::storage::{StorageError, outbox, runs};
 
@@ -173,7 +174,7 @@ pub async fn append_turn(
         &actor_of(&caller),
         &run,
         &tools,
-        false,
+        RegisteredTurn::NextTurn,
     )
     .await?;
     if by_rules.is_none() {

@@ -29,24 +29,34 @@ impl RuleDecision {
     }
 }
 
+/// Which turn is registered, and so which rules may apply to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RegisteredTurn {
+    /// A new run's first turn: no run-scope rule can exist yet. `owner_ruled`: whether its owner has a live
+    /// owner-scope rule for one of its tools, as the registration's owner check read it
+    /// (`remembered_rules::owner_of_new_run`); without one, no rule is read.
+    NewRun { owner_ruled: bool },
+    /// A later turn of a run (`POST /turns`): the run's rules and its owner's.
+    NextTurn,
+}
+
 /// The turn just registered on `run` (locked, or inserted, by the caller's transaction), whose pending calls are of
 /// `tools`: decided by the rules of one author when they cover it whole, recorded through `conn`; `None` when it
-/// waits for a person (the caller then records `run.waiting`). `new_run`: a registration, where no run-scope rule can
-/// exist yet.
+/// waits for a person (the caller then records `run.waiting`).
 pub async fn decide_by_rules(
     conn: &mut PgConnection,
     resumer: &Resumer,
     actor: &Actor,
     run: &RunRow,
     tools: &[&str],
-    new_run: bool,
+    turn: RegisteredTurn,
 ) -> Result<Option<RuleDecision>, ResumeError> {
-    // A service run's new registration has no rule that could apply: not even the read is made.
-    if new_run && run.owner_uid < 1 {
+    // A new run whose owner has no live rule for its tools (a service run never has one): not even the read is made.
+    if turn == (RegisteredTurn::NewRun { owner_ruled: false }) {
         return Ok(None);
     }
     let sealer = resumer.pool.sealer();
-    let run_id = (!new_run).then_some(run.id);
+    let run_id = (turn == RegisteredTurn::NextTurn).then_some(run.id);
     let rules = remembered_rules::live_for_turn(
         &mut *conn,
         sealer,

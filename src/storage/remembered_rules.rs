@@ -175,6 +175,41 @@ pub async fn of_owner(
     rows.iter().map(|row| rule_row(sealer, row)).collect()
 }
 
+/// What a new run's registration needs to know of its owner, in one statement: whether the owner is a known user,
+/// and whether any live `owner`-scope rule of theirs names one of `tools` (a new run has no `run`-scope rule). When
+/// none does, the registration reads no rule at all: a registration without rules costs the statements it did before
+/// rules existed (docs/design.md §18, "Cost"). A rule made or revoked after this read and before the registration
+/// commits is a race either outcome of which §18 allows; a revocation's guarantee holds because a registration that
+/// finds rules reads them again, share-locked ([`live_for_turn`]).
+pub async fn owner_of_new_run(
+    conn: &mut PgConnection,
+    tenant: &str,
+    owner_uid: i64,
+    tools: &[&str],
+) -> Result<OwnerOfNewRun, StorageError> {
+    let (known, ruled) = sql::query_as::<(bool, bool)>(
+        "select exists (select 1 from backend_users where tenant = $1 and uid = $2),
+                exists (select 1 from remembered_rules r
+                        where r.scope = 'owner' and r.tenant = $1 and r.owner_uid = $2 and r.tool = any($3)
+                          and r.revoked_at is null and r.expires_at > now())",
+    )
+    .bind(tenant)
+    .bind(owner_uid)
+    .bind(tools)
+    .fetch_one(conn)
+    .await?;
+    Ok(OwnerOfNewRun { known, ruled })
+}
+
+/// The answer of [`owner_of_new_run`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OwnerOfNewRun {
+    /// The owner is a user of the tenant.
+    pub known: bool,
+    /// Some live owner-scope rule of theirs names a tool of the turn.
+    pub ruled: bool,
+}
+
 /// The live rules that may decide a turn of `run_id` (none yet at a registration) owned by `owner_uid`, for these
 /// tools, each with its author's row: one indexed read (`remembered_rules_run`, `remembered_rules_owner`), never a
 /// scan of the tenant's rules. The rules found are share-locked until the caller's transaction ends, so a revocation
