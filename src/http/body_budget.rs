@@ -8,10 +8,9 @@
 //! large bodies never hold up a decision. A request whose share is taken waits up to [`WAIT`], then is answered 503
 //! `too_many_body_bytes` with `Retry-After`, its body still unread.
 //!
-//! A large body's handler runs on a thread of its own at a lower priority ([`Admitted::spawn`],
-//! [`large_body_threads`]): parsing, hashing and checking megabytes of JSON hold a CPU for hundreds of milliseconds,
-//! which on one of the runtime's few workers would hold up every small request queued behind it. The budget bounds
-//! how many such threads are busy.
+//! A large body's handler runs on a thread of the blocking pool ([`Admitted::spawn`]): parsing, hashing and checking
+//! megabytes of JSON hold a CPU for hundreds of milliseconds, which on one of the runtime's few workers would hold up
+//! every small request queued behind it. The budget bounds how many such threads there are.
 //!
 //! The weighing comes before the key is checked, as the connection bound does: it reads nothing, and a stranger's
 //! weight is held only until the key is refused, before the body is read.
@@ -24,11 +23,11 @@ use axum::http::header::CONNECTION;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use http_body::SizeHint;
+use tokio::runtime::Handle;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
 use super::error::ApiError;
-use super::large_body_threads;
 use crate::domain::limits::{SMALL_BODY_BYTES, large_body_share};
 use crate::state::Limits;
 
@@ -117,11 +116,14 @@ impl Admitted {
                 drop(permit);
                 output
             }),
-            Admitted::Large(permit) => large_body_threads::spawn(async move {
-                let output = handler.await;
-                drop(permit);
-                output
-            }),
+            Admitted::Large(permit) => {
+                let runtime = Handle::current();
+                tokio::task::spawn_blocking(move || {
+                    let output = runtime.block_on(handler);
+                    drop(permit);
+                    output
+                })
+            }
         }
     }
 }
