@@ -499,8 +499,8 @@ async fn registrations(
             alt.base_label
         ),
         _ => "statements per registration: not counted here (the server does not load pg_stat_statements: \
-              shared_preload_libraries); tests/round_trips.rs counts them on a private cluster: 10 with no live \
-              rule, 9 before remembered decisions."
+              shared_preload_libraries); tests/round_trips.rs counts them on a private cluster: 9 with no live \
+              rule, as before remembered decisions."
             .to_owned(),
     };
     println!(
