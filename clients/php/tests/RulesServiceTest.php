@@ -101,6 +101,41 @@ final class RulesServiceTest extends TestCase
         self::assertSame([], $service->tasks()->runRules($run->id));
     }
 
+    public function test_a_waiting_turn_shows_per_call_the_rule_that_would_decide_it_in_the_run_and_the_inbox(): void
+    {
+        $service = Service::shared();
+        $owner = Runs::newUid();
+        $service->worker()->putUser($owner, 'ada');
+        $run = Runs::register($service->worker(), $owner);
+        $rule = $service->tasks()->createRunRule(
+            $run->id,
+            Runs::WRITE_TOOL,
+            RuleVerdict::Deny,
+            $owner,
+            null,
+            DenialReason::Skip,
+        );
+
+        $calls = $service->tasks()->getRun($run->id)->turn->pendingCalls;
+        $byName = array_combine(array_map(static fn ($call) => $call->name, $calls), $calls);
+        $shown = $byName[Runs::WRITE_TOOL]->rule;
+        self::assertNotNull($shown);
+        self::assertSame([$rule->id, RuleScope::Run, RuleVerdict::Deny], [$shown->id, $shown->scope, $shown->verdict]);
+        self::assertSame([DenialReason::Skip, $owner, null], [$shown->reason, $shown->createdBy, $shown->expiresAt]);
+        self::assertNull($byName[Runs::READ_TOOL]->rule, 'no rule names the read tool');
+
+        $items = array_values(array_filter(
+            iterator_to_array($service->tasks()->inboxAll($owner), false),
+            static fn ($item) => $item->runId === $run->id,
+        ));
+        self::assertCount(1, $items);
+        $listed = array_combine(
+            array_map(static fn ($call) => $call->name, $items[0]->pendingCalls),
+            array_map(static fn ($call) => $call->rule?->id, $items[0]->pendingCalls),
+        );
+        self::assertSame([Runs::READ_TOOL => null, Runs::WRITE_TOOL => $rule->id], $listed);
+    }
+
     public function test_an_approval_rule_made_on_its_own_decides_the_next_turn_of_the_tool_at_once(): void
     {
         $service = Service::shared();

@@ -27,6 +27,8 @@ final readonly class InboxCall
         public ?string $arguments,
         public bool $argumentsOmitted,
         public bool $approvable,
+        /** While the turn waits, the remembered decision that would decide this call (docs/design.md §18). */
+        public ?DecidingRule $rule = null,
     ) {
     }
 
@@ -42,6 +44,7 @@ final readonly class InboxCall
             Read::optionalString($data, 'arguments'),
             Read::optionalBool($data, 'arguments_omitted') ?? false,
             Read::bool($data, 'approvable'),
+            DecidingRule::ofCall($data),
         );
     }
 }

@@ -23,6 +23,8 @@ final readonly class PendingCall
         public Effect $effect,
         public Executor $executor,
         public bool $editable,
+        /** While the turn waits, the remembered decision that would decide this call (docs/design.md §18). */
+        public ?DecidingRule $rule = null,
     ) {
     }
 
@@ -36,6 +38,7 @@ final readonly class PendingCall
             Read::enum($data, 'effect', Effect::class),
             Read::enum($data, 'executor', Executor::class),
             Read::bool($data, 'editable'),
+            DecidingRule::ofCall($data),
         );
     }
 }
