@@ -218,7 +218,9 @@ fn item(
                 arguments: call.rule_arguments.as_deref().unwrap_or_default(),
                 effect,
             };
-            let rule = DecidingRuleView::deciding(&call.rules, &at_hand, &rule_call);
+            let rule = (!call.rules_unknown)
+                .then(|| DecidingRuleView::deciding(&call.rules, &at_hand, &rule_call))
+                .flatten();
             let declared = run.declared(&call.tool);
             let executor = executors.executor_kind(&call.tool, declared.and_then(|d| d.executor));
             let editable = executors.editable(&call.tool, declared.and_then(|d| d.editable));

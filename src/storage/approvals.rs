@@ -98,8 +98,10 @@ pub struct InboxCallRow {
     /// The live rules of its tool that may decide it (docs/design.md §18), their authors not judged yet.
     pub rules: Vec<CandidateRule>,
     /// The call's arguments to match the rules against, read (whatever the page shows) only when one of them
-    /// matches on arguments: never shown.
+    /// matches on arguments, and counted against the page's budget like shown ones: never shown.
     pub rule_arguments: Option<String>,
+    /// A rule of the call matches on arguments that the page's budget left unread: no rule is shown for it.
+    pub rules_unknown: bool,
 }
 
 impl InboxCallRow {
@@ -130,13 +132,14 @@ pub async fn pending_calls(
     // the same bytes whether the arguments are stored clear or sealed.
     let rows = sql::query(sqlx::AssertSqlSafe(format!(
         "select calls.run_id, calls.turn_index, calls.position, calls.call_id, calls.tool, calls.effect,
-                case when shows and loaded <= $4 then calls.arguments end as arguments,
-                case when shows and loaded <= $4 then calls.arguments_sealed end as arguments_sealed,
+                case when first and shows and loaded <= $4 then calls.arguments end as arguments,
+                case when first and shows and loaded <= $4 then calls.arguments_sealed end as arguments_sealed,
                 shows and loaded > $4 as arguments_omitted,
-                case when candidate.rule_arguments is not null or candidate.rule_arguments_sealed is not null
+                case when first and matches and not (shows and loaded <= $4) and weighed <= $4
                      then calls.arguments end as match_arguments,
-                case when candidate.rule_arguments is not null or candidate.rule_arguments_sealed is not null
+                case when first and matches and not (shows and loaded <= $4) and weighed <= $4
                      then calls.arguments_sealed end as match_arguments_sealed,
+                matches and not (shows and loaded <= $4) and weighed > $4 as match_omitted,
                 candidate.*
          from (select c.run_id, c.turn_index, c.call_id, c.tool, c.effect, c.arguments, c.arguments_sealed,
                       c.position, t.page_order, t.shows, t.owner_uid,
@@ -144,12 +147,17 @@ pub async fn pending_calls(
                                then coalesce(octet_length(c.arguments),
                                              octet_length(c.arguments_sealed) - 30 - get_byte(c.arguments_sealed, 1))
                                else 0 end)
-                          over (order by t.page_order, c.position) as loaded
+                          over (order by t.page_order, c.position) as loaded,
+                      sum(coalesce(octet_length(c.arguments),
+                                   octet_length(c.arguments_sealed) - 30 - get_byte(c.arguments_sealed, 1)))
+                          over (order by t.page_order, c.position) as weighed
                from turn_calls c
                join unnest($1::uuid[], $2::int[], $3::bool[], $5::bigint[])
                       with ordinality as t(run_id, turn_index, shows, owner_uid, page_order)
                  on c.run_id = t.run_id and c.turn_index = t.turn_index) calls
-         {}
+         {},
+         lateral (select coalesce(candidate.rule_rank, 1) = 1 as first,
+                         coalesce(candidate.rule_any_arguments, false) as matches) once
          order by page_order, position",
         pending_rules::candidates_join("calls", "calls.owner_uid", "$6"),
     )))
@@ -191,6 +199,7 @@ pub async fn pending_calls(
                     effect: row.try_get("effect")?,
                     arguments_omitted: row.try_get("arguments_omitted")?,
                     rules: Vec::new(),
+                    rules_unknown: false,
                     rule_arguments: None,
                 },
             ));
@@ -198,8 +207,14 @@ pub async fn pending_calls(
         let Some((_, call)) = calls.last_mut() else {
             continue;
         };
+        if row.try_get("match_omitted")? {
+            // A rule matches on arguments the page's budget leaves unread: which rule would decide the call is not
+            // known, so none is shown (rather than one a deny on those arguments would overrule).
+            call.rules_unknown = true;
+        }
         if call.rule_arguments.is_none() {
-            call.rule_arguments = open("match_arguments", "match_arguments_sealed")?;
+            call.rule_arguments = open("match_arguments", "match_arguments_sealed")?
+                .or_else(|| call.arguments.clone());
         }
         if let Some(candidate) = pending_rules::candidate(sealer, row)? {
             call.rules.push(candidate);

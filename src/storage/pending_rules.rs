@@ -4,7 +4,8 @@
 //! Each call's live rules of its tool are joined to it (`left join lateral`): the run's (`run` scope, by the partial
 //! index `remembered_rules_run`) and its owner's (`owner` scope, by `remembered_rules_owner`), each with its author's
 //! row, so that §4 is weighed at use as a registration weighs it. A call with no rule comes back once with the rule's
-//! columns null; a call with several, once per rule. Which one would decide the call is the rule book's choice
+//! columns null; a call with several, once per rule, its own columns (its arguments, its result) only on the first of
+//! those rows (`rule_rank` 1), so that a call's payload crosses the wire once however many rules its tool has. Which one would decide the call is the rule book's choice
 //! ([`crate::domain::remembered::deciding_candidate`]); nothing here judges a rule. Nothing is locked: a view shows
 //! the rules as they stood when it was read.
 
@@ -32,7 +33,9 @@ pub(super) fn candidates_join(call: &str, owner: &str, tenant: &str) -> String {
                   r.created_by as rule_created_by, r.created_at as rule_created_at, r.expires_at as rule_expires_at,
                   u.uid is not null as rule_author_found, u.is_admin as rule_is_admin,
                   u.can_approve_others as rule_can_approve_others, u.disabled as rule_disabled,
-                  u.approvable_tools as rule_approvable_tools
+                  u.approvable_tools as rule_approvable_tools,
+                  row_number() over () as rule_rank,
+                  bool_or(r.arguments is not null or r.arguments_sealed is not null) over () as rule_any_arguments
            from remembered_rules r
            left join backend_users u on u.tenant = r.tenant and u.uid = r.created_by
            where r.revoked_at is null and (r.expires_at is null or r.expires_at > now()) and r.tool = {call}.tool
@@ -71,9 +74,16 @@ pub async fn calls_with_rules(
     turn_index: i32,
     owner_uid: i64,
 ) -> Result<Vec<(CallRow, Vec<CandidateRule>)>, StorageError> {
+    // The call's columns on its first row only: the rows after it carry its other rules (see the module's comment).
     let columns: Vec<String> = CALL_COLUMNS
         .split(',')
-        .map(|column| format!("c.{}", column.trim()))
+        .map(str::trim)
+        .map(|column| match column {
+            "position" => "c.position".to_owned(),
+            _ => format!(
+                "case when coalesce(candidate.rule_rank, 1) = 1 then c.{column} end as {column}"
+            ),
+        })
         .collect();
     let rows = sql::query(sqlx::AssertSqlSafe(format!(
         "select {}, candidate.*

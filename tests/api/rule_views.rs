@@ -342,3 +342,51 @@ async fn with_payloads_sealed_a_rule_matches_on_arguments_in_the_run_view_and_th
     assert!(calls[0].get("arguments").is_none(), "{calls}");
     assert_eq!(calls[0]["rule"]["id"], rule["id"]);
 }
+
+#[tokio::test]
+async fn past_the_inbox_s_byte_budget_a_call_whose_rule_matches_on_arguments_shows_no_rule() {
+    use approval_resume::domain::limits::WorkLimits;
+    use approval_resume::state::{AppState, Limits};
+
+    let (_database, pool) = TestDatabase::create().await;
+    let app = people(pool).await;
+    // Each call's arguments (`{"page": 12}`) are 12 bytes; the page may read 20: the newest run's call only.
+    let older = waiting_run(&app, &["edit_page"], json!({"privacy_level": "metadata"})).await;
+    let newer = waiting_run(&app, &["edit_page"], json!({"privacy_level": "metadata"})).await;
+    for id in [older, newer] {
+        made(
+            &app,
+            id,
+            json!({"created_by": OWNER, "tool": "edit_page", "arguments": {"page": 12}, "verdict": "deny"}),
+        )
+        .await;
+    }
+    let budgeted = app.with_state(AppState {
+        limits: Limits {
+            work: WorkLimits {
+                inbox_arguments_bytes: 20,
+                ..WorkLimits::default()
+            },
+            ..app.state.limits
+        },
+        ..app.state.clone()
+    });
+
+    let page = budgeted
+        .get(&format!("/v1/approvals?acting_uid={OWNER}"))
+        .await;
+    assert_eq!(page.status, StatusCode::OK, "{:?}", page.body);
+    let items = page.body["items"].as_array().unwrap();
+    let rule_of = |id: Uuid| {
+        let item = items
+            .iter()
+            .find(|item| item["run_id"] == id.to_string())
+            .unwrap_or_else(|| panic!("run {id} listed: {items:?}"));
+        rules_of(&item["turn"]["pending_calls"])[0].clone()
+    };
+    // Within the budget the rule is matched and shown; past it, which rule would decide is not known: none.
+    assert_eq!(rule_of(newer)["verdict"], "deny", "{items:?}");
+    assert_eq!(rule_of(older), Value::Null, "{items:?}");
+    // The run view reads its one run's arguments whole and shows it.
+    assert_eq!(shown_rules(&budgeted, older).await[0]["verdict"], "deny");
+}

@@ -33,14 +33,24 @@ export function decidedAtOnce(run) {
 /**
  * Goes on from `next` (what the adapter's resume answered, or a turn just registered) while the turns it registers
  * come back decided: each is handed to `proceed`, the adapter's resume from a run it holds; at most `maxDecided`
- * of them (see {@link maxDecidedTurns}). A turn that waits answers `suspended`; any other step is answered as it is.
+ * of them (see {@link maxDecidedTurns}). A turn that waits for a person answers `suspended`, a run that is over
+ * `closed`, one being resumed `waiting`; any other step is answered as it is.
  */
 export async function goStraightOn(next, proceed, maxDecided) {
     let step = next;
     for (let decided = 0; step instanceof WorkerTurn; decided += 1) {
         const { runId, run } = step;
         if (!decidedAtOnce(run)) {
-            return { status: "suspended", runId, run };
+            // As the Python adapters answer it: only a turn that waits for a person is `suspended`.
+            switch (run.status) {
+                case "waiting_for_approval":
+                    return { status: "suspended", runId, run };
+                case "cancelled":
+                case "completed":
+                    return { status: "closed", runId, run };
+                default:
+                    return { status: "waiting", runId, run };
+            }
         }
         if (decided >= maxDecided) {
             return { status: "decided", runId, run };

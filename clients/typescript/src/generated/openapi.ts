@@ -1233,7 +1233,9 @@ export interface components {
          *     call now, chosen as a registration's use of rules chooses: among the live rules (not revoked, not expired)
          *     that match the call and whose author passes §4 on this run now (enabled, allowed to decide it, four-eyes, the
          *     approver gate), a deny before any approve, the earliest made. Absent when none would, or the turn does not
-         *     wait. Never the rule's arguments; `GET /v1/runs/{id}/rules` lists the rule whole.
+         *     wait, and in the inbox also where a rule of the call matches on arguments that the page's byte budget
+         *     (`INBOX_ARGUMENTS_BYTES`) leaves unread. Never the rule's arguments; `GET /v1/runs/{id}/rules` lists the rule
+         *     whole.
          */
         DecidingRule: {
             /** Format: uuid */

@@ -41,6 +41,20 @@ export interface DecidedStep {
     run: RunView;
 }
 
+/** A run registered again (the same body) once it was over: the service answers it as it stands. */
+export interface ClosedStep {
+    status: "closed";
+    runId: string;
+    run: RunView;
+}
+
+/** A run another party is resuming (`resuming`): nothing to do until it is decided or over. */
+export interface WaitingStep {
+    status: "waiting";
+    runId: string;
+    run: RunView;
+}
+
 /**
  * The bound an adapter's `maxDecidedTurns` option gives ({@link DEFAULT_MAX_DECIDED_TURNS} when absent): a whole
  * number, 0 for a worker that never goes straight on. Anything else is refused here, at construction, since a
@@ -62,18 +76,28 @@ export function decidedAtOnce(run: RunView): boolean {
 /**
  * Goes on from `next` (what the adapter's resume answered, or a turn just registered) while the turns it registers
  * come back decided: each is handed to `proceed`, the adapter's resume from a run it holds; at most `maxDecided`
- * of them (see {@link maxDecidedTurns}). A turn that waits answers `suspended`; any other step is answered as it is.
+ * of them (see {@link maxDecidedTurns}). A turn that waits for a person answers `suspended`, a run that is over
+ * `closed`, one being resumed `waiting`; any other step is answered as it is.
  */
 export async function goStraightOn<State, Step>(
     next: Step | WorkerTurn<State>,
     proceed: (turn: WorkerTurn<State>) => Promise<Step | WorkerTurn<State>>,
     maxDecided: number,
-): Promise<Step | SuspendedStep | DecidedStep> {
+): Promise<Step | SuspendedStep | DecidedStep | ClosedStep | WaitingStep> {
     let step = next;
     for (let decided = 0; step instanceof WorkerTurn; decided += 1) {
         const { runId, run } = step;
         if (!decidedAtOnce(run)) {
-            return { status: "suspended", runId, run };
+            // As the Python adapters answer it: only a turn that waits for a person is `suspended`.
+            switch (run.status) {
+                case "waiting_for_approval":
+                    return { status: "suspended", runId, run };
+                case "cancelled":
+                case "completed":
+                    return { status: "closed", runId, run };
+                default:
+                    return { status: "waiting", runId, run };
+            }
         }
         if (decided >= maxDecided) {
             return { status: "decided", runId, run };
