@@ -20,6 +20,23 @@ async fn waiting_run(app: &TestApp, owner: i64, tool: &str, privacy_level: &str)
     id
 }
 
+/// The same app with an inbox page allowed to load `bytes` of arguments (INBOX_ARGUMENTS_BYTES).
+pub fn with_inbox_budget(app: &TestApp, bytes: usize) -> TestApp {
+    use approval_resume::domain::limits::WorkLimits;
+    use approval_resume::state::{AppState, Limits};
+
+    app.with_state(AppState {
+        limits: Limits {
+            work: WorkLimits {
+                inbox_arguments_bytes: bytes,
+                ..WorkLimits::default()
+            },
+            ..app.state.limits
+        },
+        ..app.state.clone()
+    })
+}
+
 async fn inbox(app: &TestApp, query: &str) -> support::Answer {
     app.get(&format!("/v1/approvals?{query}")).await
 }
@@ -203,9 +220,6 @@ async fn bad_inbox_queries_are_answered_422() {
 
 #[tokio::test]
 async fn a_page_loads_arguments_up_to_its_byte_budget_and_marks_the_rest_omitted() {
-    use approval_resume::domain::limits::WorkLimits;
-    use approval_resume::state::{AppState, Limits};
-
     let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
     app.user(7, false, false, false).await;
@@ -214,16 +228,7 @@ async fn a_page_loads_arguments_up_to_its_byte_budget_and_marks_the_rest_omitted
     let hidden = waiting_run(&app, 7, "update_page", "metadata").await;
     let second = waiting_run(&app, 7, "update_page", "full").await;
     let newest = waiting_run(&app, 7, "update_page", "full").await;
-    let budgeted = app.with_state(AppState {
-        limits: Limits {
-            work: WorkLimits {
-                inbox_arguments_bytes: 100,
-                ..WorkLimits::default()
-            },
-            ..app.state.limits
-        },
-        ..app.state.clone()
-    });
+    let budgeted = with_inbox_budget(&app, 100);
 
     let page = inbox(&budgeted, "acting_uid=7").await;
     assert_eq!(page.status, StatusCode::OK, "{:?}", page.body);

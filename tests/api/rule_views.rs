@@ -345,9 +345,6 @@ async fn with_payloads_sealed_a_rule_matches_on_arguments_in_the_run_view_and_th
 
 #[tokio::test]
 async fn past_the_inbox_s_byte_budget_a_call_whose_rule_matches_on_arguments_shows_no_rule() {
-    use approval_resume::domain::limits::WorkLimits;
-    use approval_resume::state::{AppState, Limits};
-
     let (_database, pool) = TestDatabase::create().await;
     let app = people(pool).await;
     // Each call's arguments (`{"page": 12}`) are 12 bytes; the page may read 20: the newest run's call only.
@@ -361,16 +358,7 @@ async fn past_the_inbox_s_byte_budget_a_call_whose_rule_matches_on_arguments_sho
         )
         .await;
     }
-    let budgeted = app.with_state(AppState {
-        limits: Limits {
-            work: WorkLimits {
-                inbox_arguments_bytes: 20,
-                ..WorkLimits::default()
-            },
-            ..app.state.limits
-        },
-        ..app.state.clone()
-    });
+    let budgeted = crate::approvals::with_inbox_budget(&app, 20);
 
     let page = budgeted
         .get(&format!("/v1/approvals?acting_uid={OWNER}"))
