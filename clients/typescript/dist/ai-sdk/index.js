@@ -283,14 +283,20 @@ export class AiSdkWorker {
         if (this.#stream === undefined) {
             const result = await generateText(options);
             const pending = approvalRequests(result.content);
-            return { result, text: result.text, pending, responseMessages: result.response.messages };
+            // `responseMessages`, every step's: `response.messages` is the last step's alone in `ai` 7, so a step
+            // before the approval (a read tool) would be missing from the worker state.
+            return { result, text: result.text, pending, responseMessages: result.responseMessages };
         }
         const result = streamText(options);
         await this.#stream(result);
         // Read to its end here too (the SDK tees the stream), so the answer is whole whatever the consumer does.
         await result.consumeStream();
-        const [content, response, text] = await Promise.all([result.content, result.response, result.text]);
-        return { result, text, pending: approvalRequests(content), responseMessages: response.messages };
+        const [content, responseMessages, text] = await Promise.all([
+            result.content,
+            result.responseMessages,
+            result.text,
+        ]);
+        return { result, text, pending: approvalRequests(content), responseMessages };
     }
     /** Every tool of the settings, run by this worker, edited arguments included. */
     #declaredTools() {
