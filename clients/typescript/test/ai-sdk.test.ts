@@ -189,6 +189,28 @@ test("an approval lets the SDK run the tool once under the claim, with the call'
     assert.equal(ran.length, 1, "resuming a finished run runs nothing again");
 });
 
+test("a step before the approval (a read) stays in the history: after the approval the model sees the read and the write", async () => {
+    const uid = await owner();
+    const { tools, ran, toolApproval } = pageTools();
+    const { model, prompts } = scriptedModel([
+        callTool("call_r", READ_TOOL, PAGE),
+        callTool("call_w", WRITE_TOOL, PAGE),
+        say("Done."),
+    ]);
+    const worker = new AiSdkWorker({ client, settings: { model, tools, toolApproval, stopWhen: stepCountIs(5) } });
+    const step = await suspended(worker, uid);
+
+    await tasks.approveTurn(step.runId, step.run.turn.digest, { deciderUid: uid });
+    const done = await worker.resume(step.runId);
+    assert.equal(done.status, "finished", `resumed: ${done.status}`);
+    assert.equal(ran.length, 1);
+    // The model's last prompt holds both calls, in order: nothing of the first step was lost on the way.
+    const calls = prompts[2]!.flatMap((message) =>
+        message.role === "assistant" ? message.content.flatMap((part) => (part.type === "tool-call" ? [part.toolCallId] : [])) : [],
+    );
+    assert.deepEqual(calls, ["call_r", "call_w"]);
+});
+
 test("an edited approval runs the tool once with the edited arguments, and the model reads the note, a blank line, the output", async () => {
     const uid = await owner();
     const { tools, ran, toolApproval } = pageTools();
