@@ -9,7 +9,9 @@ RUN mkdir src \
     && touch src/lib.rs \
     && cargo build --release --locked --bin approval-resume \
     && rm -rf src
-# The sources; migrations/ and openapi.yaml are compiled into the binary (sqlx::migrate!, include_str!).
+# The sources; migrations/ and openapi.yaml are compiled into the binary (sqlx::migrate!, include_str!), and build.rs
+# tells cargo that migrations/ is an input.
+COPY build.rs ./
 COPY src ./src
 COPY migrations ./migrations
 COPY openapi.yaml ./

@@ -19,6 +19,7 @@ mod formats;
 mod gate;
 mod hostile;
 mod logs;
+mod long_texts;
 mod native_formats;
 mod openapi;
 mod ops;
