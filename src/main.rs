@@ -118,6 +118,9 @@ async fn serve(config: Config) -> Result<(), String> {
             body_bytes_in_flight: config
                 .max_body_bytes_in_flight
                 .map(|bytes| usize::try_from(bytes).unwrap_or(usize::MAX)),
+            large_bodies_at_once: config
+                .large_bodies_at_once
+                .map(|count| usize::try_from(count).unwrap_or(usize::MAX)),
         },
         events: events.clone(),
         webhooks: config.events.webhook_policy(),

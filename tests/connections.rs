@@ -40,6 +40,7 @@ async fn serve(limits: ConnectionLimits) -> std::net::SocketAddr {
             body_read_timeout: Duration::from_secs(15),
             work: WorkLimits::default(),
             body_bytes_in_flight: None,
+            large_bodies_at_once: None,
         },
         // No reader waits here, so the hub never polls the unreachable database.
         events: EventsHub::start(

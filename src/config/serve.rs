@@ -50,6 +50,13 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1024..=64 * 1024 * 1024 * 1024))]
     pub max_body_bytes_in_flight: Option<u64>,
 
+    /// Most bodies over 256 KiB read and handled at once, each parsed on a thread of its own; past it a request
+    /// waits up to a second with the others, then is answered 503 `too_many_body_bytes`. Unset: one fewer than the
+    /// machine's cores, at least one, so that a core is left for small requests.
+    #[arg(long, env = "LARGE_BODIES_AT_ONCE", value_name = "LARGE_BODIES_AT_ONCE",
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub large_bodies_at_once: Option<u32>,
+
     /// Milliseconds a client may take to send a request's whole body; a slower one is answered 408 and its
     /// connection closed.
     #[arg(long, env = "BODY_READ_TIMEOUT_MS", value_name = "BODY_READ_TIMEOUT_MS", default_value_t = 15_000,

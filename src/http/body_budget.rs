@@ -10,7 +10,9 @@
 //!
 //! A large body's handler runs on a thread of the blocking pool ([`Admitted::spawn`]): parsing, hashing and checking
 //! megabytes of JSON hold a CPU for hundreds of milliseconds, which on one of the runtime's few workers would hold up
-//! every small request queued behind it. The budget bounds how many such threads there are.
+//! every small request queued behind it. LARGE_BODIES_AT_ONCE bounds how many such threads there are (by default one
+//! fewer than the cores), so that however many large bodies arrive, a core is left for the small requests and for
+//! Postgres; the bytes bound how much memory they hold. A large body waits for both within the same [`WAIT`].
 //!
 //! The weighing comes before the key is checked, as the connection bound does: it reads nothing, and a stranger's
 //! weight is held only until the key is refused, before the body is read.
@@ -35,11 +37,13 @@ use crate::state::Limits;
 /// ahead of it to be handled, short enough that a client is told to come back rather than left hanging.
 pub const WAIT: Duration = Duration::from_secs(1);
 
-/// The bytes of bodies in flight, in KiB: one share for small bodies, one for the rest.
+/// The bytes of bodies in flight, in KiB: one share for small bodies, one for the rest; and the large bodies handled
+/// at once.
 #[derive(Clone)]
 pub struct BodyBudget {
     small: Arc<Semaphore>,
     large: Arc<Semaphore>,
+    large_at_once: Arc<Semaphore>,
 }
 
 /// A request let in, holding its body's weight until it is dropped.
@@ -47,7 +51,8 @@ pub enum Admitted {
     /// No body: nothing to weigh.
     Bodiless,
     Small(OwnedSemaphorePermit),
-    Large(OwnedSemaphorePermit),
+    /// Its bytes, and its place among the large bodies handled at once.
+    Large(OwnedSemaphorePermit, OwnedSemaphorePermit),
 }
 
 impl BodyBudget {
@@ -59,6 +64,9 @@ impl BodyBudget {
         BodyBudget {
             small: Arc::new(Semaphore::new(permits(total - large))),
             large: Arc::new(Semaphore::new(permits(large))),
+            large_at_once: Arc::new(Semaphore::new(
+                limits.large_bodies_at_once().min(Semaphore::MAX_PERMITS),
+            )),
         }
     }
 
@@ -84,17 +92,25 @@ impl BodyBudget {
         if weight == 0 {
             return Ok(Admitted::Bodiless);
         }
-        let large = weight > SMALL_BODY_BYTES;
-        let share = if large { &self.large } else { &self.small };
         let permits = u32::try_from(kib(weight)).unwrap_or(u32::MAX);
-        match tokio::time::timeout(WAIT, Arc::clone(share).acquire_many_owned(permits)).await {
-            Ok(Ok(permit)) if large => Ok(Admitted::Large(permit)),
-            Ok(Ok(permit)) => Ok(Admitted::Small(permit)),
+        let admitted = tokio::time::timeout(WAIT, async {
+            if weight <= SMALL_BODY_BYTES {
+                let bytes = Arc::clone(&self.small).acquire_many_owned(permits).await?;
+                return Ok(Admitted::Small(bytes));
+            }
+            let bytes = Arc::clone(&self.large).acquire_many_owned(permits).await?;
+            let place = Arc::clone(&self.large_at_once).acquire_owned().await?;
+            Ok::<_, tokio::sync::AcquireError>(Admitted::Large(bytes, place))
+        })
+        .await;
+        match admitted {
+            Ok(Ok(admitted)) => Ok(admitted),
             // Never closed; a closed budget admits nobody, as a full one does.
             Ok(Err(_)) | Err(_) => Err(closing(ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "too_many_body_bytes",
-                "the bodies being read take MAX_BODY_BYTES_IN_FLIGHT; retry after the time in Retry-After",
+                "the bodies being read take MAX_BODY_BYTES_IN_FLIGHT, or LARGE_BODIES_AT_ONCE large ones are being \
+                 handled; retry after the time in Retry-After",
             ))),
         }
     }
@@ -116,11 +132,11 @@ impl Admitted {
                 drop(permit);
                 output
             }),
-            Admitted::Large(permit) => {
+            Admitted::Large(bytes, place) => {
                 let runtime = Handle::current();
                 tokio::task::spawn_blocking(move || {
                     let output = runtime.block_on(handler);
-                    drop(permit);
+                    drop((bytes, place));
                     output
                 })
             }
@@ -149,12 +165,17 @@ mod tests {
     use crate::domain::limits::WorkLimits;
 
     fn budget(in_flight: usize) -> BodyBudget {
+        budget_at_once(in_flight, 4)
+    }
+
+    fn budget_at_once(in_flight: usize, large_at_once: usize) -> BodyBudget {
         BodyBudget::new(&Limits {
             max_body_bytes: 1024 * 1024,
             request_timeout: Duration::from_secs(30),
             body_read_timeout: Duration::from_secs(15),
             work: WorkLimits::default(),
             body_bytes_in_flight: Some(in_flight),
+            large_bodies_at_once: Some(large_at_once),
         })
     }
 
@@ -182,7 +203,7 @@ mod tests {
         let budget = budget(4 << 20);
         let chunked = budget.admit(&SizeHint::new(), 3 << 20).await;
         assert!(
-            matches!(chunked, Ok(Admitted::Large(ref permit)) if permit.num_permits() == 3 * 1024)
+            matches!(chunked, Ok(Admitted::Large(ref bytes, _)) if bytes.num_permits() == 3 * 1024)
         );
         assert_eq!(budget.large.available_permits(), 0);
     }
@@ -210,6 +231,31 @@ mod tests {
         assert!(refused.headers().contains_key("retry-after"));
         drop(held);
         let admitted = budget.admit(&SizeHint::with_exact(2 << 20), 8 << 20).await;
-        assert!(matches!(admitted, Ok(Admitted::Large(_))));
+        assert!(matches!(admitted, Ok(Admitted::Large(..))));
+    }
+
+    #[tokio::test]
+    async fn a_large_body_waits_for_its_place_while_as_many_as_allowed_are_handled_and_a_small_one_does_not()
+     {
+        // Bytes for eight large bodies, places for one.
+        let budget = budget_at_once(64 << 20, 1);
+        let held = budget.admit(&SizeHint::with_exact(1 << 20), 8 << 20).await;
+        assert!(matches!(held, Ok(Admitted::Large(..))));
+        let small = budget.admit(&SizeHint::with_exact(200), 8 << 20).await;
+        assert!(matches!(small, Ok(Admitted::Small(_))));
+        let refused = budget
+            .admit(&SizeHint::with_exact(1 << 20), 8 << 20)
+            .await
+            .err()
+            .expect("refused");
+        assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+        // A refused body gives back the bytes it took while it waited for a place.
+        assert_eq!(
+            budget.large.available_permits(),
+            large_body_share(64 << 20) / 1024 - 1024
+        );
+        drop(held);
+        let admitted = budget.admit(&SizeHint::with_exact(1 << 20), 8 << 20).await;
+        assert!(matches!(admitted, Ok(Admitted::Large(..))));
     }
 }

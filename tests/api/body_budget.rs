@@ -113,13 +113,20 @@ fn post(app: &TestApp, path: &str, body: Body) -> Request<Body> {
         .unwrap()
 }
 
-/// The app with the test's limits and a budget of `in_flight` bytes (its large share is three quarters of it).
+/// The app with the test's limits and a budget of `in_flight` bytes (its large share is three quarters of it), with
+/// places for eight large bodies at once, so that the bytes are what binds.
 async fn app_with_budget(in_flight: usize) -> (TestDatabase, TestApp) {
+    app_with_budget_and_places(in_flight, 8).await
+}
+
+/// The app with a budget of `in_flight` bytes and `places` large bodies handled at once (LARGE_BODIES_AT_ONCE).
+async fn app_with_budget_and_places(in_flight: usize, places: usize) -> (TestDatabase, TestApp) {
     let (database, pool) = TestDatabase::create().await;
     let app = support::app_with(
         pool,
         Options {
             body_bytes_in_flight: Some(in_flight),
+            large_bodies_at_once: Some(places),
             ..Default::default()
         },
     )
@@ -304,4 +311,45 @@ async fn over_a_real_connection_a_declared_length_over_the_limit_is_answered_wit
     let answer = String::from_utf8_lossy(&answer);
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
     assert!(answer.contains("payload_too_large"), "{answer}");
+}
+
+#[tokio::test]
+async fn a_large_body_past_large_bodies_at_once_is_answered_503_unread_while_small_requests_are_answered()
+ {
+    // Bytes for many large bodies, a place for one.
+    let (_database, app) = app_with_budget_and_places(64 * MIB, 1).await;
+    app.user(7, false, false, false).await;
+    let (id, digest) = support::owned_run(&app).await;
+    let (first, first_answer) = holding(&app, "/v1/runs", Some(MIB)).await;
+
+    let (body, second) = fed(Some(MIB), b"{}");
+    let refused = app.send(post(&app, "/v1/runs", body)).await;
+    assert_problem(
+        &refused,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "too_many_body_bytes",
+    );
+    assert!(refused.headers.contains_key("retry-after"), "{refused:?}");
+    assert_eq!(second.read(), 0, "the refused body was read");
+
+    let decided = app.decide(id, false, Some(7), &digest).await;
+    assert_eq!(decided.status, StatusCode::OK, "{:?}", decided.body);
+
+    // The first body ends short; its place is given back, and another large body is let in.
+    drop(first);
+    assert_eq!(first_answer.await.unwrap(), StatusCode::BAD_REQUEST);
+    let registered = app
+        .send_bytes(
+            Method::POST,
+            "/v1/runs",
+            Some("application/json"),
+            registration_of(MIB / 2),
+        )
+        .await;
+    assert_eq!(
+        registered.status,
+        StatusCode::CREATED,
+        "{:?}",
+        registered.body
+    );
 }

@@ -452,6 +452,7 @@ impl<'a> Op<'a> {
             app,
             Limits {
                 body_bytes_in_flight: Some(1024),
+                large_bodies_at_once: None,
                 ..app.state.limits
             },
         );

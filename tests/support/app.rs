@@ -54,6 +54,7 @@ pub struct Options {
     pub claim_ttl: Duration,
     /// `MAX_BODY_BYTES_IN_FLIGHT`; `None`: its default for the body limits.
     pub body_bytes_in_flight: Option<usize>,
+    pub large_bodies_at_once: Option<usize>,
 }
 
 impl Default for Options {
@@ -67,6 +68,7 @@ impl Default for Options {
             deny_batch_beyond: None,
             claim_ttl: Duration::from_secs(300),
             body_bytes_in_flight: None,
+            large_bodies_at_once: None,
         }
     }
 }
@@ -109,6 +111,7 @@ pub async fn app_with(pool: PgPool, options: Options) -> TestApp {
             body_read_timeout: options.body_read_timeout,
             work: WorkLimits::default(),
             body_bytes_in_flight: options.body_bytes_in_flight,
+            large_bodies_at_once: options.large_bodies_at_once,
         },
         events: events_hub(&pool),
         webhooks: webhook_policy(),
