@@ -56,6 +56,10 @@ for name, s in [("alone", a), ("under the load", l)]:
     print(f'| {name} | {s["decisions"]} | {s["p50_ms"]} | **{s["p99_ms"]}** | {s["max_ms"]} | {s["failed"] or "none"} |')
 print()
 print(f'p99 under the load ÷ alone: **{l["p99_ms"] / a["p99_ms"]:.2f}**')
+print()
+print(f'During the load: WAL written {r["wal_mib"]} MiB in {r["wal_syncs"]} syncs (pg_stat_wal, the whole server); CPU '
+      f'seconds of the Postgres server {r["postgres_cpu_s"]} and of the service {r["service_cpu_s"]}, of '
+      f'{r["cores"] * r["seconds"]:g} on the machine\'s {r["cores"]} cores.')
 PY
     echo
     echo '```json'

@@ -22,9 +22,10 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::floor::Floor;
+use crate::floor::{Floor, Length};
 use crate::load::{Kind, Stop};
 use crate::seed::Shape;
+use crate::straightforward::Script;
 use crate::{Bench, Error, Instance};
 
 /// The phases' knobs, from the environment (bench/run.sh lists them).
@@ -165,41 +166,74 @@ async fn straightforward(
             crate::agent::CALLS
         );
         let mut rounds = Vec::new();
+        // The same floor with its transcript kept in place, measured in the same rounds: ÷ the floor, the most deny ÷
+        // floor can reach by not rewriting the transcript; the deny ÷ it, how near the service comes to that.
+        let (mut ceilings, mut against_kept) = (Vec::new(), Vec::new());
         for round in 0..alt.rounds {
-            let (mut service, mut pgbench) = (Side::default(), Side::default());
+            let (mut service, mut pgbench, mut kept) =
+                (Side::default(), Side::default(), Side::default());
             let mut notes = Vec::new();
-            for service_now in order(round) {
-                if service_now {
-                    let (side, note) = deny(bench, alt, &members, &label).await?;
-                    service = side;
-                    notes.push(note);
-                } else {
-                    let (side, note) =
-                        straightforward_floor(bench, &mut floor, &transcript, &text, alt).await?;
-                    pgbench = side;
-                    notes.push(note);
+            for side in rotation(round) {
+                match side {
+                    Three::Service => {
+                        let (side, note) = deny(bench, alt, &members, &label).await?;
+                        service = side;
+                        notes.push(note);
+                    }
+                    Three::Floor(script) => {
+                        let (side, note) = straightforward_floor(
+                            bench,
+                            &mut floor,
+                            script,
+                            &transcript,
+                            &text,
+                            alt,
+                        )
+                        .await?;
+                        if script == Script::Kept {
+                            kept = side;
+                        } else {
+                            pgbench = side;
+                        }
+                        notes.push(note);
+                    }
                 }
             }
             eprintln!(
-                "straightforward round {round} {label}: deny {:.0}/s, floor {:.0}/s",
-                service.rate, pgbench.rate
+                "straightforward round {round} {label}: deny {:.0}/s, floor {:.0}/s, floor with the transcript kept {:.0}/s",
+                service.rate, pgbench.rate, kept.rate
             );
             if messages == crate::agent::SIZES[0].0 {
                 saturating = saturating.max(service.rate);
             }
+            let note = notes
+                .into_iter()
+                .filter(|n| !n.is_empty())
+                .collect::<Vec<_>>()
+                .join("; ");
+            ceilings.push(Round {
+                first: kept,
+                second: pgbench,
+                note: String::new(),
+            });
+            against_kept.push(Round {
+                first: service,
+                second: kept,
+                note: String::new(),
+            });
             rounds.push(Round {
                 first: service,
                 second: pgbench,
-                note: notes
-                    .into_iter()
-                    .filter(|n| !n.is_empty())
-                    .collect::<Vec<_>>()
-                    .join("; "),
+                note,
             });
         }
         out.push_str(&format!("### {label}, {clients} clients\n\n"));
         out.push_str(&table("service deny", "straightforward floor", &rounds));
-        out.push('\n');
+        out.push_str(&format!(
+            "\nThe ceiling in the same rounds: bench/deny_floor_straightforward_kept.sql, the floor's transaction with \
+             the transcript kept in place (no HTTP, no service):\n\n{}\n",
+            table("floor, transcript kept", "straightforward floor", &ceilings)
+        ));
         let target = if messages == crate::agent::SIZES[0].0 {
             2.5
         } else {
@@ -209,6 +243,16 @@ async fn straightforward(
             &format!("{messages} messages: deny ÷ floor"),
             &rounds,
             target,
+        ));
+        headline.push(summary(
+            &format!("{messages} messages: ceiling, floor with the transcript kept ÷ floor"),
+            &ceilings,
+            0.0,
+        ));
+        headline.push(summary(
+            &format!("{messages} messages: deny ÷ floor with the transcript kept"),
+            &against_kept,
+            0.0,
         ));
         if messages == crate::agent::SIZES[0].0 {
             agent_members = members;
@@ -240,8 +284,72 @@ async fn straightforward(
                 "not met in this run"
             },
         );
+        // What the database alone answers at the same offered rate: the two floors through pgbench, open loop.
+        let (messages, bytes) = crate::agent::SIZES[0];
+        let transcript = crate::agent::messages(messages, bytes);
+        let text = crate::agent::json(&transcript);
+        let mut lines = String::new();
+        for script in [Script::Rewritten, Script::Kept] {
+            let (p50, p99, achieved) = floor_at_rate(
+                bench,
+                &mut floor,
+                script,
+                (&transcript, &text),
+                clients,
+                rate,
+                settings.seconds,
+            )
+            .await?;
+            lines.push_str(&format!(
+                "| {} | {rate:.0} | {achieved:.0} | {p50:.2} | {p99:.2} |\n",
+                script.path()
+            ));
+        }
+        println!(
+            "The floors at the same offered rate (pgbench -R, {clients} connections, latency from each \
+             transaction's scheduled start):\n\n\
+             | floor | offered/s | achieved/s | p50 ms | p99 ms |\n|---|---|---|---|---|\n{lines}"
+        );
     }
     Ok(())
+}
+
+/// `script` through pgbench at `rate` transactions a second (Poisson arrivals) for `seconds`, on freshly seeded runs
+/// of the transcript (as values, and as text): its p50, p99 (ms) and achieved rate.
+async fn floor_at_rate(
+    bench: &Bench,
+    floor: &mut Floor,
+    script: Script,
+    (transcript, text): (&[Value], &str),
+    clients: usize,
+    rate: f64,
+    seconds: Duration,
+) -> Result<(f64, f64, f64), Error> {
+    bench.settle().await?;
+    // A quarter more runs than the rate asks for, so that no client walks past its last seeded run.
+    let count = (rate * seconds.as_secs_f64() * 1.25) as i64 + clients as i64;
+    let base = crate::straightforward::seed(floor, &bench.pool, count, text).await?;
+    let outcome = crate::straightforward::run(
+        floor,
+        script,
+        &format!("straight_rate_{}", rate as u64),
+        transcript,
+        clients,
+        base,
+        Length::Rate(rate, seconds),
+    )?;
+    if let Some(failed) = outcome.failed {
+        return Err(format!(
+            "pgbench of {} at {rate:.0}/s failed: {failed}",
+            script.path()
+        )
+        .into());
+    }
+    Ok((
+        outcome.latency.value_at_quantile(0.5) as f64 / 1000.0,
+        outcome.latency.value_at_quantile(0.99) as f64 / 1000.0,
+        outcome.tps,
+    ))
 }
 
 /// One measured run of the straightforward floor on freshly seeded runs of `text`, after a short warm-up; checks
@@ -249,6 +357,7 @@ async fn straightforward(
 async fn straightforward_floor(
     bench: &Bench,
     floor: &mut Floor,
+    script: Script,
     transcript: &[Value],
     text: &str,
     alt: &Settings,
@@ -261,11 +370,12 @@ async fn straightforward_floor(
             .await?;
     let warm = crate::straightforward::run(
         floor,
+        script,
         "straight_warmup",
         transcript,
         clients,
         warm_base,
-        warm_per_client,
+        Length::PerClient(warm_per_client),
     )?;
     if let Some(failed) = warm.failed {
         return Err(
@@ -279,15 +389,16 @@ async fn straightforward_floor(
     let before = resumed(bench).await?;
     let outcome = crate::straightforward::run(
         floor,
+        script,
         &format!("straight_c{clients}"),
         transcript,
         clients,
         base,
-        per_client,
+        Length::PerClient(per_client),
     )?;
     let decided = resumed(bench).await? - before;
     if let Some(failed) = outcome.failed {
-        return Err(format!("pgbench of the straightforward floor failed: {failed}").into());
+        return Err(format!("pgbench of {} failed: {failed}", script.path()).into());
     }
     let mut note = String::new();
     if decided != outcome.transactions as i64 || decided != (per_client * clients) as i64 {
@@ -640,6 +751,24 @@ fn prefixed(side: &str, note: String) -> String {
     } else {
         format!("{side}: {}", note.trim())
     }
+}
+
+/// A side of the `straightforward` phase.
+#[derive(Clone, Copy)]
+enum Three {
+    Service,
+    Floor(Script),
+}
+
+/// The order of the `straightforward` phase's three sides in `round`: each first, second and third in turn.
+fn rotation(round: usize) -> [Three; 3] {
+    let mut sides = [
+        Three::Service,
+        Three::Floor(Script::Rewritten),
+        Three::Floor(Script::Kept),
+    ];
+    sides.rotate_left(round % 3);
+    sides
 }
 
 /// Which side goes first in `round`: the service (true) in even rounds, the other in odd ones.

@@ -87,17 +87,37 @@ pub async fn seed(
     Ok(from)
 }
 
-/// pgbench with bench/deny_floor_straightforward.sql on `clients` connections, each denying `per_client` of the
-/// runs seeded from `base`, whose transcript is `messages`.
+/// Which transaction a deny of the floor makes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Script {
+    /// bench/deny_floor_straightforward.sql: the transcript rewritten with the results appended (the floor).
+    Rewritten,
+    /// bench/deny_floor_straightforward_kept.sql: the same transaction with the transcript left in place (the most
+    /// that not rewriting it can gain).
+    Kept,
+}
+
+impl Script {
+    pub fn path(self) -> &'static str {
+        match self {
+            Script::Rewritten => "bench/deny_floor_straightforward.sql",
+            Script::Kept => "bench/deny_floor_straightforward_kept.sql",
+        }
+    }
+}
+
+/// pgbench with `script` on `clients` connections for `length`, walking the runs seeded from `base`, whose transcript
+/// is `messages`.
 pub fn run(
     floor: &Floor,
+    script: Script,
     name: &str,
     messages: &[Value],
     clients: usize,
     base: i64,
-    per_client: usize,
+    length: Length,
 ) -> Result<FloorOutcome, Error> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/deny_floor_straightforward.sql");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(script.path());
     let calls = crate::agent::pending_calls(messages);
     let arguments: Vec<usize> = messages
         .last()
@@ -140,11 +160,5 @@ pub fn run(
         ("results", Value::from(results).to_string()),
         ("payload", payload.to_string()),
     ];
-    floor.run_script(
-        name,
-        &script,
-        clients,
-        Length::PerClient(per_client),
-        &variables,
-    )
+    floor.run_script(name, &script, clients, length, &variables)
 }
