@@ -66,6 +66,32 @@ struct Side {
     p99_ms: f64,
     /// Statements per registration (the `registration` phase, where Postgres counts them).
     statements: Option<f64>,
+    /// CPU per decision, where it was measured (the `straightforward` phase).
+    cpu: Option<CpuPerDecision>,
+}
+
+/// Milliseconds of CPU per decision of one measurement, by who spent them: Postgres (every process of the server),
+/// the service (none for a floor), and what drove the load (the harness's own clients, or pgbench).
+#[derive(Clone, Copy, Default)]
+struct CpuPerDecision {
+    postgres_ms: f64,
+    service_ms: f64,
+    driver_ms: f64,
+}
+
+impl CpuPerDecision {
+    fn of(cpu: &crate::service::Cpu, driver_ms: f64, decisions: u64) -> Option<CpuPerDecision> {
+        let per = |ms: f64| ms / decisions as f64;
+        (decisions > 0).then(|| CpuPerDecision {
+            postgres_ms: per(cpu.postgres_ms),
+            service_ms: per(cpu.service_ms),
+            driver_ms: per(driver_ms),
+        })
+    }
+
+    fn total_ms(&self) -> f64 {
+        self.postgres_ms + self.service_ms + self.driver_ms
+    }
 }
 
 /// One round of an alternation.
@@ -117,6 +143,7 @@ async fn deny(
         rate: phase.outcome.rate(),
         p99_ms: phase.outcome.latency.value_at_quantile(0.99) as f64 / 1000.0,
         statements: None,
+        cpu: CpuPerDecision::of(&phase.cpu, phase.cpu.harness_ms, phase.outcome.ok),
     };
     let mut note = String::new();
     if phase.outcome.error_count() > 0 {
@@ -234,6 +261,17 @@ async fn straightforward(
              the transcript kept in place (no HTTP, no service):\n\n{}\n",
             table("floor, transcript kept", "straightforward floor", &ceilings)
         ));
+        out.push_str(&cpu_table(&[
+            ("service deny", rounds.iter().map(|r| r.first).collect()),
+            (
+                "straightforward floor",
+                rounds.iter().map(|r| r.second).collect(),
+            ),
+            (
+                "floor, transcript kept",
+                ceilings.iter().map(|r| r.first).collect(),
+            ),
+        ]));
         let target = if messages == crate::agent::SIZES[0].0 {
             2.5
         } else {
@@ -387,6 +425,7 @@ async fn straightforward_floor(
         crate::straightforward::seed(floor, &bench.pool, (per_client * clients) as i64, text)
             .await?;
     let before = resumed(bench).await?;
+    let cpu_before = crate::service::Cpu::read(None, bench.ticks);
     let outcome = crate::straightforward::run(
         floor,
         script,
@@ -396,6 +435,8 @@ async fn straightforward_floor(
         base,
         Length::PerClient(per_client),
     )?;
+    // pgbench has been waited for, so its CPU is in the harness's children's.
+    let cpu = crate::service::Cpu::read(None, bench.ticks).since(&cpu_before);
     let decided = resumed(bench).await? - before;
     if let Some(failed) = outcome.failed {
         return Err(format!("pgbench of {} failed: {failed}", script.path()).into());
@@ -412,6 +453,7 @@ async fn straightforward_floor(
         rate: outcome.tps,
         p99_ms: outcome.latency.value_at_quantile(0.99) as f64 / 1000.0,
         statements: None,
+        cpu: CpuPerDecision::of(&cpu, cpu.children_ms, outcome.transactions),
     };
     Ok((side, note))
 }
@@ -480,6 +522,7 @@ async fn langgraph(bench: &Bench, settings: &crate::Settings) -> Result<(), Erro
                     rate: line["rate"].as_f64().unwrap_or(0.0),
                     p99_ms: line["p99_ms"].as_f64().unwrap_or(0.0),
                     statements: None,
+                    cpu: None,
                 };
                 let errors = line["errors"].as_u64().unwrap_or(0);
                 if errors > 0 {
@@ -670,6 +713,7 @@ async fn register(bench: &Bench, alt: &Settings, members: &str) -> Result<(Side,
         rate: latencies.len() as f64 / elapsed.as_secs_f64(),
         p99_ms: p99.as_secs_f64() * 1000.0,
         statements,
+        cpu: None,
     };
     Ok((side, note))
 }
@@ -778,6 +822,41 @@ fn order(round: usize) -> [bool; 2] {
     } else {
         [false, true]
     }
+}
+
+/// Where each side's CPU went, per decision, as the median over its rounds of each part (the machine's cores are
+/// what every side shares, so the total bounds its rate: cores ÷ total).
+fn cpu_table(sides: &[(&str, Vec<Side>)]) -> String {
+    let median = |mut values: Vec<f64>| {
+        values.sort_by(f64::total_cmp);
+        values.get(values.len() / 2).copied().unwrap_or(0.0)
+    };
+    let mut out = String::from(
+        "\nCPU per decision, ms (median of the rounds; Postgres: every process of the server; the driver: the harness's \
+         HTTP clients, or pgbench):\n\n\
+         | side | Postgres | service | driver | total | decisions/s the cores could carry at that |\n\
+         |---|---|---|---|---|---|\n",
+    );
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    for (name, measured) in sides {
+        let cpus: Vec<CpuPerDecision> = measured.iter().filter_map(|side| side.cpu).collect();
+        if cpus.is_empty() {
+            continue;
+        }
+        let total = median(cpus.iter().map(CpuPerDecision::total_ms).collect());
+        out.push_str(&format!(
+            "| {name} | {:.3} | {:.3} | {:.3} | {total:.3} | {:.0} |\n",
+            median(cpus.iter().map(|c| c.postgres_ms).collect()),
+            median(cpus.iter().map(|c| c.service_ms).collect()),
+            median(cpus.iter().map(|c| c.driver_ms).collect()),
+            if total > 0.0 {
+                cores * 1000.0 / total
+            } else {
+                0.0
+            },
+        ));
+    }
+    out
 }
 
 /// The rounds as a Markdown table, with each round's ratio first ÷ second.

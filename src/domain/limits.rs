@@ -25,8 +25,9 @@ pub const SMALL_BODY_BYTES: usize = 256 * 1024;
 
 /// LARGE_BODIES_AT_ONCE when it is not set: one fewer than the machine's cores, at least one. Each large body is
 /// parsed, hashed and checked on a thread of its own, holding a core for hundreds of milliseconds; with every core so
-/// held, a decision waits for one (BENCHMARKS.md, "Big bodies": on two cores, a small decision's p99 beside the
-/// largest bodies went from 3.2 to 1.8 times its p99 alone with one large body at a time instead of three).
+/// held, a decision waits for one (BENCHMARKS.md, "Big bodies": on two cores, with lz4 for long texts too, a small
+/// decision's p99 beside the largest bodies went from 3.3–3.6 to 1.6–1.9 times its p99 alone with one large body at
+/// a time instead of three).
 pub fn default_large_bodies_at_once(cores: usize) -> usize {
     cores.saturating_sub(1).max(1)
 }
