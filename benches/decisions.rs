@@ -40,6 +40,8 @@ mod seed;
 mod service;
 #[path = "decisions/straightforward.rs"]
 mod straightforward;
+#[path = "decisions/straightforward_phase.rs"]
+mod straightforward_phase;
 #[path = "decisions/transcript.rs"]
 mod transcript;
 
@@ -547,7 +549,10 @@ async fn benchmark(settings: &Settings) -> Result<(), Error> {
     if settings.wants("native") {
         native_phase(&bench, settings).await?;
     }
-    alternation::run(&bench, settings, &database_url).await?;
+    if settings.wants("straightforward") {
+        straightforward_phase::run(&bench, settings, &database_url).await?;
+    }
+    alternation::run(&bench, settings).await?;
     println!("Whole run: {:.0} s.", started.elapsed().as_secs_f64());
     bench.service.stop();
     Ok(())
