@@ -166,15 +166,18 @@ def send_large_bodies(a, port, key, head, registration, over_limit, stop_at, ans
 
 
 def wal_and_fsyncs(admin):
-    """The server's WAL written (bytes) and its WAL syncs so far (pg_stat_wal, every database)."""
-    out = subprocess.run(["psql", "-qXAt", admin, "-c", "select wal_bytes, wal_sync from pg_stat_wal"], check=True,
-                         capture_output=True, text=True).stdout.strip()
+    """The server's WAL written (bytes) and its WAL syncs so far (pg_stat_wal, every database); the syncs are 0
+    where pg_stat_wal no longer counts them (Postgres 18 moved them to pg_stat_io)."""
+    query = ("select wal_bytes, coalesce((to_jsonb(w) ->> 'wal_sync')::bigint, 0) from pg_stat_wal w")
+    out = subprocess.run(["psql", "-qXAt", admin, "-c", query], check=True, capture_output=True,
+                         text=True).stdout.strip()
     written, syncs = out.split("|")
     return int(float(written)), int(syncs)
 
 
-def cpu_seconds(pids):
-    """User and system CPU seconds spent so far by the processes `pids` (those still alive)."""
+def cpu_seconds(pids, reaped=()):
+    """User and system CPU seconds spent so far by the processes `pids` (those still alive), and by the children
+    that the processes `reaped` have waited for."""
     total, tick = 0, os.sysconf("SC_CLK_TCK")
     for pid in pids:
         try:
@@ -182,7 +185,25 @@ def cpu_seconds(pids):
         except OSError:
             continue
         total += int(fields[11]) + int(fields[12])
+        if pid in reaped:
+            total += int(fields[13]) + int(fields[14])
     return total / tick
+
+
+def postgres_cpu_seconds():
+    """CPU seconds of the whole Postgres server so far: its processes alive now, and those that have ended, which
+    the postmaster (the one whose parent is not a postgres process) has reaped; so a backend that ends during a
+    measurement is counted whole."""
+    pids = postgres_pids()
+    postmasters = set()
+    for pid in pids:
+        try:
+            parent = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            continue
+        if parent not in pids:
+            postmasters.add(pid)
+    return cpu_seconds(pids, postmasters)
 
 
 def postgres_pids():
@@ -302,9 +323,7 @@ def main():
             f.write("5")
         rss_before = vm_field(pid, "VmRSS:")
         wal_before, syncs_before = wal_and_fsyncs(admin)
-        # Backends that start during the load and end before it does are not counted: the pool keeps its own.
-        server_pids = postgres_pids()
-        server_cpu_before, service_cpu_before = cpu_seconds(server_pids), cpu_seconds([pid])
+        server_cpu_before, service_cpu_before = postgres_cpu_seconds(), cpu_seconds([pid])
         stop_at = time.time() + a.seconds
         rss_samples = []
 
@@ -329,7 +348,7 @@ def main():
         sampler.join()
         hwm = vm_field(pid, "VmHWM:")
         wal_after, syncs_after = wal_and_fsyncs(admin)
-        server_cpu = cpu_seconds(server_pids + [p for p in postgres_pids() if p not in server_pids])
+        server_cpu = postgres_cpu_seconds()
         result = {
             "clients": a.clients, "over_limit_clients": a.over_limit, "seconds": a.seconds,
             "registration_bytes": len(registration), "messages": a.messages,

@@ -1,10 +1,11 @@
--- Long texts compressed with lz4 instead of pglz (issues 39 and 43; BENCHMARKS.md, "Transcripts compressed with lz4").
+-- Long texts compressed with lz4 instead of pglz (issues 39 and 43; docs/benchmarks/big-bodies.md, "Not the WAL: pglz,
+-- then the cores").
 --
 -- Postgres compresses every text it moves out of line (TOAST, past about 2 KB) with the column's method, pglz unless
--- told otherwise. pglz is slow: on this machine it spent about a quarter of a second of one core compressing each
--- 8 MiB transcript a registration stores, on the connection of that registration, while small decisions waited for
--- the same two cores, and every deny of a long conversation decompresses its 35 KB transcript to answer with it.
--- lz4 compresses and decompresses several times faster for somewhat larger stored text.
+-- told otherwise. pglz is slow: with 48 clients registering 8 MiB transcripts for 30 s, Postgres spent 13.8-14.0 s
+-- of CPU with pglz and 5.1-5.3 s with lz4, on the connections of those registrations, while small decisions waited
+-- for the same two cores; and every deny of a long conversation decompresses its 35 KB transcript to answer with it.
+-- lz4 compresses and decompresses several times faster, for somewhat larger stored text.
 --
 -- Only the columns that hold a person's or a model's long text in clear: the transcript (`messages`), a native
 -- run's system prompt, the worker's state, a call's arguments (as posted and as edited) and result, and a tool

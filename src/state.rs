@@ -40,8 +40,7 @@ pub struct Limits {
     /// Most bytes of request bodies in flight (MAX_BODY_BYTES_IN_FLIGHT); `None`: the default for the body limits
     /// above ([`Limits::body_bytes_in_flight`]).
     pub body_bytes_in_flight: Option<usize>,
-    /// Most bodies over `SMALL_BODY_BYTES` handled at once (LARGE_BODIES_AT_ONCE); `None`: one fewer than the
-    /// machine's cores ([`Limits::large_bodies_at_once`]).
+    /// Most bodies over `SMALL_BODY_BYTES` handled at once (LARGE_BODIES_AT_ONCE); `None`: no bound but the bytes'.
     pub large_bodies_at_once: Option<usize>,
 }
 
@@ -51,14 +50,6 @@ impl Limits {
     pub fn largest_body(&self) -> usize {
         self.max_body_bytes
             .saturating_add(self.work.max_worker_state_bytes)
-    }
-
-    /// LARGE_BODIES_AT_ONCE, or its default for the cores this process may run on.
-    pub fn large_bodies_at_once(&self) -> usize {
-        self.large_bodies_at_once.unwrap_or_else(|| {
-            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-            limits::default_large_bodies_at_once(cores)
-        })
     }
 
     /// MAX_BODY_BYTES_IN_FLIGHT, or its default for these body limits.

@@ -23,15 +23,6 @@ pub const DEFAULT_MAX_WORKER_STATE_BYTES: usize = 1024 * 1024;
 /// Parsing 256 KiB of JSON takes about a millisecond, the longest a small request should wait behind another.
 pub const SMALL_BODY_BYTES: usize = 256 * 1024;
 
-/// LARGE_BODIES_AT_ONCE when it is not set: one fewer than the machine's cores, at least one. Each large body is
-/// parsed, hashed and checked on a thread of its own, holding a core for hundreds of milliseconds; with every core so
-/// held, a decision waits for one (BENCHMARKS.md, "Big bodies": on two cores, with lz4 for long texts too, a small
-/// decision's p99 beside the largest bodies went from 3.3–3.6 to 1.6–1.9 times its p99 alone with one large body at
-/// a time instead of three).
-pub fn default_large_bodies_at_once(cores: usize) -> usize {
-    cores.saturating_sub(1).max(1)
-}
-
 /// MAX_BODY_BYTES_IN_FLIGHT when it is not set: four bodies of the largest size a route reads.
 pub fn default_body_bytes_in_flight(largest_body: usize) -> usize {
     largest_body.saturating_mul(4)
@@ -180,14 +171,6 @@ mod tests {
             "{error:?}"
         );
         assert!(error.to_string().contains("tool call 1"), "{error}");
-    }
-
-    #[test]
-    fn large_bodies_are_handled_on_all_cores_but_one_and_on_one_core_alone() {
-        assert_eq!(default_large_bodies_at_once(1), 1);
-        assert_eq!(default_large_bodies_at_once(2), 1);
-        assert_eq!(default_large_bodies_at_once(8), 7);
-        assert_eq!(default_large_bodies_at_once(0), 1);
     }
 
     #[test]

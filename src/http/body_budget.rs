@@ -10,9 +10,12 @@
 //!
 //! A large body's handler runs on a thread of the blocking pool ([`Admitted::spawn`]): parsing, hashing and checking
 //! megabytes of JSON hold a CPU for hundreds of milliseconds, which on one of the runtime's few workers would hold up
-//! every small request queued behind it. LARGE_BODIES_AT_ONCE bounds how many such threads there are (by default one
-//! fewer than the cores), so that however many large bodies arrive, a core is left for the small requests and for
-//! Postgres; the bytes bound how much memory they hold. A large body waits for both within the same [`WAIT`].
+//! every small request queued behind it. The bytes bound how many such threads there are; LARGE_BODIES_AT_ONCE, when
+//! set, bounds them further (one fewer than the cores leaves a core for the small requests and for Postgres), and a
+//! large body then waits for a place too, within the same [`WAIT`]. It is not set by default because the place is
+//! taken before the body is read and held until the handler ends: one client sending its body slowly, or a chunked
+//! body of any size (weighed as large), holds a place for up to BODY_READ_TIMEOUT_MS, so with one place one client
+//! could keep every other large body out (docs/operations.md, "Bodies in flight").
 //!
 //! The weighing comes before the key is checked, as the connection bound does: it reads nothing, and a stranger's
 //! weight is held only until the key is refused, before the body is read.
@@ -43,7 +46,8 @@ pub const WAIT: Duration = Duration::from_secs(1);
 pub struct BodyBudget {
     small: Arc<Semaphore>,
     large: Arc<Semaphore>,
-    large_at_once: Arc<Semaphore>,
+    /// `None`: LARGE_BODIES_AT_ONCE is not set, and the bytes alone bound large bodies.
+    large_at_once: Option<Arc<Semaphore>>,
 }
 
 /// A request let in, holding its body's weight until it is dropped.
@@ -51,8 +55,8 @@ pub enum Admitted {
     /// No body: nothing to weigh.
     Bodiless,
     Small(OwnedSemaphorePermit),
-    /// Its bytes, and its place among the large bodies handled at once.
-    Large(OwnedSemaphorePermit, OwnedSemaphorePermit),
+    /// Its bytes, and its place among the large bodies handled at once (when LARGE_BODIES_AT_ONCE is set).
+    Large(OwnedSemaphorePermit, Option<OwnedSemaphorePermit>),
 }
 
 impl BodyBudget {
@@ -64,9 +68,9 @@ impl BodyBudget {
         BodyBudget {
             small: Arc::new(Semaphore::new(permits(total - large))),
             large: Arc::new(Semaphore::new(permits(large))),
-            large_at_once: Arc::new(Semaphore::new(
-                limits.large_bodies_at_once().min(Semaphore::MAX_PERMITS),
-            )),
+            large_at_once: limits
+                .large_bodies_at_once
+                .map(|places| Arc::new(Semaphore::new(places.min(Semaphore::MAX_PERMITS)))),
         }
     }
 
@@ -99,7 +103,10 @@ impl BodyBudget {
                 return Ok(Admitted::Small(bytes));
             }
             let bytes = Arc::clone(&self.large).acquire_many_owned(permits).await?;
-            let place = Arc::clone(&self.large_at_once).acquire_owned().await?;
+            let place = match &self.large_at_once {
+                Some(places) => Some(Arc::clone(places).acquire_owned().await?),
+                None => None,
+            };
             Ok::<_, tokio::sync::AcquireError>(Admitted::Large(bytes, place))
         })
         .await;
@@ -165,17 +172,17 @@ mod tests {
     use crate::domain::limits::WorkLimits;
 
     fn budget(in_flight: usize) -> BodyBudget {
-        budget_at_once(in_flight, 4)
+        budget_with_places(in_flight, None)
     }
 
-    fn budget_at_once(in_flight: usize, large_at_once: usize) -> BodyBudget {
+    fn budget_with_places(in_flight: usize, large_at_once: Option<usize>) -> BodyBudget {
         BodyBudget::new(&Limits {
             max_body_bytes: 1024 * 1024,
             request_timeout: Duration::from_secs(30),
             body_read_timeout: Duration::from_secs(15),
             work: WorkLimits::default(),
             body_bytes_in_flight: Some(in_flight),
-            large_bodies_at_once: Some(large_at_once),
+            large_bodies_at_once: large_at_once,
         })
     }
 
@@ -235,10 +242,21 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn without_large_bodies_at_once_the_bytes_alone_bound_large_bodies() {
+        let budget = budget(64 << 20);
+        let mut held = Vec::new();
+        for _ in 0..8 {
+            let admitted = budget.admit(&SizeHint::with_exact(1 << 20), 8 << 20).await;
+            assert!(matches!(admitted, Ok(Admitted::Large(_, None))));
+            held.push(admitted);
+        }
+    }
+
+    #[tokio::test]
     async fn a_large_body_waits_for_its_place_while_as_many_as_allowed_are_handled_and_a_small_one_does_not()
      {
-        // Bytes for eight large bodies, places for one.
-        let budget = budget_at_once(64 << 20, 1);
+        // Bytes for 48 large bodies of 1 MiB, a place for one.
+        let budget = budget_with_places(64 << 20, Some(1));
         let held = budget.admit(&SizeHint::with_exact(1 << 20), 8 << 20).await;
         assert!(matches!(held, Ok(Admitted::Large(..))));
         let small = budget.admit(&SizeHint::with_exact(200), 8 << 20).await;
