@@ -275,9 +275,7 @@ async fn straightforward_floor(
         Length::PerClient(warm_per_client),
     )?;
     if let Some(failed) = warm.failed {
-        return Err(
-            format!("pgbench warm-up of the straightforward floor failed: {failed}").into(),
-        );
+        return Err(format!("pgbench warm-up of {} failed: {failed}", script.path()).into());
     }
     let per_client = (alt.decisions / clients).max(1);
     let base =

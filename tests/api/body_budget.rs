@@ -149,6 +149,21 @@ async fn holding(
     (feeder, status)
 }
 
+/// Sends a registration declaring `size` bytes and checks that it is answered 503 `too_many_body_bytes` with
+/// `Retry-After` and `Connection: close`, without a byte of its body read.
+async fn refused_unread(app: &TestApp, size: usize) {
+    let (body, feeder) = fed(Some(size), b"{}");
+    let refused = app.send(post(app, "/v1/runs", body)).await;
+    assert_problem(
+        &refused,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "too_many_body_bytes",
+    );
+    assert!(refused.headers.contains_key("retry-after"), "{refused:?}");
+    assert_eq!(refused.headers["connection"], "close");
+    assert_eq!(feeder.read(), 0, "the refused body was read");
+}
+
 /// A registration body of about `bytes` bytes (within MAX_BODY_BYTES): a run whose user message is padded.
 fn registration_of(bytes: usize) -> String {
     let mut body = support::run_body(Uuid::new_v4(), 7);
@@ -170,16 +185,7 @@ async fn a_body_over_the_budget_is_answered_503_with_retry_after_and_left_unread
     // 2 MiB of the large share's 3 taken by a body still arriving.
     let (first, first_answer) = holding(&app, "/v1/runs", Some(2 * MIB)).await;
 
-    let (body, second) = fed(Some(2 * MIB), b"{}");
-    let refused = app.send(post(&app, "/v1/runs", body)).await;
-    assert_problem(
-        &refused,
-        StatusCode::SERVICE_UNAVAILABLE,
-        "too_many_body_bytes",
-    );
-    assert!(refused.headers.contains_key("retry-after"), "{refused:?}");
-    assert_eq!(refused.headers["connection"], "close");
-    assert_eq!(second.read(), 0, "the refused body was read");
+    refused_unread(&app, 2 * MIB).await;
 
     // The first body ends short (not JSON); its weight is given back, and the same size is let in.
     drop(first);
@@ -322,15 +328,7 @@ async fn a_large_body_past_large_bodies_at_once_is_answered_503_unread_while_sma
     let (id, digest) = support::owned_run(&app).await;
     let (first, first_answer) = holding(&app, "/v1/runs", Some(MIB)).await;
 
-    let (body, second) = fed(Some(MIB), b"{}");
-    let refused = app.send(post(&app, "/v1/runs", body)).await;
-    assert_problem(
-        &refused,
-        StatusCode::SERVICE_UNAVAILABLE,
-        "too_many_body_bytes",
-    );
-    assert!(refused.headers.contains_key("retry-after"), "{refused:?}");
-    assert_eq!(second.read(), 0, "the refused body was read");
+    refused_unread(&app, MIB).await;
 
     let decided = app.decide(id, false, Some(7), &digest).await;
     assert_eq!(decided.status, StatusCode::OK, "{:?}", decided.body);
