@@ -8,9 +8,10 @@
 //! large bodies never hold up a decision. A request whose share is taken waits up to [`WAIT`], then is answered 503
 //! `too_many_body_bytes` with `Retry-After`, its body still unread.
 //!
-//! A large body's handler runs on a thread of the blocking pool ([`Admitted::spawn`]): parsing, hashing and checking
-//! megabytes of JSON hold a CPU for hundreds of milliseconds, which on one of the runtime's few workers would hold up
-//! every small request queued behind it. The bytes bound how many such threads there are; LARGE_BODIES_AT_ONCE, when
+//! A large body's handler runs on a thread of its own at the lowest CPU priority ([`Admitted::spawn`],
+//! `large_body_threads`): parsing, hashing and checking megabytes of JSON hold a CPU for hundreds of milliseconds,
+//! which would otherwise hold up every small request waiting for the cores. The bytes bound how many such threads
+//! there are; LARGE_BODIES_AT_ONCE, when
 //! set, bounds them further (one fewer than the cores leaves a core for the small requests and for Postgres), and a
 //! large body then waits for a place too, within the same [`WAIT`]. It is not set by default because the place is
 //! taken before the body is read and held until the handler ends: one client sending its body slowly, or a chunked
@@ -28,11 +29,10 @@ use axum::http::header::CONNECTION;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use http_body::SizeHint;
-use tokio::runtime::Handle;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tokio::task::JoinHandle;
 
 use super::error::ApiError;
+use super::large_body_threads;
 use crate::domain::limits::{SMALL_BODY_BYTES, large_body_share};
 use crate::state::Limits;
 
@@ -125,14 +125,15 @@ impl BodyBudget {
 
 impl Admitted {
     /// Runs a request's handler to completion in a task of its own, holding the body's weight until it ends: on
-    /// the runtime's workers for a small body, on a thread of the blocking pool for a large one (the module's
-    /// comment says why). The handler's I/O is still driven by the runtime, from whichever thread awaits it.
-    pub fn spawn<F>(self, handler: F) -> JoinHandle<F::Output>
+    /// the runtime's workers for a small body, on a thread of its own at the lowest CPU priority for a large one
+    /// (`large_body_threads` says why). The handler's I/O is driven by the runtime either way. Dropping the returned
+    /// future gives up only the wait for the answer.
+    pub async fn spawn<F>(self, handler: F) -> Result<F::Output, String>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        match self {
+        let spawned = match self {
             Admitted::Bodiless => tokio::spawn(handler),
             Admitted::Small(permit) => tokio::spawn(async move {
                 let output = handler.await;
@@ -140,14 +141,12 @@ impl Admitted {
                 output
             }),
             Admitted::Large(bytes, place) => {
-                let runtime = Handle::current();
-                tokio::task::spawn_blocking(move || {
-                    let output = runtime.block_on(handler);
-                    drop((bytes, place));
-                    output
-                })
+                return large_body_threads::run(handler, (bytes, place))
+                    .await
+                    .map_err(|unanswered| unanswered.to_string());
             }
-        }
+        };
+        spawned.await.map_err(|failed| failed.to_string())
     }
 }
 
@@ -250,6 +249,27 @@ mod tests {
             assert!(matches!(admitted, Ok(Admitted::Large(_, None))));
             held.push(admitted);
         }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_large_body_is_handled_at_sched_idle_and_a_small_one_on_the_runtime_s_workers() {
+        use thread_priority::{NormalThreadSchedulePolicy, ThreadSchedulePolicy, thread_schedule_policy};
+        let idle = ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle);
+        let budget = budget(64 << 20);
+        let policy_seen = || async { thread_schedule_policy().expect("the policy is readable") };
+
+        let large = budget.admit(&SizeHint::with_exact(1 << 20), 8 << 20).await;
+        let large = large.ok().expect("let in");
+        assert_eq!(large.spawn(policy_seen()).await, Ok(idle));
+        assert_eq!(
+            budget.large.available_permits(),
+            large_body_share(64 << 20) / 1024,
+            "its bytes are given back when its handler ends"
+        );
+
+        let small = budget.admit(&SizeHint::with_exact(200), 8 << 20).await;
+        let small = small.ok().expect("let in");
+        assert_ne!(small.spawn(policy_seen()).await, Ok(idle));
     }
 
     #[tokio::test]

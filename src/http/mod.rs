@@ -17,6 +17,7 @@ pub mod extract;
 pub mod format_members;
 pub mod integer;
 pub mod json_pieces;
+pub mod large_body_threads;
 pub mod ops;
 pub mod remembered_rules;
 pub mod request_id;
