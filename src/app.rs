@@ -165,7 +165,7 @@ async fn counted_with_request_id(request: Request, next: Next) -> Response {
 async fn within_bounds(
     limits: Limits,
     budget: body_budget::BodyBudget,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
     let route = request.extensions().get::<MatchedPath>();
@@ -179,6 +179,9 @@ async fn within_bounds(
         Ok(admitted) => admitted,
         Err(refused) => return refused,
     };
+    if let Some(place) = admitted.place_after_arrival() {
+        request.extensions_mut().insert(place);
+    }
     body::read_within_timeout(limits.body_read_timeout, request, |request| {
         within_timeout(limits.request_timeout, async move {
             if attached {

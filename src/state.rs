@@ -40,7 +40,8 @@ pub struct Limits {
     /// Most bytes of request bodies in flight (MAX_BODY_BYTES_IN_FLIGHT); `None`: the default for the body limits
     /// above ([`Limits::body_bytes_in_flight`]).
     pub body_bytes_in_flight: Option<usize>,
-    /// Most bodies over `SMALL_BODY_BYTES` handled at once (LARGE_BODIES_AT_ONCE); `None`: no bound but the bytes'.
+    /// Most bodies over `SMALL_BODY_BYTES` parsed and handled at once (LARGE_BODIES_AT_ONCE); `None`: the default
+    /// ([`Limits::large_bodies_at_once`]).
     pub large_bodies_at_once: Option<usize>,
 }
 
@@ -56,6 +57,14 @@ impl Limits {
     pub fn body_bytes_in_flight(&self) -> usize {
         self.body_bytes_in_flight
             .unwrap_or_else(|| limits::default_body_bytes_in_flight(self.largest_body()))
+    }
+
+    /// LARGE_BODIES_AT_ONCE, or its default for this machine's cores.
+    pub fn large_bodies_at_once(&self) -> usize {
+        self.large_bodies_at_once.unwrap_or_else(|| {
+            let cores = std::thread::available_parallelism().map_or(1, usize::from);
+            limits::default_large_bodies_at_once(cores)
+        })
     }
 }
 

@@ -23,6 +23,14 @@ pub const DEFAULT_MAX_WORKER_STATE_BYTES: usize = 1024 * 1024;
 /// Parsing 256 KiB of JSON takes about a millisecond, the longest a small request should wait behind another.
 pub const SMALL_BODY_BYTES: usize = 256 * 1024;
 
+/// LARGE_BODIES_AT_ONCE when it is not set, on a machine of `cores`: one fewer than the cores, at least one. Large
+/// bodies parse at the lowest CPU priority (`http::large_body_threads`), yet a machine whose every core is busy, at
+/// whatever priority, commits more slowly (docs/benchmarks/big-bodies.md); a core left to the small requests and
+/// Postgres keeps a decision's latency with large bodies in flight near its latency without.
+pub fn default_large_bodies_at_once(cores: usize) -> usize {
+    cores.saturating_sub(1).max(1)
+}
+
 /// MAX_BODY_BYTES_IN_FLIGHT when it is not set: four bodies of the largest size a route reads.
 pub fn default_body_bytes_in_flight(largest_body: usize) -> usize {
     largest_body.saturating_mul(4)
@@ -171,6 +179,13 @@ mod tests {
             "{error:?}"
         );
         assert!(error.to_string().contains("tool call 1"), "{error}");
+    }
+
+    #[test]
+    fn large_bodies_at_once_leaves_a_core_by_default_and_never_falls_to_none() {
+        assert_eq!(default_large_bodies_at_once(1), 1);
+        assert_eq!(default_large_bodies_at_once(2), 1);
+        assert_eq!(default_large_bodies_at_once(8), 7);
     }
 
     #[test]

@@ -11,12 +11,10 @@
 //! A large body's handler runs on a thread of its own at the lowest CPU priority ([`Admitted::spawn`],
 //! `large_body_threads`): parsing, hashing and checking megabytes of JSON hold a CPU for hundreds of milliseconds,
 //! which would otherwise hold up every small request waiting for the cores. The bytes bound how many such threads
-//! there are; LARGE_BODIES_AT_ONCE, when
-//! set, bounds them further (one fewer than the cores leaves a core for the small requests and for Postgres), and a
-//! large body then waits for a place too, within the same [`WAIT`]. It is not set by default because the place is
-//! taken before the body is read and held until the handler ends: one client sending its body slowly, or a chunked
-//! body of any size (weighed as large), holds a place for up to BODY_READ_TIMEOUT_MS, so with one place one client
-//! could keep every other large body out (docs/operations.md, "Bodies in flight").
+//! there are, and LARGE_BODIES_AT_ONCE how many of them parse and check at once (by default one fewer than the
+//! cores, which leaves a core for the small requests and for Postgres). A large body takes its place only once it
+//! has arrived ([`PlaceAfterArrival`]), waiting up to [`WAIT`] for one, then answered 503 `too_many_body_bytes`: a
+//! client sending its body slowly, or in chunks, holds bytes while it does, never a place.
 //!
 //! The weighing comes before the key is checked, as the connection bound does: it reads nothing, and a stranger's
 //! weight is held only until the key is refused, before the body is read.
@@ -46,8 +44,8 @@ pub const WAIT: Duration = Duration::from_secs(1);
 pub struct BodyBudget {
     small: Arc<Semaphore>,
     large: Arc<Semaphore>,
-    /// `None`: LARGE_BODIES_AT_ONCE is not set, and the bytes alone bound large bodies.
-    large_at_once: Option<Arc<Semaphore>>,
+    /// The places of LARGE_BODIES_AT_ONCE.
+    large_at_once: Arc<Semaphore>,
 }
 
 /// A request let in, holding its body's weight until it is dropped.
@@ -55,8 +53,47 @@ pub enum Admitted {
     /// No body: nothing to weigh.
     Bodiless,
     Small(OwnedSemaphorePermit),
-    /// Its bytes, and its place among the large bodies handled at once (when LARGE_BODIES_AT_ONCE is set).
-    Large(OwnedSemaphorePermit, Option<OwnedSemaphorePermit>),
+    /// Its bytes, and where it takes its place among the large bodies handled at once once it has arrived.
+    Large(OwnedSemaphorePermit, PlaceAfterArrival),
+}
+
+/// A large body's place among the LARGE_BODIES_AT_ONCE handled at once, taken once the body has arrived
+/// (`extract::json_text`, through the request's extensions) and held until its handler ends: a body still arriving
+/// holds no place, so a client that sends slowly keeps no other body out.
+#[derive(Clone)]
+pub struct PlaceAfterArrival {
+    places: Arc<Semaphore>,
+    /// Every clone shares it; the place is given back when the last clone is dropped (the handler's end).
+    held: Arc<std::sync::Mutex<Option<OwnedSemaphorePermit>>>,
+}
+
+impl PlaceAfterArrival {
+    /// Takes a place, waiting up to [`WAIT`] for one; then 503 `too_many_body_bytes`. Taking it twice takes one.
+    pub async fn take(&self) -> Result<(), ApiError> {
+        if self.held().is_some() {
+            return Ok(());
+        }
+        let place = tokio::time::timeout(WAIT, Arc::clone(&self.places).acquire_owned()).await;
+        match place {
+            Ok(Ok(place)) => {
+                *self.held() = Some(place);
+                Ok(())
+            }
+            // Never closed; a closed set of places admits nobody, as a full one does.
+            Ok(Err(_)) | Err(_) => Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too_many_body_bytes",
+                "LARGE_BODIES_AT_ONCE bodies over 256 KiB are being handled; retry after the time in Retry-After",
+            )),
+        }
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, Option<OwnedSemaphorePermit>> {
+        // The lock guards one assignment; a panic cannot leave the option half-written.
+        self.held
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
 }
 
 impl BodyBudget {
@@ -68,9 +105,9 @@ impl BodyBudget {
         BodyBudget {
             small: Arc::new(Semaphore::new(permits(total - large))),
             large: Arc::new(Semaphore::new(permits(large))),
-            large_at_once: limits
-                .large_bodies_at_once
-                .map(|places| Arc::new(Semaphore::new(places.min(Semaphore::MAX_PERMITS)))),
+            large_at_once: Arc::new(Semaphore::new(
+                limits.large_bodies_at_once().min(Semaphore::MAX_PERMITS),
+            )),
         }
     }
 
@@ -103,9 +140,9 @@ impl BodyBudget {
                 return Ok(Admitted::Small(bytes));
             }
             let bytes = Arc::clone(&self.large).acquire_many_owned(permits).await?;
-            let place = match &self.large_at_once {
-                Some(places) => Some(Arc::clone(places).acquire_owned().await?),
-                None => None,
+            let place = PlaceAfterArrival {
+                places: Arc::clone(&self.large_at_once),
+                held: Arc::default(),
             };
             Ok::<_, tokio::sync::AcquireError>(Admitted::Large(bytes, place))
         })
@@ -116,14 +153,21 @@ impl BodyBudget {
             Ok(Err(_)) | Err(_) => Err(closing(ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "too_many_body_bytes",
-                "the bodies being read take MAX_BODY_BYTES_IN_FLIGHT, or LARGE_BODIES_AT_ONCE large ones are being \
-                 handled; retry after the time in Retry-After",
+                "the bodies being read take MAX_BODY_BYTES_IN_FLIGHT; retry after the time in Retry-After",
             ))),
         }
     }
 }
 
 impl Admitted {
+    /// Where a large body takes its place once it has arrived, for the request's extensions; `None` for others.
+    pub fn place_after_arrival(&self) -> Option<PlaceAfterArrival> {
+        match self {
+            Admitted::Large(_, place) => Some(place.clone()),
+            Admitted::Bodiless | Admitted::Small(_) => None,
+        }
+    }
+
     /// Runs a request's handler to completion in a task of its own, holding the body's weight until it ends: on
     /// the runtime's workers for a small body, on a thread of its own at the lowest CPU priority for a large one
     /// (`large_body_threads` says why). The handler's I/O is driven by the runtime either way. Dropping the returned
@@ -241,19 +285,27 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn without_large_bodies_at_once_the_bytes_alone_bound_large_bodies() {
-        let budget = budget(64 << 20);
+    async fn large_bodies_are_let_in_by_their_bytes_alone_since_a_place_is_taken_only_after_arrival()
+     {
+        let budget = budget_with_places(64 << 20, Some(1));
         let mut held = Vec::new();
         for _ in 0..8 {
             let admitted = budget.admit(&SizeHint::with_exact(1 << 20), 8 << 20).await;
-            assert!(matches!(admitted, Ok(Admitted::Large(_, None))));
+            assert!(matches!(admitted, Ok(Admitted::Large(..))));
             held.push(admitted);
         }
+        assert_eq!(
+            budget.large_at_once.available_permits(),
+            1,
+            "no place taken yet"
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
     async fn a_large_body_is_handled_at_sched_idle_and_a_small_one_on_the_runtime_s_workers() {
-        use thread_priority::{NormalThreadSchedulePolicy, ThreadSchedulePolicy, thread_schedule_policy};
+        use thread_priority::{
+            NormalThreadSchedulePolicy, ThreadSchedulePolicy, thread_schedule_policy,
+        };
         let idle = ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle);
         let budget = budget(64 << 20);
         let policy_seen = || async { thread_schedule_policy().expect("the policy is readable") };
@@ -273,27 +325,61 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_large_body_waits_for_its_place_while_as_many_as_allowed_are_handled_and_a_small_one_does_not()
+    async fn an_arrived_large_body_waits_for_a_place_while_as_many_as_allowed_are_handled_then_is_refused_503()
      {
-        // Bytes for 48 large bodies of 1 MiB, a place for one.
         let budget = budget_with_places(64 << 20, Some(1));
-        let held = budget.admit(&SizeHint::with_exact(1 << 20), 8 << 20).await;
-        assert!(matches!(held, Ok(Admitted::Large(..))));
-        let small = budget.admit(&SizeHint::with_exact(200), 8 << 20).await;
-        assert!(matches!(small, Ok(Admitted::Small(_))));
-        let refused = budget
+        let first = budget
             .admit(&SizeHint::with_exact(1 << 20), 8 << 20)
             .await
-            .err()
-            .expect("refused");
-        assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
-        // A refused body gives back the bytes it took while it waited for a place.
-        assert_eq!(
-            budget.large.available_permits(),
-            large_body_share(64 << 20) / 1024 - 1024
+            .ok()
+            .expect("let in");
+        let second = budget
+            .admit(&SizeHint::with_exact(1 << 20), 8 << 20)
+            .await
+            .ok()
+            .expect("let in");
+        let first_place = first.place_after_arrival().expect("a large body has one");
+        first_place.take().await.expect("a place is free");
+        first_place
+            .take()
+            .await
+            .expect("taking it again takes the same place");
+
+        let started = tokio::time::Instant::now();
+        let refused = second
+            .place_after_arrival()
+            .expect("a large body has one")
+            .take()
+            .await
+            .expect_err("the one place is held");
+        assert!(started.elapsed() >= WAIT, "it waited for a place first");
+        assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(refused.code, "too_many_body_bytes");
+        let answered = refused.into_response();
+        assert!(answered.headers().contains_key("retry-after"));
+
+        // The place is given back when the handler ends, that is when the last of its holders is dropped.
+        drop((first, first_place));
+        let third = budget
+            .admit(&SizeHint::with_exact(1 << 20), 8 << 20)
+            .await
+            .ok()
+            .expect("let in");
+        third
+            .place_after_arrival()
+            .expect("a large body has one")
+            .take()
+            .await
+            .expect("the place is free again");
+        assert!(second.place_after_arrival().is_some());
+        assert!(
+            budget
+                .admit(&SizeHint::with_exact(200), 8 << 20)
+                .await
+                .ok()
+                .expect("let in")
+                .place_after_arrival()
+                .is_none()
         );
-        drop(held);
-        let admitted = budget.admit(&SizeHint::with_exact(1 << 20), 8 << 20).await;
-        assert!(matches!(admitted, Ok(Admitted::Large(..))));
     }
 }

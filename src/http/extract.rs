@@ -4,15 +4,18 @@
 
 use std::marker::PhantomData;
 
-use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::body::Bytes;
+use axum::extract::rejection::{JsonRejection, MissingJsonContentType, QueryRejection};
 use axum::extract::{FromRef, FromRequest, FromRequestParts, Path, Request};
+use axum::http::HeaderMap;
 use axum::http::StatusCode;
-use axum::http::header::AUTHORIZATION;
+use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 use uuid::Uuid;
 
+use super::body_budget::PlaceAfterArrival;
 use super::decision_tokens::{self, TokenHolder};
 use super::error::ApiError;
 use crate::domain::scopes::Scope;
@@ -257,11 +260,25 @@ where
 /// A body's JSON text, before its shape is looked at. The whole body must be JSON (UTF-8, well formed, nothing after
 /// it) first: parsed straight into a shape, a body would be refused 422 for an unknown member it names before the
 /// bytes that make it no JSON at all are read, and the same broken body would get 400 or 422 by where it breaks.
+///
+/// A large body takes its place among those parsed at once (`body_budget::PlaceAfterArrival`) between its arrival
+/// and its parsing: the wait for a place holds no connection's worth of unsent bytes, and the parsing is what the
+/// places bound.
 pub(super) async fn json_text<S: Send + Sync>(
     request: Request,
     state: &S,
 ) -> Result<Box<RawValue>, ApiError> {
-    let raw = match axum::Json::<Box<RawValue>>::from_request(request, state).await {
+    if !declares_json(request.headers()) {
+        return Err(json_rejection(MissingJsonContentType::default().into()));
+    }
+    let place = request.extensions().get::<PlaceAfterArrival>().cloned();
+    let bytes = Bytes::from_request(request, state)
+        .await
+        .map_err(|rejection| json_rejection(rejection.into()))?;
+    if let Some(place) = place {
+        place.take().await?;
+    }
+    let raw = match axum::Json::<Box<RawValue>>::from_bytes(&bytes) {
         Ok(axum::Json(raw)) => raw,
         Err(rejection) => return Err(json_rejection(rejection)),
     };
@@ -273,6 +290,20 @@ pub(super) async fn json_text<S: Send + Sync>(
         ));
     }
     Ok(raw)
+}
+
+/// Whether the request says its body is JSON (`application/json`, or any `application/…+json`), as axum's `Json`
+/// asks; [`json_text`] reads the bytes and the JSON apart, so it asks first, as `Json` does.
+fn declares_json(headers: &HeaderMap) -> bool {
+    let Some(mime) = headers
+        .get(CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<mime::Mime>().ok())
+    else {
+        return false;
+    };
+    mime.type_() == "application"
+        && (mime.subtype() == "json" || mime.suffix().is_some_and(|suffix| suffix == "json"))
 }
 
 /// The body's text ([`json_text`]) read into its shape `T`; what does not fit is 422 `invalid_body`.

@@ -19,8 +19,8 @@ use std::future::Future;
 use std::sync::Once;
 
 use thread_priority::{
-    NormalThreadSchedulePolicy, ThreadPriority, ThreadSchedulePolicy, set_thread_priority_and_policy,
-    thread_native_id,
+    NormalThreadSchedulePolicy, ThreadPriority, ThreadSchedulePolicy,
+    set_thread_priority_and_policy, thread_native_id,
 };
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
@@ -139,7 +139,10 @@ mod tests {
         .await
         .expect("the handler answers");
         assert!(!answer, "the weight is held while the handler runs");
-        assert!(dropped.load(Ordering::SeqCst), "and given back when it ends");
+        assert!(
+            dropped.load(Ordering::SeqCst),
+            "and given back when it ends"
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
