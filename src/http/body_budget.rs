@@ -311,7 +311,7 @@ mod tests {
         let policy_seen = || async { thread_schedule_policy().expect("the policy is readable") };
 
         let large = budget.admit(&SizeHint::with_exact(1 << 20), 8 << 20).await;
-        let large = large.ok().expect("let in");
+        let large = large.expect("let in");
         assert_eq!(large.spawn(policy_seen()).await, Ok(idle));
         assert_eq!(
             budget.large.available_permits(),
@@ -320,7 +320,7 @@ mod tests {
         );
 
         let small = budget.admit(&SizeHint::with_exact(200), 8 << 20).await;
-        let small = small.ok().expect("let in");
+        let small = small.expect("let in");
         assert_ne!(small.spawn(policy_seen()).await, Ok(idle));
     }
 
@@ -331,12 +331,10 @@ mod tests {
         let first = budget
             .admit(&SizeHint::with_exact(1 << 20), 8 << 20)
             .await
-            .ok()
             .expect("let in");
         let second = budget
             .admit(&SizeHint::with_exact(1 << 20), 8 << 20)
             .await
-            .ok()
             .expect("let in");
         let first_place = first.place_after_arrival().expect("a large body has one");
         first_place.take().await.expect("a place is free");
@@ -363,7 +361,6 @@ mod tests {
         let third = budget
             .admit(&SizeHint::with_exact(1 << 20), 8 << 20)
             .await
-            .ok()
             .expect("let in");
         third
             .place_after_arrival()
@@ -376,7 +373,6 @@ mod tests {
             budget
                 .admit(&SizeHint::with_exact(200), 8 << 20)
                 .await
-                .ok()
                 .expect("let in")
                 .place_after_arrival()
                 .is_none()
