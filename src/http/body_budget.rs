@@ -368,7 +368,6 @@ mod tests {
             .take()
             .await
             .expect("the place is free again");
-        assert!(second.place_after_arrival().is_some());
         assert!(
             budget
                 .admit(&SizeHint::with_exact(200), 8 << 20)

@@ -18,6 +18,7 @@ use uuid::Uuid;
 use super::body_budget::PlaceAfterArrival;
 use super::decision_tokens::{self, TokenHolder};
 use super::error::ApiError;
+use crate::domain::limits::SMALL_BODY_BYTES;
 use crate::domain::scopes::Scope;
 use crate::domain::token_view::Reader;
 use crate::keys;
@@ -275,7 +276,8 @@ pub(super) async fn json_text<S: Send + Sync>(
     let bytes = Bytes::from_request(request, state)
         .await
         .map_err(|rejection| json_rejection(rejection.into()))?;
-    if let Some(place) = place {
+    // A body sent in chunks is weighed as large before it arrives; arrived small, it has no parsing worth a place.
+    if let Some(place) = place.filter(|_| bytes.len() > SMALL_BODY_BYTES) {
         place.take().await?;
     }
     let raw = match axum::Json::<Box<RawValue>>::from_bytes(&bytes) {

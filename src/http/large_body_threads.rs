@@ -8,6 +8,9 @@
 //! (docs/benchmarks/big-bodies.md). At SCHED_IDLE a thread runs on what the others leave: a worker or a Postgres
 //! backend that wakes takes the core from it at once, and the large bodies still get every cycle nobody else wants.
 //! The kernel gives an idle thread a small share even of a busy core, so a large body is slowed, never stopped.
+//! The whole handler runs there, its statements included: when every core is taken by other work, a large body's
+//! transaction (and the row of its run, which it may hold) waits with it. Only bodies over 256 KiB are so handled:
+//! registrations, turns and results of large runs, which no small request of another run waits for.
 //!
 //! No unprivileged process may raise a thread's priority again (sched(7)), so these are not the blocking pool's
 //! threads, which serve small requests' work too: each large body gets a thread that ends with its handler. Starting
@@ -20,7 +23,7 @@ use std::sync::Once;
 
 use thread_priority::{
     NormalThreadSchedulePolicy, ThreadPriority, ThreadSchedulePolicy,
-    set_thread_priority_and_policy, thread_native_id,
+    set_thread_priority_and_policy, thread_native_id, thread_schedule_policy,
 };
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
@@ -68,12 +71,12 @@ where
 /// large body is served as before this module) and the first refusal is logged, once.
 fn lower_own_priority() {
     static REFUSED: Once = Once::new();
-    let lowered = set_thread_priority_and_policy(
-        thread_native_id(),
-        ThreadPriority::Min,
-        ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle),
-    );
-    if let Err(error) = lowered {
+    let idle = ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle);
+    let lowered = set_thread_priority_and_policy(thread_native_id(), ThreadPriority::Min, idle);
+    // The crate sets the policy, then the nice value; the second can fail alone (a process started with a nice
+    // value above 0 may not lower it again), which leaves the thread at SCHED_IDLE all the same.
+    let at_idle = thread_schedule_policy().is_ok_and(|policy| policy == idle);
+    if let (Err(error), false) = (lowered, at_idle) {
         REFUSED.call_once(|| {
             tracing::warn!(
                 error = ?error,
@@ -89,8 +92,6 @@ mod tests {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::Duration;
-
-    use thread_priority::thread_schedule_policy;
 
     use super::*;
 
@@ -112,10 +113,12 @@ mod tests {
             ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle)
         );
         assert_eq!(thread.as_deref(), Some("large-body"));
+        let worker =
+            tokio::spawn(async { thread_schedule_policy().expect("the policy is readable") });
         assert_ne!(
-            thread_schedule_policy().expect("the policy is readable"),
+            worker.await.expect("the worker answers"),
             ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle),
-            "the worker that waits for the answer keeps its priority"
+            "the runtime's workers keep their priority"
         );
     }
 

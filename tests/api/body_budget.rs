@@ -16,6 +16,7 @@ use axum::body::{Body, Bytes};
 use axum::http::{Method, Request, StatusCode};
 use http_body::{Frame, SizeHint};
 use serde_json::json;
+use sqlx::Connection;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
@@ -351,4 +352,105 @@ async fn a_large_body_still_arriving_holds_no_place_so_other_large_bodies_and_de
     // The first body ends short, and is answered as any broken body is.
     drop(first);
     assert_eq!(first_answer.await.unwrap(), StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn an_arrived_large_body_finding_every_place_taken_waits_a_second_then_is_answered_503_on_a_connection_kept_open()
+ {
+    let (database, app) = app_with_budget_and_places(64 * MIB, 1).await;
+    app.user(7, false, false, false).await;
+    // The runs table locked here holds the first registration inside its handler, after its body arrived and took the
+    // one place.
+    let mut lock = app.pool.begin().await.unwrap();
+    sqlx::query("lock table runs in access exclusive mode")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let first = {
+        let router = app.router.clone();
+        let request = post(&app, "/v1/runs", Body::from(registration_of(MIB / 2)));
+        tokio::spawn(async move { router.oneshot(request).await.unwrap().status() })
+    };
+    until_one_waits_for_a_lock(&database).await;
+
+    let started = std::time::Instant::now();
+    let refused = app
+        .send_bytes(
+            Method::POST,
+            "/v1/runs",
+            Some("application/json"),
+            registration_of(MIB / 2),
+        )
+        .await;
+    assert_problem(
+        &refused,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "too_many_body_bytes",
+    );
+    assert!(
+        started.elapsed() >= body_budget_wait(),
+        "it waited for the place first"
+    );
+    assert!(refused.headers.contains_key("retry-after"), "{refused:?}");
+    assert!(
+        !refused.headers.contains_key("connection"),
+        "its body was read whole, so the connection can carry the next request: {refused:?}"
+    );
+
+    // A small body sent in chunks was weighed as large; arrived small, it has no parsing worth a place.
+    let (body, feeder) = fed(
+        None,
+        br#"{"username": "user8", "is_admin": false, "can_approve_others": false, "disabled": false}"#,
+    );
+    drop(feeder);
+    let chunked = Request::builder()
+        .method(Method::PUT)
+        .uri("/v1/users/8")
+        .header("authorization", format!("Bearer {}", app.admin_key))
+        .header("content-type", "application/json")
+        .body(body)
+        .unwrap();
+    let put = app.send(chunked).await;
+    assert_eq!(put.status, StatusCode::OK, "{:?}", put.body);
+
+    lock.rollback().await.unwrap();
+    assert_eq!(first.await.unwrap(), StatusCode::CREATED);
+    // The first handler's end gave its place back.
+    let registered = app
+        .send_bytes(
+            Method::POST,
+            "/v1/runs",
+            Some("application/json"),
+            registration_of(MIB / 2),
+        )
+        .await;
+    assert_eq!(
+        registered.status,
+        StatusCode::CREATED,
+        "{:?}",
+        registered.body
+    );
+}
+
+/// Waits (at most ten seconds) until a backend of the database waits for a lock; it asks on a connection of its own,
+/// since the app's pool may be all taken by then.
+async fn until_one_waits_for_a_lock(database: &TestDatabase) {
+    let mut asking = sqlx::PgConnection::connect(&database.url).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let waiting: i64 = sqlx::query_scalar(
+                "select count(*) from pg_stat_activity
+                 where datname = current_database() and wait_event_type = 'Lock'",
+            )
+            .fetch_one(&mut asking)
+            .await
+            .unwrap();
+            if waiting > 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the first registration waited for the runs table");
 }
