@@ -1,4 +1,4 @@
-//! Every request's handler runs to completion in a task of its own.
+//! Every request's handler runs to completion in a task of its own (a large body's: on a thread of its own).
 //!
 //! A client that disconnects, or the request timeout, drops the future that serves the request. A handler dropped
 //! inside `BEGIN` would hand its connection back to the pool still inside a transaction (transact-rs/sqlx#4393),
@@ -6,7 +6,8 @@
 //! own, the handler always finishes: its transaction commits or rolls back as written, and only the wait for the
 //! answer is given up. Writes are idempotent (registration, turns, decisions), so asking again returns the outcome.
 //! The feed's long poll alone is served attached (`app::within_bounds`, `events_feed`). The task holds the weight of
-//! the request's body until the handler ends, and runs where its size says (`body_budget::Admitted::spawn`).
+//! the request's body until the handler ends, and runs where its size says: on the runtime's workers, or for a large
+//! body on a thread at the lowest CPU priority (`body_budget::Admitted::spawn`, `large_body_threads`).
 
 use axum::extract::Request;
 use axum::middleware::Next;
