@@ -50,9 +50,9 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1024..=64 * 1024 * 1024 * 1024))]
     pub max_body_bytes_in_flight: Option<u64>,
 
-    /// Most bodies over 256 KiB (or sent in chunks) parsed and handled at once, each on a thread of its own at the
-    /// lowest CPU priority; a body takes its place once it has arrived, and past it waits up to a second, then is
-    /// answered 503 `too_many_body_bytes`. Unset: one fewer than the cores (at least one), which leaves a core for
+    /// Most bodies over 256 KiB parsed and handled at once, each on a thread of its own at the lowest CPU priority;
+    /// a body (sent in chunks too) takes its place once it has arrived over 256 KiB, and past it waits up to a
+    /// second, then is answered 503 `too_many_body_bytes`. Unset: one fewer than the cores (at least one), which leaves a core for
     /// small requests and the database.
     #[arg(long, env = "LARGE_BODIES_AT_ONCE", value_name = "LARGE_BODIES_AT_ONCE",
           value_parser = clap::value_parser!(u32).range(1..=1024))]

@@ -186,6 +186,7 @@ mod tests {
         assert_eq!(default_large_bodies_at_once(1), 1);
         assert_eq!(default_large_bodies_at_once(2), 1);
         assert_eq!(default_large_bodies_at_once(8), 7);
+        assert_eq!(default_large_bodies_at_once(0), 1);
     }
 
     #[test]

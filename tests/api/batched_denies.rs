@@ -10,7 +10,7 @@ use serde_json::json;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::database::TestDatabase;
+use crate::database::{TestDatabase, wait_until_waiting_for_locks};
 use crate::support::{self, Options, TestApp};
 
 /// An instance with `DENY_BATCHES` on, every deny queued for the writers (none written at once on its own), so that
@@ -232,28 +232,6 @@ async fn wait_until_queued(app: &TestApp, denies: usize) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while app.state.resumer.denials.queued() < denies {
         assert!(Instant::now() < deadline, "the denies never queued");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
-/// Waits (at most ten seconds) until `backends` backends of this database wait for a row lock.
-async fn wait_until_waiting_for_locks(pool: &PgPool, backends: i64) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let waiting: i64 = sqlx::query_scalar(
-            "select count(*) from pg_stat_activity
-             where datname = current_database() and wait_event_type = 'Lock'",
-        )
-        .fetch_one(pool)
-        .await
-        .unwrap();
-        if waiting >= backends {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the denies never waited for the lock"
-        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }

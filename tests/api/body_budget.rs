@@ -16,7 +16,6 @@ use axum::body::{Body, Bytes};
 use axum::http::{Method, Request, StatusCode};
 use http_body::{Frame, SizeHint};
 use serde_json::json;
-use sqlx::Connection;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
@@ -26,7 +25,7 @@ use uuid::Uuid;
 use approval_resume::app;
 use approval_resume::listen::ConnectionLimits;
 
-use crate::database::TestDatabase;
+use crate::database::{TestDatabase, wait_until_waiting_for_locks};
 use crate::support::{self, Options, TestApp, assert_problem};
 
 const MIB: usize = 1024 * 1024;
@@ -172,6 +171,23 @@ fn registration_of(bytes: usize) -> String {
     body.to_string()
 }
 
+/// Registers `body` as JSON, whole, and returns the answer.
+async fn send_registration(app: &TestApp, body: String) -> support::Answer {
+    app.send_bytes(Method::POST, "/v1/runs", Some("application/json"), body)
+        .await
+}
+
+/// Registers `body` and checks that it was created.
+async fn registers(app: &TestApp, body: String) {
+    let registered = send_registration(app, body).await;
+    assert_eq!(
+        registered.status,
+        StatusCode::CREATED,
+        "{:?}",
+        registered.body
+    );
+}
+
 /// A registration of nearly the largest size a route reads: a transcript and a worker state of nearly 1 MiB each.
 fn largest_registration() -> String {
     let mut body: serde_json::Value = serde_json::from_str(&registration_of(MIB - 4096)).unwrap();
@@ -193,15 +209,7 @@ async fn a_body_over_the_budget_is_answered_503_with_retry_after_and_left_unread
     assert_eq!(first_answer.await.unwrap(), StatusCode::BAD_REQUEST);
     let largest = largest_registration();
     assert!(largest.len() > 2 * MIB - 16 * 1024);
-    let registered = app
-        .send_bytes(Method::POST, "/v1/runs", Some("application/json"), largest)
-        .await;
-    assert_eq!(
-        registered.status,
-        StatusCode::CREATED,
-        "{:?}",
-        registered.body
-    );
+    registers(&app, largest).await;
 }
 
 #[tokio::test]
@@ -229,29 +237,14 @@ async fn a_body_sent_in_chunks_weighs_its_route_s_limit() {
     assert!(chunked.read() < 1024);
 
     let half = registration_of(MIB / 2);
-    let refused = app
-        .send_bytes(
-            Method::POST,
-            "/v1/runs",
-            Some("application/json"),
-            half.clone(),
-        )
-        .await;
+    let refused = send_registration(&app, half.clone()).await;
     assert_problem(
         &refused,
         StatusCode::SERVICE_UNAVAILABLE,
         "too_many_body_bytes",
     );
     drop(chunked);
-    let registered = app
-        .send_bytes(Method::POST, "/v1/runs", Some("application/json"), half)
-        .await;
-    assert_eq!(
-        registered.status,
-        StatusCode::CREATED,
-        "{:?}",
-        registered.body
-    );
+    registers(&app, half).await;
 }
 
 #[tokio::test]
@@ -331,20 +324,7 @@ async fn a_large_body_still_arriving_holds_no_place_so_other_large_bodies_and_de
     let (first, first_answer) = holding(&app, "/v1/runs", Some(MIB)).await;
 
     for _ in 0..2 {
-        let registered = app
-            .send_bytes(
-                Method::POST,
-                "/v1/runs",
-                Some("application/json"),
-                registration_of(MIB / 2),
-            )
-            .await;
-        assert_eq!(
-            registered.status,
-            StatusCode::CREATED,
-            "{:?}",
-            registered.body
-        );
+        registers(&app, registration_of(MIB / 2)).await;
     }
     let decided = app.decide(id, false, Some(7), &digest).await;
     assert_eq!(decided.status, StatusCode::OK, "{:?}", decided.body);
@@ -371,17 +351,12 @@ async fn an_arrived_large_body_finding_every_place_taken_waits_a_second_then_is_
         let request = post(&app, "/v1/runs", Body::from(registration_of(MIB / 2)));
         tokio::spawn(async move { router.oneshot(request).await.unwrap().status() })
     };
-    until_one_waits_for_a_lock(&database).await;
+    // Asked on a pool of its own: the app's may be all taken by then.
+    let watching = sqlx::PgPool::connect(&database.url).await.unwrap();
+    wait_until_waiting_for_locks(&watching, 1).await;
 
     let started = std::time::Instant::now();
-    let refused = app
-        .send_bytes(
-            Method::POST,
-            "/v1/runs",
-            Some("application/json"),
-            registration_of(MIB / 2),
-        )
-        .await;
+    let refused = send_registration(&app, registration_of(MIB / 2)).await;
     assert_problem(
         &refused,
         StatusCode::SERVICE_UNAVAILABLE,
@@ -416,41 +391,5 @@ async fn an_arrived_large_body_finding_every_place_taken_waits_a_second_then_is_
     lock.rollback().await.unwrap();
     assert_eq!(first.await.unwrap(), StatusCode::CREATED);
     // The first handler's end gave its place back.
-    let registered = app
-        .send_bytes(
-            Method::POST,
-            "/v1/runs",
-            Some("application/json"),
-            registration_of(MIB / 2),
-        )
-        .await;
-    assert_eq!(
-        registered.status,
-        StatusCode::CREATED,
-        "{:?}",
-        registered.body
-    );
-}
-
-/// Waits (at most ten seconds) until a backend of the database waits for a lock; it asks on a connection of its own,
-/// since the app's pool may be all taken by then.
-async fn until_one_waits_for_a_lock(database: &TestDatabase) {
-    let mut asking = sqlx::PgConnection::connect(&database.url).await.unwrap();
-    tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            let waiting: i64 = sqlx::query_scalar(
-                "select count(*) from pg_stat_activity
-                 where datname = current_database() and wait_event_type = 'Lock'",
-            )
-            .fetch_one(&mut asking)
-            .await
-            .unwrap();
-            if waiting > 0 {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await
-    .expect("the first registration waited for the runs table");
+    registers(&app, registration_of(MIB / 2)).await;
 }

@@ -5,6 +5,8 @@
 
 #![allow(dead_code)] // Each test binary uses the part it needs.
 
+use std::time::{Duration, Instant};
+
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{Connection, PgPool};
 use uuid::Uuid;
@@ -99,5 +101,27 @@ impl Drop for TestDatabase {
         if let Ok(Err(error)) = dropped {
             eprintln!("could not drop the test database {}: {error}", self.name);
         }
+    }
+}
+
+/// Waits (at most ten seconds) until `backends` backends of the pool's database wait for a lock.
+pub async fn wait_until_waiting_for_locks(pool: &PgPool, backends: i64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let waiting: i64 = sqlx::query_scalar(
+            "select count(*) from pg_stat_activity
+             where datname = current_database() and wait_event_type = 'Lock'",
+        )
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        if waiting >= backends {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{backends} backends never waited for a lock"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
