@@ -140,6 +140,9 @@ def percentile(values, p):
 def send_large_bodies(a, port, key, head, registration, over_limit, stop_at, answers):
     """The load, in a process of its own: a.clients threads sending large bodies until `stop_at`, a.over_limit of
     them over the route's limit, the others registrations with a fresh run id each; puts the Tally in `answers`."""
+    if a.senders_idle:
+        # Set before the threads start, which inherit it.
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
     tally = Tally()
 
     def large_client(i):
@@ -162,7 +165,8 @@ def send_large_bodies(a, port, key, head, registration, over_limit, stop_at, ans
     for t in threads:
         t.join()
     tally.lock = None
-    answers.put(tally)
+    times = os.times()
+    answers.put((tally, times.user + times.system))
 
 
 def wal_and_fsyncs(admin):
@@ -219,6 +223,27 @@ def postgres_pids():
     return pids
 
 
+def served_latencies(log_path):
+    """The latencies (ms) the service logged for the small decisions answered 200 ("request served"), in the order
+    served: the client counts the same ones, so the first as many as it decided alone are those."""
+    latencies = []
+    with open(log_path) as log:
+        for line in log:
+            if '"request served"' in line and '"/v1/runs/{id}/decision"' in line:
+                record = json.loads(line)
+                if record["status"] == 200:
+                    latencies.append(record["latency_ms"])
+    return latencies
+
+
+def latency_summary(latencies, failures=None):
+    summary = {"decisions": len(latencies), "p50_ms": percentile(latencies, 0.5),
+               "p99_ms": percentile(latencies, 0.99), "max_ms": percentile(latencies, 1.0)}
+    if failures is not None:
+        summary["failed"] = failures
+    return summary
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--binary", required=True)
@@ -227,12 +252,15 @@ def main():
     p.add_argument("--seconds", type=float, default=30)
     p.add_argument("--messages", type=int, default=10_002)
     p.add_argument("--small-interval-ms", type=float, default=20)
-    p.add_argument("--small-alone", type=int, default=500, help="small decisions measured alone")
+    p.add_argument("--small-alone", type=int, default=None,
+                   help="small decisions measured alone [as many as the loaded phase sends: --seconds / interval]")
     p.add_argument("--max-body-bytes", type=int, default=8 * 1024 * 1024)
     p.add_argument("--max-worker-state-bytes", type=int, default=1024 * 1024)
     p.add_argument("--pg-url", default="postgres://postgres@127.0.0.1:5432")
     p.add_argument("--database", default="approval_resume_big_bodies")
     p.add_argument("--out", required=True, help="the service log")
+    p.add_argument("--senders-idle", action="store_true",
+                   help="run the senders at SCHED_IDLE, as if the load came from other machines")
     p.add_argument("--env", action="append", default=[], help="NAME=VALUE for the service")
     a = p.parse_args()
 
@@ -287,6 +315,9 @@ def main():
             return rid, owner, json.loads(body)["turn"]["digest"]
 
         interval = a.small_interval_ms / 1000
+    if a.small_alone is None:
+        # As many alone as under the load, so that both p99s rest on as many decisions.
+        a.small_alone = int(a.seconds / interval)
         small_total = a.small_alone + int(a.seconds / interval) + 200
         print(f"seeding {small_total} small runs …", file=sys.stderr)
         small_runs = in_parallel(seeders, list(range(small_total)), register_small)
@@ -343,12 +374,13 @@ def main():
         sampler = threading.Thread(target=sample_rss)
         sampler.start()
         loaded, loaded_failures = decide_small(lambda: time.time() >= stop_at)
-        tally = answers.get(timeout=300)
+        tally, senders_cpu = answers.get(timeout=300)
         senders.join()
         sampler.join()
         hwm = vm_field(pid, "VmHWM:")
         wal_after, syncs_after = wal_and_fsyncs(admin)
         server_cpu = postgres_cpu_seconds()
+        served = served_latencies(a.out)
         result = {
             "clients": a.clients, "over_limit_clients": a.over_limit, "seconds": a.seconds,
             "registration_bytes": len(registration), "messages": a.messages,
@@ -357,16 +389,17 @@ def main():
             "large_answers": dict(sorted(tally.counts.items())),
             "large_seconds_p50": {k: percentile(v, 0.5) for k, v in sorted(tally.seconds.items())},
             "large_seconds_max": {k: round(max(v), 2) for k, v in sorted(tally.seconds.items())},
-            "small_alone": {"decisions": len(alone), "p50_ms": percentile(alone, 0.5),
-                            "p99_ms": percentile(alone, 0.99), "max_ms": percentile(alone, 1.0),
-                            "failed": alone_failures},
-            "small_loaded": {"decisions": len(loaded), "p50_ms": percentile(loaded, 0.5),
-                             "p99_ms": percentile(loaded, 0.99), "max_ms": percentile(loaded, 1.0),
-                             "failed": loaded_failures},
+            "small_alone": latency_summary(alone, alone_failures),
+            "small_loaded": latency_summary(loaded, loaded_failures),
+            # The same decisions as the service timed them, from its log: what the load adds inside the service
+            # (and its database), without the client's side of the loopback.
+            "served_alone": latency_summary(served[:len(alone)]),
+            "served_loaded": latency_summary(served[len(alone):]),
             "loadavg": " ".join(open("/proc/loadavg").read().split()[:3]),
             "wal_mib": round((wal_after - wal_before) / 2**20, 1), "wal_syncs": syncs_after - syncs_before,
             "postgres_cpu_s": round(server_cpu - server_cpu_before, 1),
             "service_cpu_s": round(cpu_seconds([pid]) - service_cpu_before, 1), "cores": os.cpu_count(),
+            "senders_cpu_s": round(senders_cpu, 1),
         }
         print(json.dumps(result))
     finally:

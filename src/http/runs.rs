@@ -92,13 +92,20 @@ impl RegisterRun {
     }
 }
 
+/// How much of a body's serialized text is handed to its hash at a time.
+const HASH_BUFFER_BYTES: usize = 64 * 1024;
+
 /// SHA-256 of a body's meaning: the body serialized, its transcript members as their parsed values ([`RawMember`]),
 /// so that the same registration (or new turn) with its keys in another order or other spacing is the same one,
 /// and a body from before formats existed hashes as it did. What is stored is the text the loop sent.
 pub fn meaning_hash(body: &impl Serialize) -> Result<[u8; 32], ApiError> {
-    // Written into the hash as it is serialized: a body of megabytes is not held a second time as its text.
-    let mut hasher = Sha256::new();
+    // Written into the hash as it is serialized: a body of megabytes is not held a second time as its text. The
+    // serializer writes a piece per key, quote and escape; a buffer hands the hash whole blocks instead.
+    let mut hasher = std::io::BufWriter::with_capacity(HASH_BUFFER_BYTES, Sha256::new());
     serde_json::to_writer(&mut hasher, body).map_err(ApiError::internal)?;
+    let hasher = hasher
+        .into_inner()
+        .map_err(|error| ApiError::internal(error.into_error()))?;
     Ok(hasher.finalize().into())
 }
 
