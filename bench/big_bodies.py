@@ -7,6 +7,7 @@ Standard library only, like bench/profile_load.py (whose service start and small
 (users, the small runs) is never measured. Then, in one service process:
 
   alone   the small client decides runs one after another, one every --small-interval-ms, nothing else running
+          (as many as the loaded phase will: both p99s rest on as many decisions)
   loaded  --clients clients send large bodies for --seconds, while the small client goes on as before:
           --over-limit of them POST /v1/runs with a Content-Length one byte over the route's limit
           (MAX_BODY_BYTES + MAX_WORKER_STATE_BYTES), the others register Anthropic runs of exactly MAX_BODY_BYTES
@@ -14,6 +15,10 @@ Standard library only, like bench/profile_load.py (whose service start and small
           system prompt padded to the size). A client sends its body in 256 KiB writes and reads an answer as soon
           as one arrives (as curl does), so an answer given before the body is read is seen; after a 503 it waits
           Retry-After, after a 413 200 ms, then sends the next one.
+
+The small decisions are reported twice: as the client timed them, and as the service did (its "request served" log
+lines), which leaves the client's side of the loopback out. The senders' own CPU seconds are reported too;
+--senders-idle runs them at SCHED_IDLE, as if the load came from other machines.
 
 The peak RSS is VmHWM from /proc/<pid>/status, reset through /proc/<pid>/clear_refs when the loaded phase starts.
 """
@@ -315,9 +320,9 @@ def main():
             return rid, owner, json.loads(body)["turn"]["digest"]
 
         interval = a.small_interval_ms / 1000
-    if a.small_alone is None:
-        # As many alone as under the load, so that both p99s rest on as many decisions.
-        a.small_alone = int(a.seconds / interval)
+        if a.small_alone is None:
+            # As many alone as under the load, so that both p99s rest on as many decisions.
+            a.small_alone = int(a.seconds / interval)
         small_total = a.small_alone + int(a.seconds / interval) + 200
         print(f"seeding {small_total} small runs …", file=sys.stderr)
         small_runs = in_parallel(seeders, list(range(small_total)), register_small)
@@ -400,6 +405,9 @@ def main():
             "postgres_cpu_s": round(server_cpu - server_cpu_before, 1),
             "service_cpu_s": round(cpu_seconds([pid]) - service_cpu_before, 1), "cores": os.cpu_count(),
             "senders_cpu_s": round(senders_cpu, 1),
+            # Meaningful with --over-limit 0 and few clients (no 503 reads): the service's CPU per registration.
+            "service_cpu_ms_per_201": round((cpu_seconds([pid]) - service_cpu_before) * 1000
+                                            / max(1, tally.counts.get("registration 201", 0)), 1),
         }
         print(json.dumps(result))
     finally:

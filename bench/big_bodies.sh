@@ -51,7 +51,7 @@ print(f'| {r["rss_before_mib"]} | **{r["peak_rss_mib"]}** | {bound:g} | {"yes" i
       f'| {answers} | {seconds} |')
 print()
 sa, sl = r["served_alone"], r["served_loaded"]
-print("| small decisions | count | p50 ms | p99 ms | max ms | not 200 | as the service timed them: p50 / p99 / max ms |")
+print("| small decisions | count | p50 ms | p99 ms | max ms | not 200 | as the service timed them, p50 / p99 / max |")
 print("|---|---:|---:|---:|---:|---|---|")
 for name, s, v in [("alone", a, sa), ("under the load", l, sl)]:
     print(f'| {name} | {s["decisions"]} | {s["p50_ms"]} | **{s["p99_ms"]}** | {s["max_ms"]} | {s["failed"] or "none"} '

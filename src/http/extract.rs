@@ -344,7 +344,10 @@ fn nesting_depth(text: &str) -> usize {
 /// Where the string whose contents start at `at` (just after its opening quote) ends: just after its closing quote,
 /// or the text's end if it has none.
 fn after_string(bytes: &[u8], mut at: usize) -> usize {
-    while let Some(found) = bytes.get(at..).and_then(|rest| memchr::memchr2(b'"', b'\\', rest)) {
+    while let Some(found) = bytes
+        .get(at..)
+        .and_then(|rest| memchr::memchr2(b'"', b'\\', rest))
+    {
         at += found;
         if bytes[at] == b'"' {
             return at + 1;
