@@ -92,8 +92,9 @@ impl RegisterRun {
     }
 }
 
-/// How much of a body's serialized text is handed to its hash at a time.
-const HASH_BUFFER_BYTES: usize = 64 * 1024;
+/// How much of a body's serialized text is handed to its hash at a time: enough to make the hash's calls few, small
+/// enough to cost a small registration nothing worth measuring.
+const HASH_BUFFER_BYTES: usize = 8 * 1024;
 
 /// SHA-256 of a body's meaning: the body serialized, its transcript members as their parsed values ([`RawMember`]),
 /// so that the same registration (or new turn) with its keys in another order or other spacing is the same one,
