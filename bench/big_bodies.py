@@ -333,8 +333,9 @@ def main():
         if a.unknown_owner:
             # The same body, its owner a uid nobody registered: parsed, checked and hashed whole, then refused 422
             # by the owner's lookup, so nothing is inserted. Three spaces fewer of padding keep its size.
-            registration = anthropic_registration(a.max_body_bytes - 3, a.messages).replace(
-                b'"owner_uid":1,', f'"owner_uid":{UNKNOWN_OWNER},'.encode(), 1)
+            known = anthropic_registration(a.max_body_bytes - 3, a.messages)
+            registration = known.replace(b'"owner_uid":1,', f'"owner_uid":{UNKNOWN_OWNER},'.encode(), 1)
+            assert len(registration) == a.max_body_bytes, "the body no longer names owner 1 where expected"
         else:
             registration = anthropic_registration(a.max_body_bytes, a.messages)
         route_limit = a.max_body_bytes + a.max_worker_state_bytes

@@ -52,8 +52,8 @@ pub struct Config {
 
     /// Most bodies over 256 KiB parsed and handled at once, each on a thread of its own at the lowest CPU priority;
     /// a body (sent in chunks too) takes its place once it has arrived over 256 KiB, and past it waits up to a
-    /// second, then is answered 503 `too_many_body_bytes`. Unset: one fewer than the cores (at least one), which leaves a core for
-    /// small requests and the database.
+    /// second, then is answered 503 `too_many_body_bytes`. Unset: one fewer than the cores (at least one), which
+    /// leaves a core for small requests and the database.
     #[arg(long, env = "LARGE_BODIES_AT_ONCE", value_name = "LARGE_BODIES_AT_ONCE",
           value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub large_bodies_at_once: Option<u32>,

@@ -515,7 +515,7 @@ fn str_of<'a>(value: &'a Value, key: &str) -> Option<&'a str> {
 /// Whether any string or member name holds U+0000, which Postgres stores in no text.
 fn holds_nul(value: &Value) -> bool {
     match value {
-        Value::String(text) => memchr::memchr(0, text.as_bytes()).is_some(),
+        Value::String(text) => has_nul(text),
         Value::Array(items) => items.iter().any(holds_nul),
         Value::Object(members) => members_hold_nul(members),
         Value::Null | Value::Bool(_) | Value::Number(_) => false,
@@ -525,7 +525,12 @@ fn holds_nul(value: &Value) -> bool {
 fn members_hold_nul(members: &Map<String, Value>) -> bool {
     members
         .iter()
-        .any(|(name, member)| memchr::memchr(0, name.as_bytes()).is_some() || holds_nul(member))
+        .any(|(name, member)| has_nul(name) || holds_nul(member))
+}
+
+/// Whether a text holds U+0000: in UTF-8, the zero byte encodes nothing else, and `memchr` finds it vectorized.
+fn has_nul(text: &str) -> bool {
+    memchr::memchr(0, text.as_bytes()).is_some()
 }
 
 #[cfg(test)]
