@@ -20,8 +20,8 @@ use tower_http::trace::TraceLayer;
 
 use crate::http::error::{ApiError, REQUEST_ID};
 use crate::http::{
-    approvals, body, body_budget, claims, cors, decisions, detach, events_feed, ops,
-    remembered_rules, request_id, results, run_events, runs, turns, ui, users, webhooks,
+    approvals, body, body_budget, claims, cors, decisions, detach, events_feed, link_page, links,
+    ops, remembered_rules, request_id, results, run_events, runs, turns, ui, users, webhooks,
     worker_state,
 };
 use crate::listen::{self, ConnectionLimits};
@@ -69,6 +69,14 @@ fn routes(cors: CorsLayer, limits: &Limits) -> Router<AppState> {
         .route("/v1/runs/{id}/complete", post(runs::complete_run))
         .route("/v1/runs/{id}/results", post(results::post))
         .route("/v1/runs/{id}/claim", post(claims::post))
+        .route("/v1/runs/{id}/links", post(links::make))
+        .route("/v1/runs/{id}/links/{link_id}", delete(links::revoke))
+        // The approval page: its link is its credential (docs/design.md §20), so it takes no key.
+        .route(
+            link_page::ROUTE,
+            get(link_page::show).post(link_page::submit),
+        )
+        .route("/ui/approval-page.css", get(ui::approval_page_css))
         .route("/v1/approvals", get(approvals::inbox))
         .route(
             "/v1/rules",

@@ -13,6 +13,7 @@ use tokio::net::TcpListener;
 use uuid::Uuid;
 
 use crate::app;
+use crate::approval_links::LinkSettings;
 use crate::delivery::EventsHub;
 use crate::delivery::webhooks::subscription::Policy as WebhookPolicy;
 use crate::domain::vocabulary::PrivacyLevel;
@@ -39,6 +40,8 @@ pub struct Wiring {
     pub limits: Limits,
     pub events: EventsHub,
     pub webhooks: WebhookPolicy,
+    /// PUBLIC_URL and LINK_TTL_SECS (docs/design.md §20).
+    pub links: LinkSettings,
 }
 
 /// An instance of the service, ready to route requests.
@@ -68,6 +71,7 @@ impl Application {
                 events: wiring.events,
                 webhooks: wiring.webhooks,
                 admitted_keys: Default::default(),
+                links: wiring.links,
             },
         }
     }

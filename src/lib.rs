@@ -8,6 +8,8 @@ pub mod allocator;
 pub mod app;
 /// One instance wired together: what `main` and the API tests build the service through.
 pub mod application;
+/// Approval links: made for a person who may decide a waiting turn, found again from their URL.
+pub mod approval_links;
 /// The `clients` and `migrate` subcommands.
 pub mod commands;
 /// The command line and every setting.

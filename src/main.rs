@@ -6,8 +6,9 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use approval_resume::application::{Application, Wiring};
+use approval_resume::approval_links::LinkSettings;
 use approval_resume::config::{Cli, Command, Config};
-use approval_resume::delivery::{EventsHub, webhooks};
+use approval_resume::delivery::{EventsHub, mail, webhooks};
 use approval_resume::executor::Executors;
 use approval_resume::resume;
 use approval_resume::state::Limits;
@@ -100,6 +101,11 @@ async fn serve(config: Config) -> Result<(), String> {
         config.feed_max_wait(),
         config.events.feed_caps(),
     );
+    let links = LinkSettings {
+        public_url: config.links.public_url.clone(),
+        ttl: config.links.link_ttl(),
+    };
+    let mail_pool = pool.clone();
     let application = Application::build(Wiring {
         pool: pool.clone(),
         executors,
@@ -124,6 +130,7 @@ async fn serve(config: Config) -> Result<(), String> {
         },
         events: events.clone(),
         webhooks: config.events.webhook_policy(),
+        links: links.clone(),
     });
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let recovery = resume::spawn_recovery(
@@ -158,6 +165,31 @@ async fn serve(config: Config) -> Result<(), String> {
     } else {
         None
     };
+    let mails = match config.links.smtp_url().map_err(|error| error.to_string())? {
+        Some(url) => {
+            let transport = mail::transport(&url, config.links.mail.smtp_ca_file.as_deref())
+                .map_err(|error| error.to_string())?;
+            let from = config
+                .links
+                .mail
+                .mail_from
+                .clone()
+                .ok_or("SMTP_URL is set without MAIL_FROM")?;
+            tracing::info!("mail to the people who may decide is sent through SMTP_URL");
+            Some(mail::spawn(
+                mail_pool,
+                mail::MailSettings {
+                    transport,
+                    from,
+                    links: links.clone(),
+                    per_tenant_per_hour: config.links.mail.mail_per_tenant_per_hour,
+                    per_person_per_hour: config.links.mail.mail_per_person_per_hour,
+                },
+                stop_tx.subscribe(),
+            ))
+        }
+        None => None,
+    };
     let listener = tokio::net::TcpListener::bind(config.listen_addr)
         .await
         .map_err(|error| format!("LISTEN_ADDR {}: {error}", config.listen_addr))?;
@@ -179,6 +211,9 @@ async fn serve(config: Config) -> Result<(), String> {
     let _ = purge.await;
     if let Some(deliveries) = deliveries {
         let _ = deliveries.await;
+    }
+    if let Some(mails) = mails {
+        let _ = mails.await;
     }
     tracing::info!("stopped");
     served.map_err(|error| error.to_string())

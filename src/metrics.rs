@@ -39,7 +39,7 @@ struct Family {
     help: &'static str,
 }
 
-const FAMILIES: [Family; 12] = [
+const FAMILIES: [Family; 13] = [
     Family {
         name: "http_requests_total",
         kind: "counter",
@@ -94,6 +94,11 @@ const FAMILIES: [Family; 12] = [
         name: "batched_denies_total",
         kind: "counter",
         help: "Denies sent in batch statements (divided by deny_statements_total{kind=\"batch\"}: the mean batch).",
+    },
+    Family {
+        name: "mails_total",
+        kind: "counter",
+        help: "Mails to people who may decide a waiting turn, by result (sent; retried: an attempt to try again; capped: over a per-hour cap; moot: the turn no longer waits or the person may not decide it; failed: refused for good).",
     },
     Family {
         name: "db_pool_connections",
@@ -209,6 +214,11 @@ pub fn executor_call(tool: &str, outcome: &str, elapsed: Duration) {
         vec![("tool", tool.to_owned())],
         elapsed,
     );
+}
+
+/// One mail's attempt or end (`result`: sent, retried, capped, moot or failed; `delivery::mail`).
+pub fn mail(result: &'static str) {
+    count("mails_total", vec![("result", result.to_owned())]);
 }
 
 /// One webhook delivery attempt.

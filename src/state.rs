@@ -9,6 +9,7 @@ use std::time::Duration;
 use crate::storage::Database;
 
 use crate::admitted_keys::AdmittedKeys;
+use crate::approval_links::LinkSettings;
 use crate::delivery::EventsHub;
 use crate::delivery::webhooks::subscription::Policy as WebhookPolicy;
 use crate::domain::limits::{self, WorkLimits};
@@ -26,6 +27,8 @@ pub struct AppState {
     pub webhooks: WebhookPolicy,
     /// Keys found live lately: a decision's body is read before its key is checked only with one of these.
     pub admitted_keys: AdmittedKeys,
+    /// Where people reach the service and how long approval links last (docs/design.md §20).
+    pub links: LinkSettings,
 }
 
 /// Request limits of the HTTP layer.

@@ -53,6 +53,7 @@ async fn serve(limits: ConnectionLimits) -> std::net::SocketAddr {
             allow_private: false,
             secret_overlap: Duration::from_secs(86_400),
         },
+        links: approval_resume::approval_links::LinkSettings::unset(),
     });
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();

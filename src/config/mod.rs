@@ -2,7 +2,7 @@
 //!
 //! Values are parsed once, at start-up; an invalid value stops the start with a message that names the variable.
 //! One file per concern: the command tree (`cli`), `serve`'s own settings (`serve`), the database (`database`),
-//! logging (`logging`), event delivery (`event_delivery`), encryption at rest (`encryption`), each group of
+//! logging (`logging`), event delivery (`event_delivery`), approval links and mail (`links`), encryption at rest (`encryption`), each group of
 //! subcommands (`clients`, `webhooks`, `watch`), and the checks of settings against each other (`validate`).
 //! Everything is re-exported here, so callers name `config::…` whatever file a type lives in.
 
@@ -11,6 +11,7 @@ mod clients;
 mod database;
 mod encryption;
 mod event_delivery;
+mod links;
 mod logging;
 mod serve;
 #[cfg(test)]
@@ -24,6 +25,7 @@ pub use clients::{ClientsCommand, TokenKeyCommand};
 pub use database::{DatabaseCommand, DatabaseConfig};
 pub use encryption::{EncryptionConfig, KeysCommand};
 pub use event_delivery::EventsConfig;
+pub use links::{LinksConfig, MailConfig, smtp_uses_tls};
 pub use logging::{LogConfig, LogFormat};
 pub use serve::Config;
 pub use validate::ConfigError;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::{DatabaseConfig, EncryptionConfig, EventsConfig, LogConfig};
+use super::{DatabaseConfig, EncryptionConfig, EventsConfig, LinksConfig, LogConfig};
 use crate::domain::limits::{self, WorkLimits};
 use crate::domain::vocabulary::PrivacyLevel;
 use crate::listen::ConnectionLimits;
@@ -174,6 +174,9 @@ pub struct Config {
 
     #[command(flatten)]
     pub events: EventsConfig,
+
+    #[command(flatten)]
+    pub links: LinksConfig,
 
     #[command(flatten)]
     pub encryption: EncryptionConfig,

@@ -81,6 +81,7 @@ impl Config {
                 ),
             });
         }
+        self.links.validate()?;
         self.validate_body_budget()
     }
 

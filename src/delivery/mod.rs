@@ -1,4 +1,4 @@
-//! Delivering events after commit (docs/design.md §10): the wake-up of waiting readers, the feed's cursor, and
+//! Delivering events after commit (docs/design.md §10): the wake-up of waiting readers, the feed's cursor, mail (§20) and
 //! webhooks.
 //!
 //! Events are written by the transaction of their change (`storage::outbox`); nothing here runs inside one. A
@@ -8,6 +8,7 @@
 pub mod cursor;
 pub mod feed_waiters;
 pub mod hub;
+pub mod mail;
 pub mod webhooks;
 
 pub use feed_waiters::FeedCaps;

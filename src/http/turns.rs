@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::error::ApiError;
 use super::extract::{Authorized, RunId, scope};
 use super::format_members::{Members, RawMember, entries_text, well_formed};
+use super::notify;
 use super::runs::{
     ExpiryBody, actor_of, answer_after_rules, meaning_hash, run_view, with_effects, within_limits,
 };
@@ -54,6 +55,9 @@ pub struct AppendTurn {
     /// The worker's state at this turn (docs/design.md §15): replaces the run's; absent, the run has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     worker_state: Option<RawMember>,
+    /// The people to mail when the turn waits (docs/design.md §20); left out of the hash when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    notify: Option<Vec<i64>>,
 }
 
 pub async fn append_turn(
@@ -80,6 +84,7 @@ pub async fn append_turn(
     // beyond a double, a lone surrogate) is refused as any other member is, not left to fail the body's hash.
     well_formed(&[&body.worker_state])?;
     let request_hash = meaning_hash(&body)?;
+    let notify_uids = notify::checked(body.notify.as_deref())?.to_vec();
     let members = Members {
         messages: body.messages.take(),
         system: body.system.take(),
@@ -177,13 +182,15 @@ pub async fn append_turn(
         RegisteredTurn::NextTurn,
     )
     .await?;
+    let mut notified = None;
     if by_rules.is_none() {
         outbox::record_status(&mut tx, &run).await?;
+        notified = notify::queue(&mut tx, &run, &notify_uids).await?;
     }
     tx.commit().await?;
     state.events.committed();
     tracing::info!(run_id = %run.id, turn = turn_index, calls = calls.len(), "run suspended on a new turn");
-    Ok(axum::Json(
-        answer_after_rules(&state, &caller, run, by_rules).await?,
-    ))
+    let mut view = answer_after_rules(&state, &caller, run, by_rules).await?;
+    view.notify = notified;
+    Ok(axum::Json(view))
 }

@@ -54,3 +54,20 @@ pub async fn approval_card(headers: HeaderMap) -> Response {
     )
         .into_response()
 }
+
+/// The approval page's stylesheet (docs/design.md §20), the card's look for a page of its own.
+pub const APPROVAL_PAGE_CSS: &str = include_str!("../../ui/approval-page.css");
+
+/// `GET /ui/approval-page.css`: public, carries nothing secret; served from the binary so that the page's
+/// Content-Security-Policy allows no inline style.
+pub async fn approval_page_css() -> Response {
+    (
+        [
+            (CACHE_CONTROL, "public, max-age=300"),
+            (X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (CONTENT_TYPE, "text/css; charset=utf-8"),
+        ],
+        APPROVAL_PAGE_CSS,
+    )
+        .into_response()
+}

@@ -25,6 +25,9 @@ pub struct PutUser {
     /// The tools whose write calls this user may approve (docs/design.md §4); absent or null: no limit.
     #[serde(default)]
     approvable_tools: Option<Vec<String>>,
+    /// Where the mail of docs/design.md §20 goes; absent or null: no mail.
+    #[serde(default)]
+    email: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -35,6 +38,7 @@ pub struct UserView {
     can_approve_others: bool,
     disabled: bool,
     approvable_tools: Option<Vec<String>>,
+    email: Option<String>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
 }
@@ -79,12 +83,16 @@ pub async fn put_user(
             ),
         ));
     }
+    if let Some(email) = &body.email {
+        check_email(email)?;
+    }
     let fields = UserFields {
         username: &body.username,
         is_admin: body.is_admin,
         can_approve_others: body.can_approve_others,
         disabled: body.disabled,
         approvable_tools: body.approvable_tools.as_deref(),
+        email: body.email.as_deref(),
     };
     let user = users::upsert(&state.pool, &caller.tenant, uid, &fields).await?;
     Ok(axum::Json(UserView {
@@ -94,7 +102,46 @@ pub async fn put_user(
         can_approve_others: user.can_approve_others,
         disabled: user.disabled,
         approvable_tools: user.approvable_tools,
+        email: user.email,
         created_at: user.created_at,
         updated_at: user.updated_at,
     }))
+}
+
+/// A mail address as lettre, which sends the mail, reads one: a bare `local@domain` (no display name), at most 254
+/// characters (RFC 5321's path limit). The answer never repeats the address: problems may be logged.
+fn check_email(email: &str) -> Result<(), ApiError> {
+    let refused = || {
+        ApiError::unprocessable(
+            "invalid_email",
+            "email must be a bare mail address (local@domain), at most 254 characters",
+        )
+    };
+    if email.len() > 254 || email.trim() != email {
+        return Err(refused());
+    }
+    email
+        .parse::<lettre::Address>()
+        .map(drop)
+        .map_err(|_| refused())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_email;
+
+    #[test]
+    fn a_bare_mail_address_is_taken_and_anything_else_refused() {
+        assert!(check_email("olivia@example.com").is_ok());
+        for bad in [
+            "",
+            "olivia",
+            "Olivia <olivia@example.com>",
+            " olivia@example.com",
+            "olivia@",
+            &format!("{}@example.com", "a".repeat(250)),
+        ] {
+            assert!(check_email(bad).is_err(), "{bad:?} was taken");
+        }
+    }
 }

@@ -2,6 +2,7 @@
 //! payload in them (arguments, results, a worker's content) is filled in through the reader's [`Audience`], the one
 //! privacy filter of docs/design.md §13: a view cannot be built without saying who reads it.
 
+use crate::domain::notify::NotifyOutcome;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use uuid::Uuid;
@@ -45,6 +46,9 @@ pub struct RunView {
     pub released_calls: Vec<ReleasedCallView>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// Only in the answer of the request that named `notify` (docs/design.md §20): who is mailed, who is not and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notify: Option<NotifyOutcome>,
 }
 
 #[derive(Debug, Serialize)]
@@ -172,6 +176,7 @@ impl RunView {
             require_second_approver: run.require_second_approver,
         };
         Ok(RunView {
+            notify: None,
             id: run.id,
             owner_uid: run.owner_uid,
             status: run.status(),

@@ -11,6 +11,8 @@ pub mod decision_record;
 pub mod decision_statements;
 pub mod denials;
 pub mod hosts;
+pub mod links;
+pub mod mail_outbox;
 pub mod outbox;
 pub mod pending_rules;
 pub mod primary;

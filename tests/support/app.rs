@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use approval_resume::app::router;
 use approval_resume::application::{Application, Wiring};
+use approval_resume::approval_links::LinkSettings;
 use approval_resume::delivery::EventsHub;
 use approval_resume::delivery::webhooks::subscription::Policy as WebhookPolicy;
 use approval_resume::domain::limits::WorkLimits;
@@ -55,7 +56,12 @@ pub struct Options {
     /// `MAX_BODY_BYTES_IN_FLIGHT`; `None`: its default for the body limits.
     pub body_bytes_in_flight: Option<usize>,
     pub large_bodies_at_once: Option<usize>,
+    /// PUBLIC_URL and LINK_TTL_SECS: by default [`PUBLIC_URL`], so that links can be made.
+    pub links: LinkSettings,
 }
+
+/// The PUBLIC_URL of test instances: the origin a page's form must come from.
+pub const PUBLIC_URL: &str = "http://approvals.test";
 
 impl Default for Options {
     fn default() -> Self {
@@ -69,6 +75,10 @@ impl Default for Options {
             claim_ttl: Duration::from_secs(300),
             body_bytes_in_flight: None,
             large_bodies_at_once: None,
+            links: LinkSettings {
+                public_url: Some(PUBLIC_URL.parse().expect("a URL")),
+                ttl: Duration::from_secs(86_400),
+            },
         }
     }
 }
@@ -115,6 +125,7 @@ pub async fn app_with(pool: PgPool, options: Options) -> TestApp {
         },
         events: events_hub(&pool),
         webhooks: webhook_policy(),
+        links: options.links,
     });
     let admin_key = add_client(&pool, "admin", "default", ALL_SCOPES).await;
     TestApp {
@@ -140,6 +151,7 @@ impl TestApp {
             limits: self.state.limits,
             events: self.state.events.clone(),
             webhooks: self.state.webhooks,
+            links: self.state.links.clone(),
         }
     }
 
