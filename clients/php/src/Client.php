@@ -14,6 +14,7 @@ use ApprovalResume\Http\Response;
 use ApprovalResume\Http\Transport;
 use ApprovalResume\Internal\Json;
 use ApprovalResume\Internal\Secret;
+use ApprovalResume\Model\ApprovalLink;
 use ApprovalResume\Model\DecisionAnswer;
 use ApprovalResume\Model\DeclaredTool;
 use ApprovalResume\Model\InboxItem;
@@ -52,6 +53,7 @@ final class Client
      * Creates or replaces a backend user (scope `users:write`).
      *
      * @param ?list<string> $approvableTools the tools whose write calls the user may approve; null: no limit (§4)
+     * @param ?string $email a bare address (`local@domain`) for the mail of `notify` (docs/design.md §20); null: none
      */
     public function putUser(
         int $uid,
@@ -60,6 +62,7 @@ final class Client
         bool $canApproveOthers = false,
         bool $disabled = false,
         ?array $approvableTools = null,
+        ?string $email = null,
     ): User {
         $body = [
             'username' => $username,
@@ -67,6 +70,7 @@ final class Client
             'can_approve_others' => $canApproveOthers,
             'disabled' => $disabled,
             'approvable_tools' => $approvableTools === null ? null : array_values($approvableTools),
+            'email' => $email,
         ];
         return User::fromArray($this->call('PUT', '/v1/users/' . $uid, $body));
     }
@@ -83,6 +87,8 @@ final class Client
      *                                                  a read unless the service's TOOLS_CONFIG makes it a write
      * @param mixed $system the format's system member, if any: Anthropic `system` (a string or blocks), Responses
      *                      `instructions` (a string), Gemini `system_instruction` (a content); none in openai-chat
+     * @param ?list<int> $notify the people to mail a link when the turn waits (at most 10; docs/design.md §20): the
+     *                           answer's `notify` says whose mail is queued and why the others get none
      */
     public function registerRun(
         string $id,
@@ -95,6 +101,7 @@ final class Client
         ?\DateTimeInterface $expiresAt = null,
         ModelInputFormat $format = ModelInputFormat::OpenAiChat,
         mixed $system = null,
+        ?array $notify = null,
     ): Run {
         $body = ['id' => $id, 'owner_uid' => $ownerUid];
         if ($format !== ModelInputFormat::OpenAiChat) {
@@ -113,6 +120,7 @@ final class Client
             $body['privacy_level'] = $privacyLevel->value;
         }
         $body['require_second_approver'] = $requireSecondApprover;
+        $body = self::withNotify($body, $notify);
         return Run::fromArray($this->call('POST', '/v1/runs', self::withExpiry($body, $approvalTtlSecs, $expiresAt)));
     }
 
@@ -245,6 +253,7 @@ final class Client
      *
      * @param list<mixed> $transcript what followed the model input, ending with the next assistant turn, in the
      *                                run's format (`$format`: `messages`, Responses `input` or Gemini `contents`)
+     * @param ?list<int> $notify the people to mail a link when the new turn waits, as at registration
      */
     public function appendTurn(
         string $runId,
@@ -252,9 +261,27 @@ final class Client
         ?int $approvalTtlSecs = null,
         ?\DateTimeInterface $expiresAt = null,
         ModelInputFormat $format = ModelInputFormat::OpenAiChat,
+        ?array $notify = null,
     ): Run {
         $body = self::withExpiry([self::transcriptMember($format) => $transcript], $approvalTtlSecs, $expiresAt);
+        $body = self::withNotify($body, $notify);
         return Run::fromArray($this->call('POST', self::runPath($runId) . '/turns', $body));
+    }
+
+    /**
+     * Makes an approval link (docs/design.md §20) for `$uid`, who must be allowed to decide the run (§4), to decide
+     * its waiting turn from the service's page (scope `decisions:write`; the service needs PUBLIC_URL). Whoever holds
+     * the URL decides as `$uid`, once: hand it to that person only, never where a model can read it.
+     */
+    public function createLink(string $runId, int $uid): ApprovalLink
+    {
+        return ApprovalLink::fromArray($this->call('POST', self::runPath($runId) . '/links', ['uid' => $uid]));
+    }
+
+    /** Revokes an approval link (scope `decisions:write`): it decides nothing from now on. Again: the same. */
+    public function revokeLink(string $runId, string $linkId): void
+    {
+        $this->call('DELETE', self::runPath($runId) . '/links/' . rawurlencode($linkId));
     }
 
     /** Abandons a run (scope `runs:write`). */
@@ -359,6 +386,19 @@ final class Client
         }
         if ($expiresAt !== null) {
             $body['expires_at'] = $expiresAt->format(\DateTimeInterface::RFC3339_EXTENDED);
+        }
+        return $body;
+    }
+
+    /**
+     * @param array<string, mixed> $body
+     * @param ?list<int> $notify
+     * @return array<string, mixed>
+     */
+    private static function withNotify(array $body, ?array $notify): array
+    {
+        if ($notify !== null) {
+            $body['notify'] = array_values($notify);
         }
         return $body;
     }

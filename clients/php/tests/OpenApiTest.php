@@ -10,6 +10,7 @@ use ApprovalResume\Enum\DenialReason;
 use ApprovalResume\Enum\Effect;
 use ApprovalResume\Enum\EventType;
 use ApprovalResume\Enum\ModelInputFormat;
+use ApprovalResume\Enum\NotifySkipReason;
 use ApprovalResume\Enum\PrivacyLevel;
 use ApprovalResume\Enum\RuleScope;
 use ApprovalResume\Enum\RuleVerdict;
@@ -51,6 +52,9 @@ final class OpenApiTest extends TestCase
         }
         $state = ['components', 'schemas', 'WebhookSubscription', 'properties', 'state', 'enum'];
         yield 'SubscriptionState' => [SubscriptionState::class, $state];
+        $reason = ['components', 'schemas', 'NotifyOutcome', 'properties', 'skipped', 'items', 'properties', 'reason',
+            'enum'];
+        yield 'NotifySkipReason' => [NotifySkipReason::class, $reason];
         // Remembered decisions (docs/design.md §18): documented by the branch that builds their routes.
         foreach (['RuleScope', 'RuleVerdict'] as $name) {
             yield $name => ["ApprovalResume\\Enum\\{$name}", ['components', 'schemas', $name, 'enum']];
@@ -111,6 +115,12 @@ final class OpenApiTest extends TestCase
             fn () => $client->rotateWebhookSecret('6f1c0e2a-0000-4000-8000-000000000000'),
             fn () => $client->rotateWebhookSecret('6f1c0e2a-0000-4000-8000-000000000000', 600),
             fn () => $client->removeWebhook('6f1c0e2a-0000-4000-8000-000000000000'),
+            // Approval links, addresses and notify (docs/design.md §20).
+            fn () => $client->putUser(7, 'ada', email: 'ada@example.com'),
+            fn () => $client->registerRun($run, 7, $messages, notify: [7, 9]),
+            fn () => $client->appendTurn($run, $messages, notify: [9]),
+            fn () => $client->createLink($run, 9),
+            fn () => $client->revokeLink($run, '6f1c0e2a-0000-4000-8000-000000000000'),
         ];
         foreach ($calls as $call) {
             try {

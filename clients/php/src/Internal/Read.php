@@ -106,6 +106,19 @@ final class Read
         return $value;
     }
 
+    /**
+     * @param array<mixed> $data
+     * @return list<int>
+     */
+    public static function ints(array $data, string $key): array
+    {
+        $value = $data[$key] ?? null;
+        if (!is_array($value) || !array_is_list($value) || array_filter($value, 'is_int') !== $value) {
+            throw self::wrong($key, 'a list of integers');
+        }
+        return $value;
+    }
+
     /** @param array<mixed> $data */
     public static function time(array $data, string $key): \DateTimeImmutable
     {

@@ -31,6 +31,8 @@ final readonly class Run
         public ModelInputFormat $format,
         /** @var list<ReleasedCall> */
         public array $releasedCalls = [],
+        /** Only in the answer of a registration or new turn that named `notify`, when its turn waits (§20). */
+        public ?NotifyOutcome $notify = null,
     ) {
     }
 
@@ -53,6 +55,7 @@ final readonly class Run
             isset($data['released_calls'])
                 ? array_map(ReleasedCall::fromArray(...), Read::listOfObjects($data, 'released_calls'))
                 : [],
+            isset($data['notify']) ? NotifyOutcome::fromArray(Read::object($data, 'notify')) : null,
         );
     }
 }

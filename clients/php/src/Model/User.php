@@ -19,6 +19,8 @@ final readonly class User
         public ?array $approvableTools,
         public \DateTimeImmutable $createdAt,
         public \DateTimeImmutable $updatedAt,
+        /** Where the mail of docs/design.md §20 goes; null: the user gets none. */
+        public ?string $email = null,
     ) {
     }
 
@@ -34,6 +36,7 @@ final readonly class User
             Read::optionalStrings($data, 'approvable_tools'),
             Read::time($data, 'created_at'),
             Read::time($data, 'updated_at'),
+            Read::optionalString($data, 'email'),
         );
     }
 }

@@ -32,9 +32,12 @@ final class Runs
     }
 
     /**
-     * Registers a run of `$ownerUid` suspended on a turn that reads page 12 and writes its description.
+     * Registers a run of `$ownerUid` suspended on a turn that reads page 12 and writes its description, mailing
+     * `$notify` (docs/design.md §20) when given.
+     *
+     * @param ?list<int> $notify
      */
-    public static function register(Client $worker, int $ownerUid, ?string $id = null): Run
+    public static function register(Client $worker, int $ownerUid, ?string $id = null, ?array $notify = null): Run
     {
         return $worker->registerRun(
             $id ?? self::newId(),
@@ -53,6 +56,7 @@ final class Runs
                 ]],
             ],
             [self::READ_TOOL => Effect::Read, self::WRITE_TOOL => Effect::Write],
+            notify: $notify,
         );
     }
 }

@@ -11,7 +11,8 @@ use ApprovalResume\Token\SigningKey;
  * The real binary against the real Postgres, once per PHPUnit process: a fresh database (createdb), `migrate`,
  * three API clients made by `clients add` as the README's callers hold them, a token key registered with
  * `clients token-key add`, and `serve` on a free loopback port with WEBHOOK_ALLOW_PRIVATE_ADDRESSES=true, so its
- * webhooks may reach a receiver on loopback. Stopped, and the database dropped, when PHPUnit's process ends.
+ * webhooks may reach a receiver on loopback, and PUBLIC_URL its own address, so that it makes approval links.
+ * Stopped, and the database dropped, when PHPUnit's process ends.
  *
  * APPROVAL_RESUME_BIN names the binary (default: the repository's target/debug/approval-resume);
  * POSTGRES_ADMIN_URL the server (default postgres://postgres@127.0.0.1:5432/postgres).
@@ -123,6 +124,8 @@ final class Service
             // A failed delivery is retried soon, so a slow first receiver start costs a second, not a minute.
             'WEBHOOK_BACKOFF_BASE_MS' => '200',
             'WEBHOOK_BACKOFF_MAX_SECS' => '2',
+            // Its own address, so that it makes approval links (docs/design.md §20); no SMTP_URL: no mail is sent.
+            'PUBLIC_URL' => $this->baseUrl,
         ], $this->log);
         $this->waitUntilReady();
     }
