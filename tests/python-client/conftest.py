@@ -28,6 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 BINARY = Path(os.environ.get("APPROVAL_RESUME_BIN", REPO / "target" / "debug" / "approval-resume"))
 ADMIN_URL = os.environ.get("PYTHON_CLIENT_ADMIN_URL", "postgres://postgres@127.0.0.1:5432/postgres")
 TOOL = "update_page_metadata"
+PUBLIC_URL = "http://approvals.test"
 ALL_SCOPES = [
     "users:write",
     "runs:write",
@@ -141,6 +142,9 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
         "PRIVACY_LEVEL": "full",
         # The receiver is on loopback, which webhooks may reach only when the service allows it (tests only).
         "WEBHOOK_ALLOW_PRIVATE_ADDRESSES": "true",
+        # So that the service makes approval links (docs/design.md §20); the port is its own pick (LISTEN_ADDR's 0),
+        # so the links name this address, and test_links.py opens their paths on the service's. No SMTP_URL: no mail.
+        "PUBLIC_URL": PUBLIC_URL,
     }
     psql(f'drop database if exists "{database}" with (force)')
     psql(f'create database "{database}"')

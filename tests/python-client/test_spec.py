@@ -11,7 +11,7 @@ import yaml  # type: ignore[import-untyped]  # no stubs wanted for one safe_load
 from conftest import REPO
 
 from approval_resume import AsyncClient, Client, models
-from approval_resume.operations import OPERATIONS
+from approval_resume.operations import BROWSER_OPERATIONS, OPERATIONS
 
 SPEC: dict[str, Any] = yaml.safe_load(Path(REPO / "openapi.yaml").read_text())
 SCHEMAS: dict[str, Any] = SPEC["components"]["schemas"]
@@ -55,7 +55,7 @@ def spec_operations() -> dict[str, tuple[str, str]]:
         operation["operationId"]: (method.upper(), path)
         for path, item in SPEC["paths"].items()
         for method, operation in item.items()
-        if method in HTTP_METHODS
+        if method in HTTP_METHODS and operation["operationId"] not in BROWSER_OPERATIONS
     }
 
 

@@ -14,6 +14,7 @@ import httpx
 from . import _transport, operations, verdicts
 from .models import (
     AppendTurn,
+    ApprovalLink,
     CallVerdictBody,
     Claim,
     ClaimRun,
@@ -139,6 +140,17 @@ class Client:
         if claim_id is not None:
             body["claim_id"] = claim_id
         return cast(RunView, self._send(operations.post_results(run_id, body)))
+
+    # Approval links (docs/design.md §20).
+    def create_link(self, run_id: str, uid: int) -> ApprovalLink:
+        """A link with which `uid` (who must be allowed to decide the run) decides its waiting turn from the service's
+        page; the service needs PUBLIC_URL. The `url` is shown only in this answer and decides as `uid`, once: hand it
+        to that person only, never where a model can read it."""
+        return cast(ApprovalLink, self._send(operations.create_link(run_id, {"uid": uid})))
+
+    def revoke_link(self, run_id: str, link_id: str) -> None:
+        """The link decides nothing from now on; revoking it again answers the same."""
+        self._send(operations.revoke_link(run_id, link_id))
 
     def cancel_run(self, run_id: str) -> RunView:
         return cast(RunView, self._send(operations.cancel_run(run_id)))

@@ -49,6 +49,9 @@ RuleScope = Literal["run", "owner"]
 """A remembered decision's reach (docs/design.md §18): `run`, the later turns of one run; `owner`, the owner's runs of
 one tool until the rule's `expires_at`."""
 RuleVerdict = Literal["approve", "deny"]
+NotifySkipReason = Literal["unknown_user", "disabled", "may_not_decide", "no_email"]
+"""Why a person named in `notify` gets no mail for the turn (docs/design.md §20)."""
+ApprovalPageAction = Literal["approve", "approve_for_conversation", "deny", "never_in_conversation"]
 
 ChatMessage = JsonObject
 """An OpenAI chat message, kept as it came (open in the spec: any other member is kept)."""
@@ -69,6 +72,8 @@ class PutUser(TypedDict):
     can_approve_others: bool
     disabled: bool
     approvable_tools: NotRequired[ApprovableTools]
+    #: A bare address (`local@domain`) for the mail of `notify` (docs/design.md §20); absent or `None`: no mail.
+    email: NotRequired[str | None]
 
 
 class UserView(TypedDict):
@@ -78,6 +83,7 @@ class UserView(TypedDict):
     can_approve_others: bool
     disabled: bool
     approvable_tools: ApprovableTools
+    email: str | None
     created_at: str
     updated_at: str
 
@@ -113,6 +119,8 @@ class RegisterRun(TypedDict):
     contents: NotRequired[list[NativeEntry]]
     #: The worker's state (DESIGN.md §15): any JSON, given back only by `get_run(..., include_worker_state=True)`.
     worker_state: NotRequired[Any]
+    #: The people to mail a link when the turn waits (docs/design.md §20); the answer's `notify` says who is.
+    notify: NotRequired["Notify"]
 
 
 class AppendTurn(TypedDict):
@@ -125,6 +133,8 @@ class AppendTurn(TypedDict):
     contents: NotRequired[list[NativeEntry]]
     #: The worker's state at this turn: replaces the run's; a turn without one leaves the run without one.
     worker_state: NotRequired[Any]
+    #: The people to mail a link when the new turn waits, as at registration.
+    notify: NotRequired["Notify"]
 
 
 class DecidingRule(TypedDict):
@@ -215,6 +225,45 @@ class RunView(TypedDict):
     updated_at: str
     #: Only from `get_run(..., include_worker_state=True)` with an API key; `None` when the run has none.
     worker_state: NotRequired[Any]
+    #: Only in the answer of a registration or new turn that named `notify`, when its turn waits.
+    notify: NotRequired["NotifyOutcome"]
+
+
+# Approval links and mail (docs/design.md §20).
+Notify = list[int]
+"""The uids to mail a link of their own when the turn waits: at most 10."""
+
+
+class NotifySkipped(TypedDict):
+    uid: int
+    reason: NotifySkipReason
+
+
+class NotifyOutcome(TypedDict):
+    """Whose mail is queued (sent after the commit), and why each other named person gets none."""
+
+    queued: list[int]
+    skipped: list[NotifySkipped]
+
+
+class MakeLink(TypedDict):
+    uid: int
+
+
+class ApprovalLink(TypedDict):
+    """A link with which `uid` decides the waiting turn from the service's page; `url` is shown only in this answer
+    and decides as that person: hand it to them only, never where a model can read it."""
+
+    id: str
+    url: str
+    expires_at: str
+
+
+class ApprovalPageForm(TypedDict):
+    """What the page's own form posts (a person's browser, not this client: the link is their credential)."""
+
+    nonce: str
+    action: ApprovalPageAction
 
 
 # Decisions.

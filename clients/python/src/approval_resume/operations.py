@@ -12,6 +12,7 @@ from .models import (
     ClaimRun,
     CreateWebhook,
     DecisionBody,
+    MakeLink,
     ModelInputFormat,
     OwnerRuleBody,
     PostResults,
@@ -41,7 +42,10 @@ def _op(operation_id: str, method: str, path: str, idempotent: bool, answer: Ans
 
 
 #: The client method name of each operation of openapi.yaml (`paths`); the webhook `receiveEvent` is received,
-#: not called, and is verified by `approval_resume.webhooks`.
+#: not called, and is verified by `approval_resume.webhooks`. The approval page's operations (`showApprovalPage`,
+#: `submitApprovalPage`, `getApprovalPageStyle`) are a person's browser's: the link is that person's credential,
+#: which a backend holding API keys does not use (it makes links with `create_link`).
+BROWSER_OPERATIONS = {"showApprovalPage", "submitApprovalPage", "getApprovalPageStyle"}
 OPERATIONS: dict[str, Operation] = {
     "put_user": _op("putUser", "PUT", "/v1/users/{uid}", True),
     "register_run": _op("registerRun", "POST", "/v1/runs", True),
@@ -63,6 +67,10 @@ OPERATIONS: dict[str, Operation] = {
     "list_owner_rules": _op("listOwnerRules", "GET", "/v1/rules", True),
     # Idempotent: a rule revoked already is answered as it stands.
     "revoke_rule": _op("revokeRule", "DELETE", "/v1/rules/{id}", True),
+    # Not idempotent: each post makes another link (the first one's URL is shown only in its lost answer).
+    "create_link": _op("makeApprovalLink", "POST", "/v1/runs/{id}/links", False),
+    # Idempotent: a link revoked already is answered 204 again.
+    "revoke_link": _op("revokeApprovalLink", "DELETE", "/v1/runs/{id}/links/{link_id}", True, "none"),
     "list_approvals": _op("listApprovals", "GET", "/v1/approvals", True),
     "follow_events": _op("followEvents", "GET", "/v1/events", True),
     "list_webhooks": _op("listWebhooks", "GET", "/v1/webhooks", True),
@@ -163,6 +171,14 @@ def list_owner_rules(owner_uid: int) -> Request:
 
 def revoke_rule(rule_id: str, revoked_by: int | None) -> Request:
     return _request("revoke_rule", {"id": rule_id}, params=_query(revoked_by=revoked_by))
+
+
+def create_link(run_id: str, body: MakeLink) -> Request:
+    return _request("create_link", {"id": run_id}, json=body)
+
+
+def revoke_link(run_id: str, link_id: str) -> Request:
+    return _request("revoke_link", {"id": run_id, "link_id": link_id})
 
 
 def list_approvals(
