@@ -1,6 +1,6 @@
 import { type DecideOptions, type TurnDecideOptions, type Verdict } from "./decisions.js";
 import { Feed, type FeedOptions } from "./feed.js";
-import type { AppendTurn, ApprovalsQuery, CreateWebhook, DecisionAnswer, DecisionBody, DenialReason, EventsPage, EventsQuery, InboxItem, InboxPage, ModelInput, ModelInputFormat, OwnerRule, PostedResult, PutUser, RegisterRun, ReleasedCall, RunAudit, RotateWebhookSecret, Rule, RunRule, RunView, UserView, WebhookCreated, WebhookSubscription } from "./schemas.js";
+import type { AppendTurn, ApprovalLink, ApprovalsQuery, CreateWebhook, DecisionAnswer, DecisionBody, DenialReason, EventsPage, EventsQuery, InboxItem, InboxPage, ModelInput, ModelInputFormat, OwnerRule, PostedResult, PutUser, RegisterRun, ReleasedCall, RunAudit, RotateWebhookSecret, Rule, RunRule, RunView, UserView, WebhookCreated, WebhookSubscription } from "./schemas.js";
 export interface ClientOptions {
     /** Where the service listens, e.g. `http://127.0.0.1:8080`. */
     baseUrl: string;
@@ -141,6 +141,15 @@ export declare class ApprovalResumeClient {
      * `status` in the problem) or `run_cancelled`.
      */
     claim(id: string, claimId?: string, options?: CallOptions): Promise<Claim>;
+    /**
+     * Makes an approval link (docs/design.md §20) for `uid`, who must be allowed to decide the run (docs/design.md §4),
+     * to decide its waiting turn from the service's page (scope `decisions:write`; the service needs `PUBLIC_URL`).
+     * The answer's `url` is shown only here and decides as `uid`, once: hand it to that person only, never where a
+     * model can read it.
+     */
+    createLink(id: string, uid: number, options?: CallOptions): Promise<ApprovalLink>;
+    /** Revokes an approval link (scope `decisions:write`): it decides nothing from now on. Again: the same. */
+    revokeLink(id: string, linkId: string, options?: CallOptions): Promise<void>;
     /** Abandons a run (scope `runs:write`). */
     cancelRun(id: string, options?: CallOptions): Promise<RunView>;
     /** Ends a resumed run (scope `runs:write`). */

@@ -226,6 +226,22 @@ export class ApprovalResumeClient {
         }
         return body;
     }
+    /**
+     * Makes an approval link (docs/design.md §20) for `uid`, who must be allowed to decide the run (docs/design.md §4),
+     * to decide its waiting turn from the service's page (scope `decisions:write`; the service needs `PUBLIC_URL`).
+     * The answer's `url` is shown only here and decides as `uid`, once: hand it to that person only, never where a
+     * model can read it.
+     */
+    createLink(id, uid, options = {}) {
+        return unwrap(this.#api.POST("/v1/runs/{id}/links", { params: { path: { id } }, body: { uid }, ...this.#signal(options) }));
+    }
+    /** Revokes an approval link (scope `decisions:write`): it decides nothing from now on. Again: the same. */
+    async revokeLink(id, linkId, options = {}) {
+        await unwrap(this.#api.DELETE("/v1/runs/{id}/links/{link_id}", {
+            params: { path: { id, link_id: linkId } },
+            ...this.#signal(options),
+        }));
+    }
     /** Abandons a run (scope `runs:write`). */
     cancelRun(id, options = {}) {
         return unwrap(this.#api.POST("/v1/runs/{id}/cancel", { params: { path: { id } }, ...this.#signal(options) }));

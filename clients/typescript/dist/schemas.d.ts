@@ -111,6 +111,15 @@ type WithOpenArguments<T> = Omit<T, "arguments"> & {
 export type RunRule = WithOpenArguments<Schemas["RunRuleBody"]>;
 /** The body of `POST /v1/rules`: an `owner` scope rule, which must end (`expires_at`). */
 export type OwnerRule = WithOpenArguments<Schemas["OwnerRuleBody"]>;
+/**
+ * An approval link (docs/design.md §20): with its `url` the person it was made for decides the run's waiting turn
+ * from the service's own page, once, until `expires_at`. The URL is shown only in the answer that made the link and
+ * decides as that person: hand it to them only, never where a model can read it. `id` is what `revokeLink` names.
+ */
+export type ApprovalLink = Schemas["ApprovalLink"];
+/** Who a registration's or new turn's `notify` mails: the uids whose mail is queued, and why the others get none. */
+export type NotifyOutcome = Schemas["NotifyOutcome"];
+export type NotifySkipReason = NotifyOutcome["skipped"][number]["reason"];
 /** The query of `GET /v1/approvals`. */
 export type ApprovalsQuery = operations["listApprovals"]["parameters"]["query"];
 /** The query of `GET /v1/events`. */

@@ -17,6 +17,7 @@ import { ApiError } from "./errors.js";
 import { Feed, type FeedOptions } from "./feed.js";
 import type {
     AppendTurn,
+    ApprovalLink,
     ApprovalsQuery,
     CreateWebhook,
     DecisionAnswer,
@@ -361,6 +362,28 @@ export class ApprovalResumeClient {
             throw ApiError.fromResponse(response, body);
         }
         return body as Claim;
+    }
+
+    /**
+     * Makes an approval link (docs/design.md §20) for `uid`, who must be allowed to decide the run (docs/design.md §4),
+     * to decide its waiting turn from the service's page (scope `decisions:write`; the service needs `PUBLIC_URL`).
+     * The answer's `url` is shown only here and decides as `uid`, once: hand it to that person only, never where a
+     * model can read it.
+     */
+    createLink(id: string, uid: number, options: CallOptions = {}): Promise<ApprovalLink> {
+        return unwrap(
+            this.#api.POST("/v1/runs/{id}/links", { params: { path: { id } }, body: { uid }, ...this.#signal(options) }),
+        );
+    }
+
+    /** Revokes an approval link (scope `decisions:write`): it decides nothing from now on. Again: the same. */
+    async revokeLink(id: string, linkId: string, options: CallOptions = {}): Promise<void> {
+        await unwrap(
+            this.#api.DELETE("/v1/runs/{id}/links/{link_id}", {
+                params: { path: { id, link_id: linkId } },
+                ...this.#signal(options),
+            }),
+        );
     }
 
     /** Abandons a run (scope `runs:write`). */

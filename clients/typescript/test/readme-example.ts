@@ -3,7 +3,7 @@ import { Agent, tool as agentTool } from "@openai/agents";
 import { ScriptedModel } from "@openai/agents/testing";
 import { stepCountIs, tool } from "ai";
 import { MockLanguageModelV4 } from "ai/test";
-import { ApiError, ApprovalResumeClient } from "approval-resume";
+import { ApiError, ApprovalResumeClient, type RegisterRun } from "approval-resume";
 import { AiSdkWorker } from "approval-resume/ai-sdk";
 import { OpenAIAgentsWorker } from "approval-resume/openai-agents";
 import { FileCursorStore } from "approval-resume/file-cursor-store";
@@ -82,4 +82,17 @@ export async function openAIAgentsExample(client: ApprovalResumeClient): Promise
     // …on run.released or run.resumed:
     const next = await worker.resume(step.runId!); // "finished" (next.finalOutput), "suspended", "waiting", "claimed", "closed", "decided"
     if (next.status === "finished") console.log(next.finalOutput);
+}
+
+// The README's approval links and mail.
+export async function linksExample(
+    worker: ApprovalResumeClient,
+    tasks: ApprovalResumeClient,
+    registration: RegisterRun,
+): Promise<void> {
+    await worker.putUser(9, { username: "arne", is_admin: false, can_approve_others: true, disabled: false, email: "arne@example.com" });
+    const run = await worker.registerRun({ ...registration, notify: [7, 9] });
+    console.log(run.notify); // 7 without an address: { queued: [9], skipped: [{ uid: 7, reason: "no_email" }] }
+    const link = await tasks.createLink(run.id, 9); // { id, url, expires_at }: the url is shown only here
+    await tasks.revokeLink(run.id, link.id); // it decides nothing from now on
 }

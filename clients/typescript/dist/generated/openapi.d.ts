@@ -485,6 +485,106 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/runs/{id}/links": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Make an approval link for a person who may decide the run
+         * @description An approval link (DESIGN.md §20) lets `uid` decide the run's waiting turn from a page the service serves
+         *     (`GET /approve/{run_id}/{secret}`). It is bound to this tenant, run, turn and person, decides at most once,
+         *     lasts `LINK_TTL_SECS`, and is stored hashed: its `url` is in this answer only. Whoever holds it decides as
+         *     `uid`, so never put it where a model can read it. `uid` must be allowed to decide the run (§4: the owner, an
+         *     admin, or a user allowed to approve others; enabled). Scope `decisions:write`.
+         */
+        post: operations["makeApprovalLink"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/runs/{id}/links/{link_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke an approval link
+         * @description The link decides nothing from now on; its page says it was revoked. Revoking it again answers the same.
+         *     Scope `decisions:write`.
+         */
+        delete: operations["revokeApprovalLink"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/approve/{run_id}/{secret}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The approval page of a link
+         * @description The page of an approval link (DESIGN.md §20), rendered on the server, without any script: the waiting turn
+         *     as a decision token of the link's person would see it, whom the link is for, and a form offering only what
+         *     §4 lets that person do now. Opening it decides nothing and uses nothing up. Once the turn is decided, expired
+         *     or withdrawn (or the link used), it shows the verdict and, for denied and expired calls, the text the model
+         *     reads; never arguments, an edit note or results. The link is the credential: no key. Served with
+         *     `Cache-Control: no-store`, `Referrer-Policy: same-origin`, framing refused and a Content-Security-Policy
+         *     that allows only the page's stylesheet and its own form.
+         */
+        get: operations["showApprovalPage"];
+        put?: never;
+        /**
+         * The approval page's form, deciding as the link's person
+         * @description Decides only when posted by the page's own form: the link's `nonce` and an `Origin` equal to `PUBLIC_URL`'s;
+         *     otherwise 403, nothing recorded. A link unknown, revoked, expired or already used: 410, nothing recorded. It
+         *     decides the whole turn as the link's person, exactly as a decision token of theirs limited to the run would
+         *     (§4, §5, §18): `approve`, `approve_for_conversation` (and remember it for the run), `deny`,
+         *     `never_in_conversation` (deny with reason `skip`, remembered for the run); then 303 to the page, which shows
+         *     the verdict. A refusal of §4 is 403 and a call denied by a remembered decision 409, each a page saying so.
+         */
+        post: operations["submitApprovalPage"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/ui/approval-page.css": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The approval page's stylesheet
+         * @description The approval card's look for the page of an approval link; public, carries nothing secret.
+         */
+        get: operations["getApprovalPageStyle"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/rules": {
         parameters: {
             query?: never;
@@ -702,7 +802,7 @@ export interface components {
              *     the router for paths and methods it does not serve.
              * @enum {string}
              */
-            code: "unauthorized" | "format_not_representable" | "token_expired" | "token_not_yet_valid" | "token_bad_signature" | "token_unknown_kid" | "token_wrong_audience" | "token_client_revoked" | "token_client_lacks_scope" | "token_lifetime_too_long" | "token_invalid" | "missing_scope" | "token_not_allowed" | "decider_mismatch" | "body_timeout" | "not_found" | "method_not_allowed" | "malformed_json" | "bad_request" | "payload_too_large" | "worker_state_too_large" | "unsupported_media_type" | "invalid_body" | "invalid_query" | "invalid_cursor" | "invalid_subscription" | "webhook_url_refused" | "webhook_url_lookups_busy" | "too_many_subscriptions" | "invalid_overlap" | "invalid_uid" | "invalid_username" | "invalid_owner" | "invalid_tool" | "invalid_transcript" | "unknown_owner" | "too_many_calls" | "arguments_too_large" | "reason_requires_denial" | "decider_uid_required" | "approved_and_calls" | "verdict_required" | "reason_with_calls" | "repeated_call" | "unknown_call" | "missing_call" | "arguments_require_approval" | "arguments_not_object" | "not_editable" | "not_released" | "call_not_released" | "run_resumed" | "invalid_turn_digest" | "expiry_ambiguous" | "invalid_expires_at" | "expires_at_in_past" | "invalid_ttl" | "anonymous_decision_not_allowed" | "unknown_decider" | "decider_disabled" | "decider_not_permitted" | "second_approver_required" | "rule_not_permitted" | "rule_not_revocable" | "missing_created_by" | "missing_revoked_by" | "rule_ttl_too_long" | "denied_by_rule" | "remember_with_calls" | "remember_until_required" | "remember_until_without_owner" | "remember_edited" | "anonymous_rule" | "tool_not_approvable" | "anonymous_write_approval" | "anonymous_edit" | "transcript_not_shown" | "invalid_approvable_tools" | "run_exists" | "stale_turn" | "already_decided" | "not_awaiting_approval" | "resume_in_progress" | "expired" | "not_resumed" | "results_pending" | "run_cancelled" | "result_conflict" | "claim_required" | "claimed" | "claim_lapsed" | "run_finished" | "internal" | "undecryptable" | "database_unavailable" | "timeout" | "not_migrated" | "too_many_waiting_readers" | "too_many_connections" | "too_many_body_bytes";
+            code: "unauthorized" | "format_not_representable" | "token_expired" | "token_not_yet_valid" | "token_bad_signature" | "token_unknown_kid" | "token_wrong_audience" | "token_client_revoked" | "token_client_lacks_scope" | "token_lifetime_too_long" | "token_invalid" | "missing_scope" | "token_not_allowed" | "decider_mismatch" | "body_timeout" | "not_found" | "method_not_allowed" | "malformed_json" | "bad_request" | "payload_too_large" | "worker_state_too_large" | "unsupported_media_type" | "invalid_body" | "invalid_query" | "invalid_cursor" | "invalid_subscription" | "webhook_url_refused" | "webhook_url_lookups_busy" | "too_many_subscriptions" | "invalid_overlap" | "invalid_uid" | "invalid_username" | "invalid_email" | "too_many_notified" | "public_url_unset" | "invalid_owner" | "invalid_tool" | "invalid_transcript" | "unknown_owner" | "too_many_calls" | "arguments_too_large" | "reason_requires_denial" | "decider_uid_required" | "approved_and_calls" | "verdict_required" | "reason_with_calls" | "repeated_call" | "unknown_call" | "missing_call" | "arguments_require_approval" | "arguments_not_object" | "not_editable" | "not_released" | "call_not_released" | "run_resumed" | "invalid_turn_digest" | "expiry_ambiguous" | "invalid_expires_at" | "expires_at_in_past" | "invalid_ttl" | "anonymous_decision_not_allowed" | "unknown_decider" | "decider_disabled" | "decider_not_permitted" | "second_approver_required" | "rule_not_permitted" | "rule_not_revocable" | "missing_created_by" | "missing_revoked_by" | "rule_ttl_too_long" | "denied_by_rule" | "remember_with_calls" | "remember_until_required" | "remember_until_without_owner" | "remember_edited" | "anonymous_rule" | "tool_not_approvable" | "anonymous_write_approval" | "anonymous_edit" | "transcript_not_shown" | "invalid_approvable_tools" | "run_exists" | "stale_turn" | "already_decided" | "not_awaiting_approval" | "resume_in_progress" | "expired" | "not_resumed" | "results_pending" | "run_cancelled" | "result_conflict" | "claim_required" | "claimed" | "claim_lapsed" | "run_finished" | "internal" | "undecryptable" | "database_unavailable" | "timeout" | "not_migrated" | "too_many_waiting_readers" | "too_many_connections" | "too_many_body_bytes";
             /** @description The request's `x-request-id`, on every problem (a 500 for a handler that panicked included). */
             request_id?: string;
         };
@@ -926,6 +1026,50 @@ export interface components {
          * @enum {string}
          */
         ModelInputFormat: "openai-chat" | "anthropic" | "openai-responses" | "gemini";
+        MakeLink: {
+            /**
+             * Format: int64
+             * @description The person the link decides as; must be allowed to decide the run (§4).
+             */
+            uid: number;
+        };
+        ApprovalLink: {
+            /**
+             * Format: uuid
+             * @description What `DELETE /v1/runs/{id}/links/{link_id}` names.
+             */
+            id: string;
+            /**
+             * Format: uri
+             * @description `{PUBLIC_URL}/approve/{run_id}/{secret}`: shown only here. Whoever holds it decides as `uid`.
+             */
+            url: string;
+            /** Format: date-time */
+            expires_at: string;
+        };
+        ApprovalPageForm: {
+            /** @description The nonce of the page's form (a hidden field). */
+            nonce: string;
+            /** @enum {string} */
+            action: "approve" | "approve_for_conversation" | "deny" | "never_in_conversation";
+        };
+        /**
+         * @description The people to mail when the turn waits (DESIGN.md §20): each who has an `email`, is enabled and may decide
+         *     the run gets one mail with a link of their own; the answer's `notify` says who does and why others do not.
+         *     More than 10: 422 `too_many_notified`.
+         */
+        Notify: number[];
+        /** @description Only in the answer of the request that named `notify`, when its turn waits. */
+        NotifyOutcome: {
+            /** @description The people a mail is queued for, sent after the commit. */
+            queued: number[];
+            skipped: {
+                /** Format: int64 */
+                uid: number;
+                /** @enum {string} */
+                reason: "unknown_user" | "disabled" | "may_not_decide" | "no_email";
+            }[];
+        };
         PutUser: {
             username: string;
             is_admin: boolean;
@@ -933,6 +1077,11 @@ export interface components {
             can_approve_others: boolean;
             disabled: boolean;
             approvable_tools?: components["schemas"]["ApprovableTools"];
+            /**
+             * @description Where the mail of DESIGN.md §20 goes: a bare address (`local@domain`); absent or `null`: no mail. Never
+             *     logged. Anything else is 422 `invalid_email`.
+             */
+            email?: string | null;
         };
         UserView: {
             uid: number;
@@ -941,6 +1090,7 @@ export interface components {
             can_approve_others: boolean;
             disabled: boolean;
             approvable_tools: components["schemas"]["ApprovableTools"];
+            email: string | null;
             /** Format: date-time */
             created_at: string;
             /** Format: date-time */
@@ -1125,6 +1275,7 @@ export interface components {
              *     `GET /v1/runs/{id}?include=worker_state`. `null` is no state.
              */
             worker_state?: unknown;
+            notify?: components["schemas"]["Notify"];
         } & (unknown & unknown & unknown & unknown);
         /**
          * @description What followed the resumed model input (without the results of the decided turn, which the service adds),
@@ -1152,6 +1303,7 @@ export interface components {
              *     suspended on. At most `MAX_WORKER_STATE_BYTES` bytes of text as sent.
              */
             worker_state?: unknown;
+            notify?: components["schemas"]["Notify"];
         };
         /**
          * @description Exactly one of two forms: the whole turn (`approved`, with `reason` on a denial) or a verdict per call
@@ -1397,6 +1549,7 @@ export interface components {
              *     JSON value); `null` when the run has none.
              */
             worker_state?: unknown;
+            notify?: components["schemas"]["NotifyOutcome"];
         };
         /**
          * @description One result per pending call, in the turn's order. To a decision token, `content` is shown as the run's
@@ -1850,6 +2003,25 @@ export interface components {
     };
     responses: {
         /**
+         * @description The approval page, in HTML: the form, the verdict, or why the link decides nothing (`410`: unknown, revoked,
+         *     expired or used; `403`: not posted by the page's own form, or refused by §4; `409`: a call denied by a
+         *     remembered decision; `422`: no action the page offers). A failure of the service (500, 503) answers as on
+         *     every route, in problem+json.
+         */
+        ApprovalPage: {
+            headers: {
+                "x-request-id": components["headers"]["RequestId"];
+                "Cache-Control": "no-store";
+                "Referrer-Policy": "same-origin";
+                "X-Frame-Options": "DENY";
+                "Content-Security-Policy": string;
+                [name: string]: unknown;
+            };
+            content: {
+                "text/html; charset=utf-8": string;
+            };
+        };
+        /**
          * @description `malformed_json`: the body is not valid JSON (bytes that are not UTF-8 and escaped lone surrogates included),
          *     it nests arrays and objects deeper than 127 levels, or a number in it is beyond the range of a 64-bit float;
          *     `bad_request`: the body could not be read.
@@ -2077,6 +2249,10 @@ export interface components {
     parameters: {
         /** @description The run's id, chosen by the agent loop. A text that is no UUID names no run and is answered 404. */
         RunId: string;
+        /** @description The run of the approval link, as its URL carries it. */
+        LinkRunId: string;
+        /** @description The link's secret (43 characters of base64url), as its URL carries it. */
+        LinkSecret: string;
         /**
          * @description The format of the resumed model input; the run's own format (the one it was registered in) when absent. A
          *     run in a provider's format is translated only where nothing would be dropped, else 422
@@ -2156,7 +2332,8 @@ export interface operations {
             /**
              * @description `invalid_body`: the body does not fit `PutUser`; `invalid_uid`: the path's uid is not an integer of at
              *     least 1; `invalid_username`: the username has no characters or more than 256, or holds U+0000;
-             *     `invalid_approvable_tools`: an entry of `approvable_tools` is not a tool name.
+             *     `invalid_approvable_tools`: an entry of `approvable_tools` is not a tool name; `invalid_email`: `email` is
+             *     not a bare mail address of at most 254 characters.
              */
             422: {
                 headers: {
@@ -2168,7 +2345,7 @@ export interface operations {
                         /** @enum {integer} */
                         status?: 422;
                         /** @enum {unknown} */
-                        code?: "invalid_body" | "invalid_uid" | "invalid_username" | "invalid_approvable_tools";
+                        code?: "invalid_body" | "invalid_uid" | "invalid_username" | "invalid_approvable_tools" | "invalid_email";
                     };
                 };
             };
@@ -2300,7 +2477,8 @@ export interface operations {
              *     `too_many_calls`: the turn has more than `MAX_CALLS_PER_TURN` calls; `arguments_too_large`: a pending
              *     call's `arguments` text has more than `MAX_ARGUMENTS_BYTES` bytes (the detail names its position);
              *     `expiry_ambiguous`: both `expires_at` and `approval_ttl_secs`; `invalid_expires_at`: `expires_at` is not
-             *     an RFC 3339 date-time; `expires_at_in_past`: it has passed; `invalid_ttl`: a negative `approval_ttl_secs`.
+             *     an RFC 3339 date-time; `expires_at_in_past`: it has passed; `invalid_ttl`: a negative `approval_ttl_secs`;
+             *     `too_many_notified`: `notify` names more than 10 people; `invalid_uid`: an entry of `notify` is below 1.
              */
             422: {
                 headers: {
@@ -2312,7 +2490,7 @@ export interface operations {
                         /** @enum {integer} */
                         status?: 422;
                         /** @enum {unknown} */
-                        code?: "invalid_body" | "invalid_owner" | "invalid_tool" | "invalid_transcript" | "unknown_owner" | "too_many_calls" | "arguments_too_large" | "expiry_ambiguous" | "invalid_expires_at" | "expires_at_in_past" | "invalid_ttl";
+                        code?: "invalid_body" | "invalid_owner" | "invalid_tool" | "invalid_transcript" | "unknown_owner" | "too_many_calls" | "arguments_too_large" | "expiry_ambiguous" | "invalid_expires_at" | "expires_at_in_past" | "invalid_ttl" | "too_many_notified" | "invalid_uid";
                     };
                 };
             };
@@ -2705,7 +2883,8 @@ export interface operations {
              *     system member, included); `invalid_transcript`: the messages break a rule of `ChatMessage`, a native list
              *     has no pending call, or a call reuses a call id of the run; `too_many_calls`, `arguments_too_large`: the new turn is
              *     over `MAX_CALLS_PER_TURN` or `MAX_ARGUMENTS_BYTES`, as at registration; `expiry_ambiguous`,
-             *     `invalid_expires_at`, `expires_at_in_past`, `invalid_ttl`: the new turn's expiry, as at registration.
+             *     `invalid_expires_at`, `expires_at_in_past`, `invalid_ttl`: the new turn's expiry, as at registration;
+             *     `too_many_notified`, `invalid_uid`: its `notify`, as at registration.
              */
             422: {
                 headers: {
@@ -2717,7 +2896,7 @@ export interface operations {
                         /** @enum {integer} */
                         status?: 422;
                         /** @enum {unknown} */
-                        code?: "invalid_body" | "invalid_transcript" | "too_many_calls" | "arguments_too_large" | "expiry_ambiguous" | "invalid_expires_at" | "expires_at_in_past" | "invalid_ttl";
+                        code?: "invalid_body" | "invalid_transcript" | "too_many_calls" | "arguments_too_large" | "expiry_ambiguous" | "invalid_expires_at" | "expires_at_in_past" | "invalid_ttl" | "too_many_notified" | "invalid_uid";
                     };
                 };
             };
@@ -3564,6 +3743,257 @@ export interface operations {
             };
             500: components["responses"]["InternalOrUndecryptable"];
             503: components["responses"]["Unavailable"];
+        };
+    };
+    makeApprovalLink: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The client's request id; echoed back, logged and carried in problems. Kept only in a short, safe form: 1 to
+                 *     64 characters of `A-Z a-z 0-9 . _ : -`, sent once. Any other (or none) is replaced by a new UUID, not
+                 *     refused.
+                 */
+                "x-request-id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The run's id, chosen by the agent loop. A text that is no UUID names no run and is answered 404. */
+                id: components["parameters"]["RunId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "uid": 7
+                 *     }
+                 */
+                "application/json": components["schemas"]["MakeLink"];
+            };
+        };
+        responses: {
+            /** @description The link; its URL is shown only here. */
+            201: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApprovalLink"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /**
+             * @description `missing_scope`; `uid` may not decide the run: `unknown_decider` (no such user), `decider_disabled`,
+             *     `decider_not_permitted` (neither the owner, an admin, nor allowed to approve others).
+             */
+            403: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {integer} */
+                        status?: 403;
+                        /** @enum {unknown} */
+                        code?: "missing_scope" | "token_not_allowed" | "unknown_decider" | "decider_disabled" | "decider_not_permitted";
+                    };
+                };
+            };
+            404: components["responses"]["RunNotFound"];
+            408: components["responses"]["BodyTimeout"];
+            /**
+             * @description `public_url_unset`: the service has no `PUBLIC_URL`, so it makes no links; `not_awaiting_approval`: the
+             *     run's turn does not wait for a decision (`run_status` says where it is).
+             */
+            409: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {integer} */
+                        status?: 409;
+                        /** @enum {unknown} */
+                        code?: "public_url_unset" | "not_awaiting_approval";
+                        run_status?: components["schemas"]["RunStatus"];
+                    };
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            /** @description `invalid_body`: the body does not fit `MakeLink`; `invalid_uid`: `uid` is below 1. */
+            422: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {integer} */
+                        status?: 422;
+                        /** @enum {unknown} */
+                        code?: "invalid_body" | "invalid_uid";
+                    };
+                };
+            };
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    revokeApprovalLink: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The client's request id; echoed back, logged and carried in problems. Kept only in a short, safe form: 1 to
+                 *     64 characters of `A-Z a-z 0-9 . _ : -`, sent once. Any other (or none) is replaced by a new UUID, not
+                 *     refused.
+                 */
+                "x-request-id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The run's id, chosen by the agent loop. A text that is no UUID names no run and is answered 404. */
+                id: components["parameters"]["RunId"];
+                /** @description The link's `id`, from the answer that made it. Another run's or tenant's link is 404. */
+                link_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Revoked. */
+            204: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["MissingScope"];
+            /** @description No such link of this run in the caller's tenant. */
+            404: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {integer} */
+                        status?: 404;
+                        /** @enum {unknown} */
+                        code?: "not_found";
+                    };
+                };
+            };
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    showApprovalPage: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The client's request id; echoed back, logged and carried in problems. Kept only in a short, safe form: 1 to
+                 *     64 characters of `A-Z a-z 0-9 . _ : -`, sent once. Any other (or none) is replaced by a new UUID, not
+                 *     refused.
+                 */
+                "x-request-id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The run of the approval link, as its URL carries it. */
+                run_id: components["parameters"]["LinkRunId"];
+                /** @description The link's secret (43 characters of base64url), as its URL carries it. */
+                secret: components["parameters"]["LinkSecret"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: components["responses"]["ApprovalPage"];
+            403: components["responses"]["ApprovalPage"];
+            410: components["responses"]["ApprovalPage"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    submitApprovalPage: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description The client's request id; echoed back, logged and carried in problems. Kept only in a short, safe form: 1 to
+                 *     64 characters of `A-Z a-z 0-9 . _ : -`, sent once. Any other (or none) is replaced by a new UUID, not
+                 *     refused.
+                 */
+                "x-request-id"?: components["parameters"]["RequestId"];
+                /** @description The page's origin, which must be `PUBLIC_URL`'s. */
+                Origin: string;
+            };
+            path: {
+                /** @description The run of the approval link, as its URL carries it. */
+                run_id: components["parameters"]["LinkRunId"];
+                /** @description The link's secret (43 characters of base64url), as its URL carries it. */
+                secret: components["parameters"]["LinkSecret"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/x-www-form-urlencoded": components["schemas"]["ApprovalPageForm"];
+            };
+        };
+        responses: {
+            /** @description Decided (or decided meanwhile by someone else); the page shows the verdict. */
+            303: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    Location: "?decided";
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            403: components["responses"]["ApprovalPage"];
+            409: components["responses"]["ApprovalPage"];
+            410: components["responses"]["ApprovalPage"];
+            422: components["responses"]["ApprovalPage"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getApprovalPageStyle: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The client's request id; echoed back, logged and carried in problems. Kept only in a short, safe form: 1 to
+                 *     64 characters of `A-Z a-z 0-9 . _ : -`, sent once. Any other (or none) is replaced by a new UUID, not
+                 *     refused.
+                 */
+                "x-request-id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The stylesheet. */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Cache-Control": "public, max-age=300";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/css; charset=utf-8": string;
+                };
+            };
         };
     };
     listOwnerRules: {
