@@ -73,7 +73,7 @@ fn routes(cors: CorsLayer, limits: &Limits) -> Router<AppState> {
         .route("/v1/runs/{id}/links/{link_id}", delete(links::revoke))
         // The approval page: its link is its credential (docs/design.md §20), so it takes no key.
         .route(
-            link_page::ROUTE,
+            "/approve/{run_id}/{secret}",
             get(link_page::show).post(link_page::submit),
         )
         .route("/ui/approval-page.css", get(ui::approval_page_css))

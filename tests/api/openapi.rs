@@ -915,6 +915,21 @@ async fn putting_a_user_answers_as_documented() {
     )
     .await;
 
+    op.expect(
+        path,
+        with(user.clone(), "email", json!("Ann <ann@example.com>")),
+        "422 invalid_email",
+    )
+    .await;
+    let answer = op
+        .expect(
+            path,
+            with(user.clone(), "email", json!("ann@example.com")),
+            "200",
+        )
+        .await;
+    assert_eq!(answer.body["email"], "ann@example.com");
+
     op.provoke_body_errors(path).await;
     op.provoke_auth_errors(path, Some(user.clone())).await;
     op.provoke_server_errors(path, Some(user)).await;
@@ -1037,6 +1052,22 @@ async fn registering_a_run_answers_as_documented() {
     op.expect(path, past, "422 expires_at_in_past").await;
     let negative = with(fresh(), "approval_ttl_secs", json!(-1));
     op.expect(path, negative, "422 invalid_ttl").await;
+    let crowd: Vec<i64> = (1..=11).collect();
+    op.expect(
+        path,
+        with(fresh(), "notify", json!(crowd)),
+        "422 too_many_notified",
+    )
+    .await;
+    op.expect(path, with(fresh(), "notify", json!([0])), "422 invalid_uid")
+        .await;
+    let answer = op
+        .expect(path, with(fresh(), "notify", json!([7, 99])), "201")
+        .await;
+    assert_eq!(
+        answer.body["notify"]["skipped"][1]["reason"],
+        "unknown_user"
+    );
     let later = with(fresh(), "expires_at", json!("2999-01-01T00:00:00+02:00"));
     let answer = op.expect(path, later, "201").await;
     assert_eq!(answer.body["expires_at"], "2998-12-31T22:00:00Z");
@@ -1639,6 +1670,11 @@ async fn appending_a_turn_answers_as_documented() {
     op.expect(&path, past, "422 expires_at_in_past").await;
     let negative = with(next.clone(), "approval_ttl_secs", json!(-1));
     op.expect(&path, negative, "422 invalid_ttl").await;
+    let crowd: Vec<i64> = (1..=11).collect();
+    let too_many = with(next.clone(), "notify", json!(crowd));
+    op.expect(&path, too_many, "422 too_many_notified").await;
+    let zero = with(next.clone(), "notify", json!([0]));
+    op.expect(&path, zero, "422 invalid_uid").await;
     let key = Some(app.admin_key.as_str());
     let stateful = with(next.clone(), "worker_state", json!({"step": 4}));
     op.expect_on(
@@ -2421,4 +2457,278 @@ async fn provoke_undecryptable(op: &Op<'_>, app: &TestApp) {
         "500 undecryptable",
     )
     .await;
+}
+
+/// The page's path of a link's URL, below the test instance's PUBLIC_URL.
+fn page_path(url: &Value) -> String {
+    let url = url.as_str().expect("a link's url");
+    url.strip_prefix(crate::shared::app::PUBLIC_URL)
+        .expect("a link starts with PUBLIC_URL")
+        .to_owned()
+}
+
+#[tokio::test]
+async fn making_and_revoking_a_link_answers_as_documented() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = app(pool).await;
+    let (run_id, digest) = owned_run(&app).await;
+    app.user(8, false, false, false).await;
+    app.user(9, false, false, true).await;
+    let op = Op::new(&app, Method::POST, "/v1/runs/{id}/links");
+    let path = format!("/v1/runs/{run_id}/links");
+    let answer = op.expect(&path, json!({"uid": 7}), "201").await;
+    let link_id = answer.body["id"].as_str().unwrap().to_owned();
+    op.expect(&path, json!({"uid": 8}), "403 decider_not_permitted")
+        .await;
+    op.expect(&path, json!({"uid": 9}), "403 decider_disabled")
+        .await;
+    op.expect(&path, json!({"uid": 99}), "403 unknown_decider")
+        .await;
+    op.expect(&path, json!({"uid": 0}), "422 invalid_uid").await;
+    op.expect(&path, json!({"uid": "7"}), "422 invalid_body")
+        .await;
+    let elsewhere = format!("/v1/runs/{}/links", Uuid::new_v4());
+    op.expect(&elsewhere, json!({"uid": 7}), "404 not_found")
+        .await;
+    let unset = app.built(app.pool.clone(), {
+        let mut wiring = app.wiring();
+        wiring.links = approval_resume::approval_links::LinkSettings::unset();
+        wiring
+    });
+    let key = Some(app.admin_key.as_str());
+    op.expect_on(
+        &unset,
+        key,
+        &path,
+        Some(json!({"uid": 7})),
+        "409 public_url_unset",
+    )
+    .await;
+    op.provoke_body_errors(&path).await;
+    op.provoke_auth_errors(&path, Some(json!({"uid": 7}))).await;
+    op.provoke_server_errors(&path, Some(json!({"uid": 7})))
+        .await;
+    let deny = json!({"decider_uid": 7, "approved": false, "turn_digest": digest});
+    let decided = app
+        .call(
+            Method::POST,
+            &format!("/v1/runs/{run_id}/decision"),
+            key,
+            Some(deny),
+        )
+        .await;
+    assert_eq!(decided.status, 200);
+    op.expect(&path, json!({"uid": 7}), "409 not_awaiting_approval")
+        .await;
+    op.assert_every_documented_answer_was_seen();
+}
+
+#[tokio::test]
+async fn revoking_a_link_answers_as_documented() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = app(pool).await;
+    let (run_id, _) = owned_run(&app).await;
+    let key = Some(app.admin_key.as_str());
+    let made = app
+        .call(
+            Method::POST,
+            &format!("/v1/runs/{run_id}/links"),
+            key,
+            Some(json!({"uid": 7})),
+        )
+        .await;
+    let link_id = made.body["id"].as_str().unwrap().to_owned();
+    let op = Op::new(&app, Method::DELETE, "/v1/runs/{id}/links/{link_id}");
+    let path = format!("/v1/runs/{run_id}/links/{link_id}");
+    op.expect(&path, None, "204").await;
+    op.expect(&path, None, "204").await;
+    let unknown = format!("/v1/runs/{run_id}/links/{}", Uuid::new_v4());
+    op.expect(&unknown, None, "404 not_found").await;
+    op.provoke_auth_errors(&path, None).await;
+    op.provoke_server_errors(&path, None).await;
+    op.assert_every_documented_answer_was_seen();
+}
+
+#[tokio::test]
+async fn the_approval_page_answers_as_documented() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = app(pool).await;
+    let (run_id, _) = owned_run(&app).await;
+    let key = Some(app.admin_key.as_str());
+    let make = |uid: i64| {
+        let path = format!("/v1/runs/{run_id}/links");
+        let app = &app;
+        async move {
+            let answer = app
+                .call(Method::POST, &path, key, Some(json!({"uid": uid})))
+                .await;
+            assert_eq!(answer.status, 201, "{:?}", answer.body);
+            page_path(&answer.body["url"])
+        }
+    };
+    let page = make(7).await;
+    let shown = Op::new(&app, Method::GET, "/approve/{run_id}/{secret}");
+    let form = shown.expect(&page, None, "200").await;
+    let html = String::from_utf8(form.bytes.clone()).unwrap();
+    let nonce = Regex::new(r#"name="nonce" value="([0-9a-f]{32})""#)
+        .unwrap()
+        .captures(&html)
+        .expect("the form carries its nonce")[1]
+        .to_owned();
+    let unknown = format!("/approve/{run_id}/{}", "A".repeat(43));
+    shown.expect(&unknown, None, "410").await;
+    shown
+        .expect(
+            &format!("/approve/not-a-run/{}", "A".repeat(43)),
+            None,
+            "410",
+        )
+        .await;
+    let broken = app.with_pool(pool_without_tables(&app.pool));
+    shown
+        .expect_on(&broken, None, &page, None, "500 internal")
+        .await;
+    let unavailable = app.with_pool(closed_pool(&app.pool).await);
+    shown
+        .expect_on(&unavailable, None, &page, None, "503 database_unavailable")
+        .await;
+
+    let submitted = Op::new(&app, Method::POST, "/approve/{run_id}/{secret}");
+    let post = |path: String, origin: Option<&'static str>, body: String| {
+        let app = &app;
+        let submitted = &submitted;
+        async move {
+            let mut request = Request::builder()
+                .method(Method::POST)
+                .uri(&path)
+                .header("content-type", "application/x-www-form-urlencoded");
+            if let Some(origin) = origin {
+                request = request.header("origin", origin);
+            }
+            let answer = app.send(request.body(Body::from(body)).unwrap()).await;
+            submitted.check(&path, None, &answer);
+            answer
+        }
+    };
+    let origin = Some(crate::shared::app::PUBLIC_URL);
+    let deny = format!("nonce={nonce}&action=deny");
+    let status = |answer: &Answer| answer.status.as_u16();
+    assert_eq!(status(&post(page.clone(), None, deny.clone()).await), 403);
+    let elsewhere = Some("http://evil.test");
+    assert_eq!(
+        status(&post(page.clone(), elsewhere, deny.clone()).await),
+        403
+    );
+    let wrong_nonce = format!("nonce={}&action=deny", "0".repeat(32));
+    assert_eq!(status(&post(page.clone(), origin, wrong_nonce).await), 403);
+    let nothing = format!("nonce={nonce}&action=shrug");
+    assert_eq!(status(&post(page.clone(), origin, nothing).await), 422);
+    assert_eq!(
+        status(&post(unknown.clone(), origin, deny.clone()).await),
+        410
+    );
+    let answer = post(page.clone(), origin, deny.clone()).await;
+    assert_eq!(status(&answer), 303);
+    assert_eq!(answer.headers["location"], "?decided");
+    assert_eq!(status(&post(page.clone(), origin, deny.clone()).await), 410);
+    let after = shown.expect(&page, None, "200").await;
+    assert!(String::from_utf8_lossy(&after.bytes).contains("Denied by you."));
+
+    // A second run: the owner of a four-eyes run is refused an approval; a person who lost the right is refused.
+    let four_eyes = Uuid::new_v4();
+    let body = with(
+        run_body(four_eyes, 7),
+        "require_second_approver",
+        json!(true),
+    );
+    app.register(body).await;
+    let answer = app
+        .call(
+            Method::POST,
+            &format!("/v1/runs/{four_eyes}/links"),
+            key,
+            Some(json!({"uid": 7})),
+        )
+        .await;
+    let page = page_path(&answer.body["url"]);
+    let html = String::from_utf8(shown.expect(&page, None, "200").await.bytes).unwrap();
+    assert!(
+        !html.contains(r#"value="approve""#),
+        "no Approve on a four-eyes run for its owner"
+    );
+    let nonce = Regex::new(r#"name="nonce" value="([0-9a-f]{32})""#)
+        .unwrap()
+        .captures(&html)
+        .unwrap()[1]
+        .to_owned();
+    let approve = format!("nonce={nonce}&action=approve");
+    assert_eq!(status(&post(page.clone(), origin, approve).await), 403);
+    app.user(7, false, false, true).await;
+    shown.expect(&page, None, "403").await;
+    app.user(7, false, false, false).await;
+    // The layers around every route answer a page's timeout and a full body budget as on any route.
+    let holder = lock(
+        &app.pool,
+        "lock table approval_links in access exclusive mode",
+    )
+    .await;
+    let slow = impatient(&app);
+    shown
+        .expect_on(&slow, None, &page, None, "503 timeout")
+        .await;
+    let request = Request::builder()
+        .method(Method::POST)
+        .uri(&page)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("origin", crate::shared::app::PUBLIC_URL)
+        .body(Body::from(format!("nonce={nonce}&action=deny")))
+        .unwrap();
+    let answer = slow.send(request).await;
+    submitted.check(&page, None, &answer);
+    assert_answer(&answer, "503 timeout", "a page's post that waits too long");
+    holder.rollback().await.unwrap();
+    let starved = with_limits(
+        &app,
+        Limits {
+            body_bytes_in_flight: Some(1024),
+            large_bodies_at_once: None,
+            ..app.state.limits
+        },
+    );
+    let padded = Body::from(format!(
+        "nonce={nonce}&action=deny&padding={}",
+        "x".repeat(2048)
+    ));
+    shown
+        .expect_raw(
+            &starved,
+            &page,
+            "application/x-www-form-urlencoded",
+            padded,
+            "503 too_many_body_bytes",
+        )
+        .await;
+    let unavailable = app.with_pool(closed_pool(&app.pool).await);
+    let request = Request::builder()
+        .method(Method::POST)
+        .uri(&page)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("origin", crate::shared::app::PUBLIC_URL)
+        .body(Body::from(format!("nonce={nonce}&action=deny")))
+        .unwrap();
+    let answer = unavailable.send(request).await;
+    submitted.check(&page, None, &answer);
+    assert_eq!(answer.status, 503);
+    let broken = app.with_pool(pool_without_tables(&app.pool));
+    let request = Request::builder()
+        .method(Method::POST)
+        .uri(&page)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("origin", crate::shared::app::PUBLIC_URL)
+        .body(Body::from(format!("nonce={nonce}&action=deny")))
+        .unwrap();
+    let answer = broken.send(request).await;
+    submitted.check(&page, None, &answer);
+    assert_eq!(answer.status, 500);
+    shown.assert_every_documented_answer_was_seen();
 }
