@@ -79,7 +79,29 @@ EOF
 )
 # Test-only tools, not the frameworks': pytest, and the LangGraph example's checkpointer.
 tools=(pytest langgraph-checkpoint-sqlite)
-for end in oldest newest; do
+# A release past a declared bound (the newest on PyPI, when the range stops short of it): a line "name newest bound"
+# for each requirement whose range leaves its newest release out. A range must not lag the releases the adapters
+# pass: such releases are tested too (`beyond`, below), and when they pass, the run fails until the bound is widened.
+beyond=$("$python" - "$ranges" <<'EOF'
+import json, re, sys, urllib.request
+
+def release(text):
+    return tuple(int(part) for part in re.match(r"[0-9]+(?:\.[0-9]+)*", text).group(0).split("."))
+
+for requirement in sys.argv[1].splitlines():
+    name, bound = re.fullmatch(r"([A-Za-z0-9_.-]+)>=[^,]+,<(.+)", requirement).groups()
+    # PyPI's JSON API: `info.version` is the newest release that is not a prerelease.
+    with urllib.request.urlopen(f"https://pypi.org/pypi/{name}/json", timeout=60) as answer:
+        newest = json.load(answer)["info"]["version"]
+    if release(newest) >= release(bound):
+        print(name, newest, bound)
+EOF
+)
+ends=(oldest newest)
+if [ -n "$beyond" ]; then
+    ends+=(beyond)
+fi
+for end in "${ends[@]}"; do
     matrix_venv="target/adapters-matrix-$end"
     rm -rf "$matrix_venv"
     "$python" -m venv "$matrix_venv"
@@ -87,6 +109,8 @@ for end in oldest newest; do
     while read -r requirement; do
         if [ "$end" = oldest ]; then
             wanted+=("${requirement%%>=*}==$(sed -E 's/.*>=([^,]+),.*/\1/' <<<"$requirement")")
+        elif [ "$end" = beyond ]; then
+            wanted+=("${requirement%%,<*}")
         else
             wanted+=("$requirement")
         fi
@@ -99,5 +123,17 @@ for end in oldest newest; do
     "$matrix_venv/bin/python" -m pip list --disable-pip-version-check --format=freeze \
         | grep -iE '^(openai-agents|pydantic-ai-slim|langchain|langgraph)=='
     # The tests that wait on a lease prove the service's rule, the same with every release: the locked run has them.
-    run_tests "$matrix_venv" -m "not lease"
+    if [ "$end" != beyond ]; then
+        run_tests "$matrix_venv" -m "not lease"
+    elif run_tests "$matrix_venv" -m "not lease"; then
+        echo "adapters: the releases past the declared bounds pass; widen each bound in clients/python/pyproject.toml" \
+            "(and its README's table, docs/design.md §16, TESTING.md) to include them:" >&2
+        while read -r name newest bound; do
+            echo "  $name $newest (declared <$bound)" >&2
+        done <<<"$beyond"
+        exit 1
+    else
+        echo "adapters: the releases past the declared bounds fail the tests above; the bounds stay:" \
+            "$(tr '\n' ';' <<<"$beyond")"
+    fi
 done

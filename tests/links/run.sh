@@ -5,7 +5,7 @@
 # tests/links/links-test.mjs reads the mails, opens their links in Debian's headless Chromium (playwright-core,
 # no browser downloaded), checks the pages with axe-core, clicks, and stops and restarts the SMTP server to see that
 # decisions do not wait for mail and that a mail held back is sent once the server is back. Screenshots and the
-# service's log are left in target/links/.
+# service's log and the mails received (one JSON file each) are left in target/links/.
 #
 # Needs PostgreSQL on 127.0.0.1:5432 (user postgres, no password), psql, curl, openssl, Python 3.11+ with venv,
 # npm (Node.js 24 comes from npm: tests/typescript-client/node.sh) and Debian's `chromium` (installed with apt-get
@@ -53,7 +53,7 @@ source tests/python-venv.sh
 python_venv "$venv" tests/links/requirements.txt
 cargo build --locked --bin approval-resume
 mkdir -p "$artifacts"
-rm -f "$artifacts"/*.png
+rm -rf "$artifacts"/*.png "$artifacts/mail"
 installed=$SECONDS
 
 # A throwaway certificate authority and the SMTP server's certificate for localhost and 127.0.0.1, signed by it.
@@ -90,6 +90,6 @@ curl -fsS "${public_url}/readyz" >/dev/null
 
 SERVICE_URL="$public_url" ADMIN_KEY="$admin_key" ARTIFACTS="$artifacts" \
     SMTP_PYTHON="$PWD/$venv/bin/python" SMTP_PORT="$smtp_port" SMTP_CERT="$work/smtp.pem" SMTP_KEY="$work/smtp.key" \
-    SMTP_PIDFILE="$work/smtp.pid" MAILDIR="$work/mail" MAIL_FROM_ADDRESS="approvals@links.test" \
+    SMTP_PIDFILE="$work/smtp.pid" MAILDIR="$artifacts/mail" MAIL_FROM_ADDRESS="approvals@links.test" \
     node tests/links/links-test.mjs
 echo "links suite: $((installed - started)) s of installs and build, $((SECONDS - installed)) s of tests"

@@ -9,6 +9,9 @@
 # adapter's compiled tests (run.sh's build-test/, built here if absent) run there against the binary, importing the
 # package and the framework from that application.
 #
+# First, the package folder installed the plain way (a link) into a fresh application, and a copy into one without the
+# frameworks: each entry point that cannot load says what to install, and how.
+#
 # Locally: `bash tests/typescript-client/run.sh && bash tests/typescript-client/matrix.sh`. The same needs as run.sh.
 set -euo pipefail
 
@@ -66,6 +69,49 @@ ends() {
 }
 
 failed=()
+
+# The package folder installed the plain way (`npm install <folder>`, no --install-links) into a fresh application,
+# from a folder as a fresh checkout has it (dist/ checked in, no node_modules; the repository's own has one, which a
+# link would load from): npm links it and exits 0, and each entry point then refuses to load, naming
+# --install-links. And a copy in an application without the frameworks: each adapter names the package to install.
+step "A plain folder install (a link), and a copy without the frameworks"
+fresh="$work/fresh-checkout"
+mkdir -p "$fresh"
+cp -r "$package/package.json" "$package/dist" "$fresh/"
+# Each entry point, imported in the application in the current directory: "ok" or the error's code and message.
+imported() {
+    node --input-type=module -e '
+        for (const entry of ["approval-resume", "approval-resume/ai-sdk", "approval-resume/openai-agents"]) {
+            const said = await import(entry).then(() => "ok", (error) => `${error.code}: ${error.message}`);
+            console.log(`${entry} => ${said}`);
+        }'
+}
+linked_app="$work/linked-app"
+mkdir -p "$linked_app"
+echo '{ "name": "linked-app", "private": true, "type": "module" }' >"$linked_app/package.json"
+(cd "$linked_app" && npm install "$root/$fresh" "ai@$(locked ai)" "zod@$(locked zod)" --no-audit --no-fund \
+    --loglevel=error)
+said=$(cd "$linked_app" && imported)
+echo "$said"
+[ -L "$linked_app/node_modules/approval-resume" ] || failed+=("a plain folder install: npm made no link")
+for entry in approval-resume approval-resume/ai-sdk approval-resume/openai-agents; do
+    grep -qF "$entry => ERR_MODULE_NOT_FOUND: $entry cannot load " <<<"$said" &&
+        grep -F "$entry => " <<<"$said" | grep -qF "npm install --install-links $root/$fresh" ||
+        failed+=("a plain folder install: $entry does not name --install-links")
+done
+bare_app="$work/bare-app"
+mkdir -p "$bare_app"
+echo '{ "name": "bare-app", "private": true, "type": "module" }' >"$bare_app/package.json"
+(cd "$bare_app" && npm install "$root/$work/$tarball" --no-audit --no-fund --loglevel=error)
+said=$(cd "$bare_app" && imported)
+echo "$said"
+grep -qxF "approval-resume => ok" <<<"$said" || failed+=("a copy without the frameworks: approval-resume")
+for pair in "approval-resume/ai-sdk ai" "approval-resume/openai-agents @openai/agents"; do
+    read -r entry peer <<<"$pair"
+    grep -qxF "$entry => ERR_MODULE_NOT_FOUND: $entry cannot load $peer: install it in your application (\`npm install $peer\`)." <<<"$said" ||
+        failed+=("a copy without the frameworks: $entry does not name $peer")
+done
+
 run_one() {
     local framework=$1 version=$2 test=$3
     local app="$work/${framework//\//-}-$version"

@@ -1,0 +1,2 @@
+export declare const AiSdkWorker: typeof import("../ai-sdk/index.js").AiSdkWorker, DEFAULT_MAX_DECIDED_TURNS: number, currentIdempotencyKey: typeof import("../worker/calls.js").currentIdempotencyKey, idempotencyKey: typeof import("../worker/calls.js").idempotencyKey;
+//# sourceMappingURL=ai-sdk.d.ts.map

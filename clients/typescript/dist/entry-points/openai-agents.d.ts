@@ -1,0 +1,2 @@
+export declare const DEFAULT_MAX_DECIDED_TURNS: number, OpenAIAgentsWorker: typeof import("../openai-agents/index.js").OpenAIAgentsWorker, currentIdempotencyKey: typeof import("../worker/calls.js").currentIdempotencyKey, idempotencyKey: typeof import("../worker/calls.js").idempotencyKey;
+//# sourceMappingURL=openai-agents.d.ts.map
