@@ -21,6 +21,7 @@ use crate::domain::vocabulary::{Effect, ExecutorKind, PrivacyLevel};
 use crate::http::error::ApiError;
 use crate::http::extract::{Authorized, Caller, scope};
 use crate::http::format_members::{Members, RawMember, well_formed};
+use crate::http::notify;
 use crate::http::worker_state::{self, JsonWithState};
 use crate::resume::remembered::{self, RegisteredTurn};
 use crate::state::AppState;
@@ -70,6 +71,9 @@ pub struct RegisterRun {
     /// The worker's state (docs/design.md §15), kept as sent and given back only on request (`worker_state`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     worker_state: Option<RawMember>,
+    /// The people to mail when the turn waits (docs/design.md §20); left out of the hash when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    notify: Option<Vec<i64>>,
 }
 
 fn is_openai_chat(format: &ModelInputFormat) -> bool {
@@ -139,6 +143,7 @@ pub async fn register_run(
     well_formed(&[&body.worker_state])?;
     // Serializing the parsed body gives one text per meaning: keys sorted, defaults filled in.
     let registration_hash = meaning_hash(&body)?;
+    let notify_uids = notify::checked(body.notify.as_deref())?.to_vec();
     let members = body.members();
     let declared = declared_tools(&body.tools)?;
     let checked = members.check(body.format, true, &HashSet::new(), 0)?;
@@ -199,13 +204,16 @@ pub async fn register_run(
         RegisteredTurn::NewRun { owner_ruled },
     )
     .await?;
+    let mut notified = None;
     if by_rules.is_none() {
         outbox::record_status(&mut tx, &run).await?;
+        notified = notify::queue(&mut tx, &run, &notify_uids).await?;
     }
     tx.commit().await?;
     state.events.committed();
     tracing::info!(run_id = %run.id, calls = with_effects.len(), "run registered");
-    let view = answer_after_rules(&state, &caller, run, by_rules).await?;
+    let mut view = answer_after_rules(&state, &caller, run, by_rules).await?;
+    view.notify = notified;
     Ok((StatusCode::CREATED, axum::Json(view)).into_response())
 }
 
