@@ -30,6 +30,7 @@ mod remembered_rules;
 mod retention;
 mod rule_keys;
 mod rule_views;
+mod run_keys;
 mod schema_rules;
 mod session_settings;
 mod spec_shape;
