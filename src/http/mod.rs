@@ -18,6 +18,7 @@ pub mod format_members;
 pub mod integer;
 pub mod json_pieces;
 pub mod large_body_threads;
+pub mod not_null;
 pub mod ops;
 pub mod remembered_rules;
 pub mod request_id;

@@ -35,10 +35,10 @@ pub struct RunRuleBody {
     created_by: Option<i64>,
     tool: String,
     /// A JSON object: the rule matches only calls whose arguments equal it as JSON values.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::not_null::present")]
     arguments: Option<Box<RawValue>>,
     verdict: RuleVerdict,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::not_null::present")]
     reason: Option<DenialReason>,
 }
 
@@ -53,10 +53,10 @@ pub struct OwnerRuleBody {
     /// RFC 3339, at most MAX_RULE_TTL_DAYS ahead.
     expires_at: String,
     tool: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::not_null::present")]
     arguments: Option<Box<RawValue>>,
     verdict: RuleVerdict,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::not_null::present")]
     reason: Option<DenialReason>,
 }
 

@@ -21,6 +21,7 @@ mod hostile;
 mod logs;
 mod long_texts;
 mod native_formats;
+mod null_members;
 mod openapi;
 mod ops;
 mod public_surface;
