@@ -29,6 +29,7 @@ mod registration;
 mod remembered_races;
 mod remembered_rules;
 mod retention;
+mod rule_holes;
 mod rule_keys;
 mod rule_views;
 mod run_keys;
