@@ -138,6 +138,32 @@ async fn rule_a_token_sees(app: &TestApp, signer: &Signer, id: Uuid) -> Option<V
     run.body["turn"]["pending_calls"][0].get("rule").cloned()
 }
 
+/// Registers the owner's run waiting on `edit_page` `{"page": 12}` at `level`; its id.
+async fn waiting_at(app: &TestApp, level: &str) -> Uuid {
+    let id = Uuid::new_v4();
+    let mut body = body_with(id, &["edit_page"], false);
+    body["privacy_level"] = json!(level);
+    let run = app.register(body).await;
+    assert_eq!(run["status"], "waiting_for_approval", "{run}");
+    id
+}
+
+/// A rule the owner's decision token makes on `id`.
+async fn token_rule(
+    app: &TestApp,
+    signer: &Signer,
+    id: Uuid,
+    body: Value,
+) -> crate::support::Answer {
+    app.call(
+        Method::POST,
+        &format!("/v1/runs/{id}/rules"),
+        Some(&signer.token(OWNER)),
+        Some(body),
+    )
+    .await
+}
+
 #[tokio::test]
 async fn below_redacted_a_token_sees_no_rule_that_matches_on_arguments() {
     let (_database, pool) = TestDatabase::create().await;
@@ -146,22 +172,15 @@ async fn below_redacted_a_token_sees_no_rule_that_matches_on_arguments() {
     let signer = Signer::register(&app.pool, "chat", "k1").await;
     for level in ["none", "metadata", "redacted", "full"] {
         let mut shown = Vec::new();
-        // A right guess of the arguments (`{"page": 12}`, as registered) and a wrong one.
+        // A right guess of the arguments (`{"page": 12}`, as registered) and a wrong one, made through a key.
         for guess in [12, 99] {
-            let id = Uuid::new_v4();
-            let mut body = body_with(id, &["edit_page"], false);
-            body["privacy_level"] = json!(level);
-            let run = app.register(body).await;
-            assert_eq!(run["status"], "waiting_for_approval", "{run}");
-            let never = app
-                .call(
-                    Method::POST,
-                    &format!("/v1/runs/{id}/rules"),
-                    Some(&signer.token(OWNER)),
-                    Some(json!({"tool": "edit_page", "verdict": "deny", "arguments": {"page": guess}})),
-                )
-                .await;
-            assert_eq!(never.status, StatusCode::CREATED, "{:?}", never.body);
+            let id = waiting_at(&app, level).await;
+            made(
+                &app,
+                id,
+                json!({"created_by": OWNER, "tool": "edit_page", "verdict": "deny", "arguments": {"page": guess}}),
+            )
+            .await;
             shown.push(rule_a_token_sees(&app, &signer, id).await.is_some());
         }
         let expected = if matches!(level, "none" | "metadata") {
@@ -173,18 +192,14 @@ async fn below_redacted_a_token_sees_no_rule_that_matches_on_arguments() {
         assert_eq!(shown, expected, "at {level}");
     }
     // A rule without arguments says nothing of them: shown at every level.
-    let id = Uuid::new_v4();
-    let mut body = body_with(id, &["edit_page"], false);
-    body["privacy_level"] = json!("none");
-    app.register(body).await;
-    let any_call = app
-        .call(
-            Method::POST,
-            &format!("/v1/runs/{id}/rules"),
-            Some(&signer.token(OWNER)),
-            Some(json!({"tool": "edit_page", "verdict": "deny"})),
-        )
-        .await;
+    let id = waiting_at(&app, "none").await;
+    let any_call = token_rule(
+        &app,
+        &signer,
+        id,
+        json!({"tool": "edit_page", "verdict": "deny"}),
+    )
+    .await;
     assert_eq!(any_call.status, StatusCode::CREATED, "{:?}", any_call.body);
     let rule = rule_a_token_sees(&app, &signer, id).await;
     assert_eq!(
@@ -197,6 +212,45 @@ async fn below_redacted_a_token_sees_no_rule_that_matches_on_arguments() {
         key_view.body["turn"]["pending_calls"][0]["rule"]["id"],
         any_call.body["id"]
     );
+}
+
+#[tokio::test]
+async fn below_redacted_a_token_may_not_make_a_rule_with_arguments() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = people(pool).await;
+    app.client("chat", &["runs:read", "decisions:write"]).await;
+    let signer = Signer::register(&app.pool, "chat", "k1").await;
+    let guess = json!({"tool": "edit_page", "verdict": "deny", "arguments": {"page": 12}});
+    for level in ["none", "metadata"] {
+        // Else a deny rule of its guess would answer its approval 409 `denied_by_rule` exactly when the guess is right.
+        let id = waiting_at(&app, level).await;
+        let refused = token_rule(&app, &signer, id, guess.clone()).await;
+        assert_problem(&refused, StatusCode::FORBIDDEN, "token_not_allowed");
+        let listed = app.get(&format!("/v1/runs/{id}/rules")).await;
+        assert_eq!(listed.body["rules"], json!([]), "at {level}");
+    }
+    for level in ["redacted", "full"] {
+        let id = waiting_at(&app, level).await;
+        let allowed = token_rule(&app, &signer, id, guess.clone()).await;
+        assert_eq!(
+            allowed.status,
+            StatusCode::CREATED,
+            "at {level}: {:?}",
+            allowed.body
+        );
+    }
+    // A run the token's user may not decide is not found, whatever its level.
+    let stranger = Signer::register(&app.pool, "chat", "k2");
+    let id = waiting_at(&app, "none").await;
+    let answer = app
+        .call(
+            Method::POST,
+            &format!("/v1/runs/{id}/rules"),
+            Some(&stranger.await.token(9)),
+            Some(guess),
+        )
+        .await;
+    assert_problem(&answer, StatusCode::NOT_FOUND, "not_found");
 }
 
 #[tokio::test]

@@ -477,7 +477,9 @@ export interface paths {
          *     write); checked again each time the rule is used. Audited, and recorded as the event `rule.created`.
          *
          *     A key (scope `decisions:write`) names `created_by`; a decision token makes the rule as its user (`created_by`
-         *     absent or equal to it) on a run its user may decide.
+         *     absent or equal to it) on a run its user may decide, and with `arguments` only where the run's privacy level
+         *     shows it arguments (`redacted` or `full`; else 403 `token_not_allowed`: a deny rule of a guess would otherwise
+         *     tell, by the approval it refuses, whether the guess was right).
          */
         post: operations["makeRunRule"];
         delete?: never;
@@ -3532,8 +3534,9 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["TokenUnauthorized"];
             /**
-             * @description `missing_scope`; `decider_mismatch`: a token's body names another `created_by`; the §4 refusals of the
-             *     decision the rule stands for.
+             * @description `missing_scope`; `decider_mismatch`: a token's body names another `created_by`; `token_not_allowed`: a
+             *     token's rule with `arguments` on a run below `redacted`; the §4 refusals of the decision the rule stands
+             *     for.
              */
             403: {
                 headers: {
@@ -3545,7 +3548,7 @@ export interface operations {
                         /** @enum {integer} */
                         status?: 403;
                         /** @enum {unknown} */
-                        code?: "missing_scope" | "decider_mismatch" | "unknown_decider" | "decider_disabled" | "decider_not_permitted" | "second_approver_required" | "tool_not_approvable";
+                        code?: "missing_scope" | "decider_mismatch" | "token_not_allowed" | "unknown_decider" | "decider_disabled" | "decider_not_permitted" | "second_approver_required" | "tool_not_approvable";
                     };
                 };
             };
