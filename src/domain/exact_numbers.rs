@@ -31,34 +31,64 @@ pub fn place(steps: &[Step]) -> String {
     text
 }
 
+/// A JSON number's exact decimal value, `0.digits × 10^point`, read from its text: the significant digits without
+/// the zeros on either end. Two texts of one value (`42`, `42.0`, `4.2e1`) give equal decimals; zero is one value
+/// whatever its sign or spelling.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decimal {
+    negative: bool,
+    digits: String,
+    point: i64,
+}
+
+impl Decimal {
+    /// The value of a JSON number's text (one that JSON's grammar allows).
+    pub fn of(number: &str) -> Decimal {
+        let (negative, unsigned) = match number.strip_prefix('-') {
+            Some(unsigned) => (true, unsigned),
+            None => (false, number),
+        };
+        let (mantissa, exponent) = match unsigned.split_once(['e', 'E']) {
+            Some((mantissa, exponent)) => (mantissa, exponent_of(exponent)),
+            None => (unsigned, 0),
+        };
+        let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+        let all = format!("{whole}{fraction}");
+        let leading = all.len() - all.trim_start_matches('0').len();
+        let digits = all.trim_matches('0');
+        if digits.is_empty() {
+            return Decimal {
+                negative: false,
+                digits: String::new(),
+                point: 0,
+            };
+        }
+        Decimal {
+            negative,
+            digits: digits.to_owned(),
+            point: whole.len() as i64 - leading as i64 + exponent,
+        }
+    }
+}
+
 /// Whether a JSON number's text is beyond 2^53 in magnitude, decided on its digits, never on a rounded double.
 pub fn passes_2_53(number: &str) -> bool {
-    let unsigned = number.strip_prefix('-').unwrap_or(number);
-    let (mantissa, exponent) = match unsigned.split_once(['e', 'E']) {
-        Some((mantissa, exponent)) => (mantissa, exponent_of(exponent)),
-        None => (unsigned, 0),
-    };
-    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    // The value is `0.significant × 10^point`: the significant digits without the zeros on either end.
-    let digits = format!("{whole}{fraction}");
-    let leading = digits.len() - digits.trim_start_matches('0').len();
-    let significant = digits.trim_matches('0');
-    if significant.is_empty() {
+    let Decimal { digits, point, .. } = Decimal::of(number);
+    if digits.is_empty() {
         return false;
     }
-    let point = whole.len() as i64 - leading as i64 + exponent;
     let limit = LIMIT_DIGITS.len() as i64;
     if point != limit {
         return point > limit;
     }
     // Sixteen digits before the point, as 2^53 has: compare them, then anything after them makes it larger.
     let width = LIMIT_DIGITS.len();
-    let integer: String = significant
+    let integer: String = digits
         .chars()
         .chain(std::iter::repeat('0'))
         .take(width)
         .collect();
-    integer.as_str() > LIMIT_DIGITS || (integer == LIMIT_DIGITS && significant.len() > width)
+    integer.as_str() > LIMIT_DIGITS || (integer == LIMIT_DIGITS && digits.len() > width)
 }
 
 /// An exponent's value, saturated far beyond any that could matter (the text's own length bounds the digits).
@@ -211,6 +241,26 @@ mod tests {
             "123.456",
         ] {
             assert!(!passes_2_53(text), "{text}");
+        }
+    }
+
+    #[test]
+    fn one_value_written_several_ways_is_one_decimal() {
+        for (a, b) in [
+            ("42", "42.0"),
+            ("42", "4.2e1"),
+            ("42", "4200e-2"),
+            ("0", "-0.000e7"),
+            ("123456789012345678901234", "1.23456789012345678901234E+23"),
+        ] {
+            assert_eq!(Decimal::of(a), Decimal::of(b), "{a} and {b}");
+        }
+        for (a, b) in [
+            ("42", "-42"),
+            ("42", "4.2"),
+            ("123456789012345678901234", "123456789012345678901235"),
+        ] {
+            assert_ne!(Decimal::of(a), Decimal::of(b), "{a} and {b}");
         }
     }
 

@@ -4,6 +4,7 @@ pub mod authorize;
 pub mod event_payloads;
 pub mod exact_numbers;
 pub mod gate;
+pub mod json_equality;
 pub mod limits;
 pub mod mail_text;
 pub mod model_format;

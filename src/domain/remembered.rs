@@ -4,11 +4,11 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use uuid::Uuid;
 
 use super::authorize::{self, DeciderFacts, DecisionAsk};
 use super::gate::{self, ApprovedCall, Approver};
+use super::json_equality::JsonValue;
 use super::vocabulary::{DenialReason, Effect};
 
 /// What a rule covers: the later turns of one run, or the owner's runs of one tool until it expires.
@@ -106,8 +106,8 @@ pub struct Author {
 pub struct LiveRule {
     pub id: Uuid,
     pub tool: String,
-    /// The exact arguments the rule matches, parsed; `None`: any call of the tool.
-    pub arguments: Option<Value>,
+    /// The exact arguments the rule matches, read as a JSON value; `None`: any call of the tool.
+    pub arguments: Option<JsonValue>,
     pub verdict: RuleVerdict,
     pub reason: Option<DenialReason>,
     pub created_by: i64,
@@ -133,11 +133,12 @@ pub struct RuleCall<'a> {
 }
 
 impl LiveRule {
-    /// Whether the rule matches the call: its tool, and its arguments equal as JSON values when it has any.
+    /// Whether the rule matches the call: its tool, and its arguments equal as JSON values when it has any (the
+    /// comparison of edits and replays, [`JsonValue`]: `42` matches `42.0`; integers past 2^53 by their digits).
     pub fn matches(&self, call: &RuleCall<'_>) -> bool {
         self.tool == call.tool
             && self.arguments.as_ref().is_none_or(|wanted| {
-                serde_json::from_str::<Value>(call.arguments).is_ok_and(|given| &given == wanted)
+                JsonValue::parse(call.arguments).is_some_and(|given| &given == wanted)
             })
     }
 
@@ -187,6 +188,19 @@ pub fn may_decide(
             },
         );
     allowed && gate_passed
+}
+
+/// Whether the backend user `uid` (an admin or not) may revoke a rule of `scope` made by `created_by` for the owner
+/// `owner_uid` (DESIGN.md §18): its author, an admin, and the run's owner for a `run` scope rule only. An
+/// owner-scope rule an admin made over the owner's runs is a guardrail the owner may not lift.
+pub fn may_revoke(
+    scope: RuleScope,
+    created_by: i64,
+    owner_uid: i64,
+    uid: i64,
+    is_admin: bool,
+) -> bool {
+    created_by == uid || is_admin || (scope == RuleScope::Run && owner_uid == uid)
 }
 
 /// Per call, in the turn's order, the rule that would decide it: among the live rules that match it and pass §4 at
@@ -239,6 +253,26 @@ pub fn deciding_candidate<'r>(
     candidates
         .iter()
         .find(|candidate| std::ptr::eq(&candidate.rule, chosen))
+}
+
+/// The candidate a reader is shown for `call` while its turn waits: the one [`deciding_candidate`] chooses, to a
+/// reader who sees the call's arguments; to one who does not (a decision token below `redacted`), none at all where
+/// some candidate matches on arguments, whether or not it matches this call: otherwise the rule shown would tell
+/// whether a rule's arguments, which that reader may make, equal the hidden ones (docs/design.md §18).
+pub fn shown_candidate<'r>(
+    candidates: &'r [CandidateRule],
+    run: &RunAtHand,
+    call: &RuleCall<'_>,
+    sees_arguments: bool,
+) -> Option<&'r CandidateRule> {
+    if !sees_arguments
+        && candidates
+            .iter()
+            .any(|candidate| candidate.rule.arguments.is_some())
+    {
+        return None;
+    }
+    deciding_candidate(candidates, run, call)
 }
 
 /// The author whose rules decide the whole turn: every call has a deciding rule and all of them are that one person's.
@@ -334,6 +368,36 @@ mod tests {
     }
 
     #[test]
+    fn a_reader_who_cannot_see_the_arguments_is_shown_no_rule_where_one_matches_on_arguments() {
+        let mut on_arguments = rule(1, 7, "edit", RuleVerdict::Deny, 1);
+        on_arguments.arguments = JsonValue::parse(r#"{"page": 12}"#);
+        let candidates: Vec<CandidateRule> =
+            [on_arguments, rule(2, 7, "edit", RuleVerdict::Approve, 2)]
+                .into_iter()
+                .map(|rule| CandidateRule {
+                    rule,
+                    scope: RuleScope::Run,
+                    expires_at: None,
+                })
+                .collect();
+        let shown = |arguments: &str, sees_arguments: bool| {
+            shown_candidate(&candidates, &RUN, &call("edit", arguments), sees_arguments)
+                .map(|c| c.rule.id.as_u128())
+        };
+        assert_eq!(shown(r#"{"page": 12}"#, true), Some(1));
+        assert_eq!(shown(r#"{"page": 13}"#, true), Some(2));
+        // The same answer whether the rule's arguments are the call's or not.
+        assert_eq!(shown(r#"{"page": 12}"#, false), None);
+        assert_eq!(shown(r#"{"page": 13}"#, false), None);
+        // Rules without arguments say nothing of them.
+        assert_eq!(
+            shown_candidate(&candidates[1..], &RUN, &call("edit", "{}"), false)
+                .map(|c| c.rule.id.as_u128()),
+            Some(2)
+        );
+    }
+
+    #[test]
     fn between_rules_of_one_verdict_the_earliest_decides() {
         let rules = [
             rule(1, 7, "edit", RuleVerdict::Approve, 5),
@@ -348,7 +412,7 @@ mod tests {
     #[test]
     fn a_rule_with_arguments_matches_only_equal_arguments_as_json_values() {
         let mut exact = rule(1, 7, "edit", RuleVerdict::Approve, 1);
-        exact.arguments = Some(serde_json::json!({"a": 1, "b": [true]}));
+        exact.arguments = JsonValue::parse(r#"{"a": 1, "b": [true]}"#);
         let rules = [exact];
         let calls = [
             call("edit", r#"{ "b" : [ true ], "a": 1 }"#),
@@ -356,6 +420,50 @@ mod tests {
             call("edit", "not json"),
         ];
         assert_eq!(ids(&deciding(&rules, &RUN, &calls)), [Some(1), None, None]);
+    }
+
+    #[test]
+    fn a_deny_rule_matches_a_number_written_another_way() {
+        let mut never = rule(1, 7, "edit", RuleVerdict::Deny, 1);
+        never.arguments = JsonValue::parse(r#"{"page": 42}"#);
+        let rules = [never];
+        let calls = [
+            call("edit", r#"{"page": 42.0}"#),
+            call("edit", r#"{"page": 4.2e1}"#),
+            call("edit", r#"{"page": 420e-1}"#),
+            call("edit", r#"{"page": 43}"#),
+        ];
+        assert_eq!(
+            ids(&deciding(&rules, &RUN, &calls)),
+            [Some(1), Some(1), Some(1), None]
+        );
+    }
+
+    #[test]
+    fn a_rule_on_an_integer_past_64_bits_matches_only_that_integer() {
+        let mut never = rule(1, 7, "edit", RuleVerdict::Deny, 1);
+        never.arguments = JsonValue::parse(r#"{"order": 123456789012345678901234}"#);
+        let rules = [never];
+        let calls = [
+            call("edit", r#"{"order": 123456789012345678901235}"#),
+            call("edit", r#"{"order": 1.23456789012345678901234e23}"#),
+        ];
+        assert_eq!(ids(&deciding(&rules, &RUN, &calls)), [None, Some(1)]);
+    }
+
+    #[test]
+    fn the_owner_revokes_run_rules_of_others_but_not_an_admins_owner_scope_rule() {
+        const ADMIN: i64 = 10;
+        // The run's owner, on a run-scope rule someone else made.
+        assert!(may_revoke(RuleScope::Run, 8, 7, 7, false));
+        // The owner, on an admin's owner-scope rule: a guardrail, not theirs to lift.
+        assert!(!may_revoke(RuleScope::Owner, ADMIN, 7, 7, false));
+        // Its author and any admin may.
+        assert!(may_revoke(RuleScope::Owner, 7, 7, 7, false));
+        assert!(may_revoke(RuleScope::Owner, ADMIN, 7, ADMIN, true));
+        assert!(may_revoke(RuleScope::Owner, 8, 7, 11, true));
+        // Anybody else may not.
+        assert!(!may_revoke(RuleScope::Run, 8, 7, 9, false));
     }
 
     #[test]

@@ -50,6 +50,11 @@ impl Audience {
         self.shows == PrivacyLevel::Full
     }
 
+    /// Whether a call's arguments are shown at all (whole or redacted): at `redacted` and above, and to a key.
+    pub fn sees_arguments(self) -> bool {
+        matches!(self.shows, PrivacyLevel::Full | PrivacyLevel::Redacted)
+    }
+
     /// Whether the transcript (the model input) is shown at all.
     pub fn sees_transcript(self) -> bool {
         matches!(self.shows, PrivacyLevel::Full | PrivacyLevel::Redacted)

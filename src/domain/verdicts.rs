@@ -10,6 +10,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
+use super::json_equality::same_json;
 use super::vocabulary::{DenialReason, Effect, ExecutorKind};
 
 /// A decision's verdicts as the client posted them.
@@ -324,17 +325,6 @@ pub fn summary(approvals: impl Iterator<Item = bool>) -> Option<bool> {
     }
 }
 
-/// Equal as JSON values; a text that does not parse equals nothing but itself.
-fn same_json(a: &str, b: &str) -> bool {
-    match (
-        serde_json::from_str::<Value>(a),
-        serde_json::from_str::<Value>(b),
-    ) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => a == b,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -501,6 +491,50 @@ mod tests {
         let recorded = verdicts.recorded();
         assert!(!recorded[0].edited && recorded[0].arguments_sha256.is_none());
         assert!(recorded[1].edited && recorded[1].arguments_sha256.as_ref().unwrap().len() == 64);
+    }
+
+    #[test]
+    fn an_edit_that_writes_a_number_another_way_is_no_edit_but_another_integer_past_64_bits_is() {
+        let calls = [TurnCall {
+            arguments: r#"{"id": 42, "order": 123456789012345678901234}"#,
+            ..calls()[0]
+        }];
+        let resolved = |edit: &str| {
+            Verdicts::resolve(&per_call(&[("a", true, Some(edit))]), &calls)
+                .unwrap()
+                .0[0]
+                .edited_arguments
+                .clone()
+        };
+        assert_eq!(
+            resolved(r#"{"id": 4.2e1, "order": 1.23456789012345678901234e23}"#),
+            None
+        );
+        let other = r#"{"id": 42, "order": 123456789012345678901235}"#;
+        assert_eq!(resolved(other).as_deref(), Some(other));
+    }
+
+    #[test]
+    fn a_replay_with_an_edit_whose_numbers_are_written_another_way_is_the_same_decision() {
+        let first = Verdicts::resolve(
+            &per_call(&[
+                ("a", false, None),
+                ("b", true, Some(r#"{"n":3,"title":"y"}"#)),
+            ]),
+            &calls(),
+        )
+        .unwrap();
+        let recorded = first.recorded();
+        let stored = |id: &str| (id == "b").then_some(r#"{"n":3,"title":"y"}"#);
+        let again = Verdicts::resolve(
+            &per_call(&[
+                ("b", true, Some(r#"{"title": "y", "n": 3.0}"#)),
+                ("a", false, None),
+            ]),
+            &calls(),
+        )
+        .unwrap();
+        assert!(again.same_as(&recorded, stored));
     }
 
     #[test]

@@ -219,7 +219,8 @@ fn item(
                 effect,
             };
             let rule = (!call.rules_unknown)
-                .then(|| DecidingRuleView::deciding(&call.rules, &at_hand, &rule_call))
+                // A key reads the call's arguments in the run view whatever the inbox shows of them.
+                .then(|| DecidingRuleView::deciding(&call.rules, &at_hand, &rule_call, true))
                 .flatten();
             let declared = run.declared(&call.tool);
             let executor = executors.executor_kind(&call.tool, declared.and_then(|d| d.executor));

@@ -19,7 +19,7 @@ use crate::state::AppState;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClaimBody {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::not_null::present")]
     claim_id: Option<Uuid>,
 }
 

@@ -15,7 +15,7 @@ use crate::domain::vocabulary::DenialReason;
 #[serde(deny_unknown_fields)]
 pub struct DecisionBody {
     /// `null` is refused (422 `invalid_body`), as the spec types it: only an absent member means the other form.
-    #[serde(default, deserialize_with = "present_not_null")]
+    #[serde(default, deserialize_with = "super::not_null::present")]
     approved: Option<bool>,
     /// Required with an API key, and `null` on purpose: a decision by nobody must be said, not forgotten. With a
     /// decision token it may be left out: the token's `sub` is the decider (`Some(None)` is an explicit `null`).
@@ -25,13 +25,14 @@ pub struct DecisionBody {
     #[serde(default)]
     reason: Option<DenialReason>,
     /// Like `approved`: `calls: null` is no list, and refused rather than read as absent (schemathesis ST201).
-    #[serde(default, deserialize_with = "present_not_null")]
+    #[serde(default, deserialize_with = "super::not_null::present")]
     calls: Option<Vec<CallVerdictBody>>,
-    /// Remember every call's verdict (whole-turn form; docs/design.md §18).
-    #[serde(default)]
+    /// Remember every call's verdict (whole-turn form; docs/design.md §18). Absent, not `null`, as the spec types
+    /// it (`http::not_null`), like `remember_until`.
+    #[serde(default, deserialize_with = "super::not_null::present")]
     remember: Option<RuleScope>,
     /// The end of `owner` scope rules (RFC 3339, at most MAX_RULE_TTL_DAYS ahead).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::not_null::present")]
     remember_until: Option<String>,
 }
 
@@ -46,7 +47,7 @@ pub struct CallVerdictBody {
     #[serde(default)]
     arguments: Option<String>,
     /// Remember this verdict (docs/design.md §18).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::not_null::present")]
     remember: Option<RuleScope>,
 }
 
@@ -148,14 +149,4 @@ where
     D: serde::Deserializer<'de>,
 {
     integer::json_or_null(deserializer).map(Some)
-}
-
-/// A member that may be absent (`None`, with `#[serde(default)]`) but, when present, must be a `T`: `null` is
-/// refused, where a plain `Option` would take it for absent. No more work than the `Option` for a present value.
-fn present_not_null<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    T::deserialize(deserializer).map(Some)
 }

@@ -21,8 +21,17 @@ use crate::domain::value_text;
 pub struct RawMember(pub Box<RawValue>);
 
 impl<'de> Deserialize<'de> for RawMember {
+    /// A member's text; `null` is refused (422 `invalid_body`, whatever the run), as the spec types every transcript
+    /// member (`http::not_null`). An `Option<RawMember>` without `not_null::present` still reads `null` as absent.
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        Box::<RawValue>::deserialize(deserializer).map(RawMember)
+        let raw = Box::<RawValue>::deserialize(deserializer)?;
+        if raw.get() == "null" {
+            return Err(serde::de::Error::invalid_type(
+                serde::de::Unexpected::Unit,
+                &"a JSON value other than null",
+            ));
+        }
+        Ok(RawMember(raw))
     }
 }
 

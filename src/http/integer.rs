@@ -99,6 +99,12 @@ pub fn json_or_null<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option
         .transpose()
 }
 
+/// `#[serde(default, deserialize_with)]` for an `Option<i64>` member of a JSON body that may be absent but not `null`
+/// (`http::not_null`).
+pub fn json_optional<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<i64>, D::Error> {
+    json(deserializer).map(Some)
+}
+
 /// `#[serde(deserialize_with)]` for an `i64` query parameter.
 pub fn query<'de, D: Deserializer<'de>>(deserializer: D) -> Result<i64, D::Error> {
     let text = String::deserialize(deserializer)?;

@@ -20,6 +20,7 @@ pub mod json_pieces;
 pub mod large_body_threads;
 pub mod link_page;
 pub mod links;
+pub mod not_null;
 pub mod notify;
 pub mod ops;
 pub mod remembered_rules;

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use uuid::Uuid;
 
+use super::decision_tokens::TokenHolder;
 use super::error::ApiError;
 use super::extract::{Authorized, Credential, Json, KeyOrToken, Query, RunId, scope};
 use super::visible;
@@ -24,7 +25,7 @@ use crate::domain::vocabulary::{DenialReason, PrivacyLevel};
 use crate::resume::rule_book::{self, Revoker, RuleAsk, RuleError, Through};
 use crate::state::AppState;
 use crate::storage::remembered_rules::{self, RuleRow};
-use crate::storage::runs;
+use crate::storage::{runs, users};
 
 /// `POST /v1/runs/{id}/rules`.
 #[derive(Debug, Deserialize)]
@@ -35,10 +36,10 @@ pub struct RunRuleBody {
     created_by: Option<i64>,
     tool: String,
     /// A JSON object: the rule matches only calls whose arguments equal it as JSON values.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::not_null::present")]
     arguments: Option<Box<RawValue>>,
     verdict: RuleVerdict,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::not_null::present")]
     reason: Option<DenialReason>,
 }
 
@@ -53,10 +54,10 @@ pub struct OwnerRuleBody {
     /// RFC 3339, at most MAX_RULE_TTL_DAYS ahead.
     expires_at: String,
     tool: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::not_null::present")]
     arguments: Option<Box<RawValue>>,
     verdict: RuleVerdict,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::not_null::present")]
     reason: Option<DenialReason>,
 }
 
@@ -246,6 +247,16 @@ pub async fn make_run_rule(
         reason: body.reason,
     };
     let ask = checked(&state, fields, created_by)?;
+    if let Credential::Token(holder) = &credential
+        && ask.arguments.is_some()
+        && !token_sees_arguments(&state, holder, id).await?
+    {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "token_not_allowed",
+            "a decision token makes no rule with arguments on a run whose privacy level shows it no arguments",
+        ));
+    }
     // A token's user must still be allowed to decide the run as it stands under its lock; a key sees its tenant's runs.
     let may_see = |run: &runs::RunRow, author: Option<&authorize::DeciderFacts>| {
         token.is_none_or(|uid| authorize::token_user_may_decide(uid, run.owner_uid, author))
@@ -416,6 +427,31 @@ pub async fn revoke(
 
 /// The privacy level a token's answer shows a rule's arguments at: its run's (the stricter of the service's and the
 /// run's), or the service's for an owner-scope rule.
+/// Whether a decision token reads the arguments of run `id` (its privacy level `redacted` or above). Below it, the
+/// token may not make a rule with arguments: a deny rule of a guess would answer the token's approval 409
+/// `denied_by_rule` exactly when the guess is right (docs/design.md §18). `true` where the run is not found or the
+/// token's user may not decide it, so that the rule's making answers 404 as for any such run.
+async fn token_sees_arguments(
+    state: &AppState,
+    holder: &TokenHolder,
+    id: Uuid,
+) -> Result<bool, ApiError> {
+    let Some(run) = runs::find(&state.pool, &holder.tenant, id).await? else {
+        return Ok(true);
+    };
+    let user = users::find(&state.pool, &holder.tenant, holder.uid).await?;
+    let facts = user.as_ref().map(|user| authorize::DeciderFacts {
+        is_admin: user.is_admin,
+        can_approve_others: user.can_approve_others,
+        disabled: user.disabled,
+    });
+    if !authorize::token_user_may_decide(holder.uid, run.owner_uid, facts.as_ref()) {
+        return Ok(true);
+    }
+    let level = state.resumer.privacy_floor.stricter(run.privacy_level());
+    Ok(Audience::of(Reader::Token, level).sees_arguments())
+}
+
 async fn token_level(
     state: &AppState,
     credential: &Credential,

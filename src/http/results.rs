@@ -19,7 +19,7 @@ use crate::storage::runs;
 #[serde(deny_unknown_fields)]
 pub struct ResultsBody {
     /// The poster's live claim (docs/design.md §15); absent, a result not stored before is refused `claim_required`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::not_null::present")]
     claim_id: Option<Uuid>,
     results: Vec<ResultBody>,
 }

@@ -29,26 +29,54 @@ use crate::storage::{StorageError, outbox, runs};
 pub struct AppendTurn {
     /// What followed the resumed model input, ending with the next assistant turn, in the run's format: `messages`
     /// (OpenAI chat, Anthropic), `input` (OpenAI Responses) or `contents` (Gemini), as the loop sent it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "super::not_null::present",
+        skip_serializing_if = "Option::is_none"
+    )]
     messages: Option<RawMember>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "super::not_null::present",
+        skip_serializing_if = "Option::is_none"
+    )]
     input: Option<RawMember>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "super::not_null::present",
+        skip_serializing_if = "Option::is_none"
+    )]
     contents: Option<RawMember>,
     /// Refused: the system member is registered once, with the run. Named so that the refusal says so.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "super::not_null::present",
+        skip_serializing_if = "Option::is_none"
+    )]
     system: Option<RawMember>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "super::not_null::present",
+        skip_serializing_if = "Option::is_none"
+    )]
     instructions: Option<RawMember>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "super::not_null::present",
+        skip_serializing_if = "Option::is_none"
+    )]
     system_instruction: Option<RawMember>,
     /// When the turn expires: RFC 3339, or `approval_ttl_secs` from now; at most one ([`ExpiryBody`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "super::not_null::present",
+        skip_serializing_if = "Option::is_none"
+    )]
     expires_at: Option<String>,
     /// An integer as JSON Schema reads one: `60.0` is 60, as for uids (`http::integer`).
     #[serde(
         default,
-        deserialize_with = "super::integer::json_or_null",
+        deserialize_with = "super::integer::json_optional",
         skip_serializing_if = "Option::is_none"
     )]
     approval_ttl_secs: Option<i64>,
@@ -56,7 +84,11 @@ pub struct AppendTurn {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     worker_state: Option<RawMember>,
     /// The people to mail when the turn waits (docs/design.md §20); left out of the hash when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "super::not_null::present",
+        skip_serializing_if = "Option::is_none"
+    )]
     notify: Option<Vec<i64>>,
 }
 

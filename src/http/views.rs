@@ -76,7 +76,8 @@ pub struct PendingCallView {
 
 /// The rule that would decide a waiting turn's call, chosen as its use chooses (a live deny before any approve, the
 /// earliest made, its author passing §4 on the run now). Never its arguments: no reader learns through it what the
-/// run's privacy level hides, and the call's own arguments say what it matched.
+/// run's privacy level hides, and the call's own arguments say what it matched; to a reader who does not see the
+/// call's arguments, no rule at all where one of the tool's matches on arguments.
 #[derive(Debug, Serialize)]
 pub struct DecidingRuleView {
     pub id: Uuid,
@@ -90,20 +91,24 @@ pub struct DecidingRuleView {
 
 impl DecidingRuleView {
     /// The rule among `candidates` (the live rules of the call's tool that may apply) that would decide `call` of
-    /// the run at hand; `None` when none would.
+    /// the run at hand, as shown to a reader who sees the call's arguments or not
+    /// ([`remembered::shown_candidate`]); `None` when none would, or it is not shown.
     pub fn deciding(
         candidates: &[CandidateRule],
         run: &RunAtHand,
         call: &RuleCall<'_>,
+        sees_arguments: bool,
     ) -> Option<Self> {
-        remembered::deciding_candidate(candidates, run, call).map(|candidate| DecidingRuleView {
-            id: candidate.rule.id,
-            scope: candidate.scope,
-            verdict: candidate.rule.verdict,
-            reason: candidate.rule.reason,
-            created_by: candidate.rule.created_by,
-            created_at: candidate.rule.created_at,
-            expires_at: candidate.expires_at,
+        remembered::shown_candidate(candidates, run, call, sees_arguments).map(|candidate| {
+            DecidingRuleView {
+                id: candidate.rule.id,
+                scope: candidate.scope,
+                verdict: candidate.rule.verdict,
+                reason: candidate.rule.reason,
+                created_by: candidate.rule.created_by,
+                created_at: candidate.rule.created_at,
+                expires_at: candidate.expires_at,
+            }
         })
     }
 }
@@ -208,7 +213,12 @@ impl RunView {
                                 .executor_kind(&call.tool, declared.and_then(|d| d.executor)),
                             editable: executors
                                 .editable(&call.tool, declared.and_then(|d| d.editable)),
-                            rule: DecidingRuleView::deciding(candidates, &at_hand, &rule_call),
+                            rule: DecidingRuleView::deciding(
+                                candidates,
+                                &at_hand,
+                                &rule_call,
+                                audience.sees_arguments(),
+                            ),
                         }
                     })
                     .collect(),

@@ -70,7 +70,7 @@ async fn grant(
         if let Some(mine) = mine.filter(|c| c.turn_index == run.turn_index && c.is_live())
             && run.status() == RunStatus::Released
         {
-            let renewed = claims::renew(&mut *conn, mine.claim_id, resumer.claim_ttl)
+            let renewed = claims::renew(&mut *conn, run.id, mine.claim_id, resumer.claim_ttl)
                 .await?
                 .ok_or_else(|| corrupt(run, "a live claim found under the lock was not open"))?;
             return claimed(conn, resumer, run, renewed).await;

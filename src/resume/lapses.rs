@@ -73,7 +73,7 @@ async fn write(
         )))
     };
     // Under the run's lock nobody else writes the claim: found open, it is open.
-    let lapsed = claims::mark_lapsed(&mut *conn, claim.claim_id)
+    let lapsed = claims::mark_lapsed(&mut *conn, run.id, claim.claim_id)
         .await?
         .ok_or_else(|| corrupt("a claim found due under the lock was not open"))?;
     let sealer = resumer.pool.sealer();

@@ -14,7 +14,7 @@ use super::resumer::Resumer;
 use crate::domain::authorize::{self, DeciderFacts, DecisionAsk, Refusal};
 use crate::domain::event_payloads::{EventType, RuleEventData};
 use crate::domain::gate::{self, ApprovedCall, Approver};
-use crate::domain::remembered::{RuleScope, RuleVerdict};
+use crate::domain::remembered::{self, RuleScope, RuleVerdict};
 use crate::domain::vocabulary::{DenialReason, Effect};
 use crate::storage::StorageError;
 use crate::storage::outbox;
@@ -215,8 +215,8 @@ pub enum Revoker {
     Token { uid: i64, run: Option<Uuid> },
 }
 
-/// Revokes the rule `id`: by its author, its owner (the run's, for `run` scope) or an admin. A rule already revoked is answered
-/// as it stands. Under the run's row lock first for a run-scope rule (the order every writer of a run keeps), then the
+/// Revokes the rule `id`: by its author, an admin, or the run's owner for `run` scope ([`remembered::may_revoke`]). A
+/// rule already revoked is answered as it stands. Under the run's row lock first for a run-scope rule (the order every writer of a run keeps), then the
 /// rule's: a turn registering with the rule holds it share-locked, so the revocation answers only once that turn
 /// committed, and every turn after it reads the rule revoked.
 pub async fn revoke(
@@ -255,7 +255,13 @@ pub async fn revoke(
     if facts.disabled {
         return Err(Refusal::DisabledDecider.into());
     }
-    if !(rule.created_by == uid || rule.owner_uid == uid || facts.is_admin) {
+    if !remembered::may_revoke(
+        rule.scope,
+        rule.created_by,
+        rule.owner_uid,
+        uid,
+        facts.is_admin,
+    ) {
         return Err(RuleError::NotRevocable);
     }
     if rule.revoked_at.is_some() {

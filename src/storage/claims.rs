@@ -1,9 +1,10 @@
-//! Claims on a run's released turn (`worker_claims`, migration 0016; docs/design.md §15). The caller holds the run's
-//! row lock (`runs::lock`) for every function here but [`lock_lapsed`], which takes it itself: every writer of a run
-//! locks its row first, so a claim row changes only under its run's lock. Whether a claim has lapsed is judged once
-//! per transaction, by the database's clock when the claim is read under the lock (`clock_timestamp()`, not the
-//! transaction's start: a claim renewed while this transaction waited for the lock is seen renewed), and every write
-//! that follows acts on that one judgment.
+//! Claims on a run's released turn (`worker_claims`, migrations 0016 and 0019; docs/design.md §15). A claim is named
+//! by its run and its id, the table's unique key (every key of a run-scoped table begins with `run_id`). The caller
+//! holds the run's row lock (`runs::lock`) for every function here but [`lock_lapsed`], which takes it itself: every
+//! writer of a run locks its row first, so a claim row changes only under its run's lock. Whether a claim has lapsed
+//! is judged once per transaction, by the database's clock when the claim is read under the lock
+//! (`clock_timestamp()`, not the transaction's start: a claim renewed while this transaction waited for the lock is
+//! seen renewed), and every write that follows acts on that one judgment.
 
 use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgExecutor};
@@ -94,19 +95,22 @@ pub async fn insert(
     Ok(row)
 }
 
-/// Renews `claim_id` for `ttl` from now. The caller found it live under the run's lock, in the one read of the
-/// claim its transaction judges by ([`of_turn`]): the clock is not read again here, so that a claim is never judged
-/// live by one statement and lapsed by the next. `None` if it ended meanwhile (it cannot, under the lock).
+/// Renews `run_id`'s claim `claim_id` for `ttl` from now. The caller found it live under the run's lock, in the one
+/// read of the claim its transaction judges by ([`of_turn`]): the clock is not read again here, so that a claim is
+/// never judged live by one statement and lapsed by the next. `None` if it ended meanwhile (it cannot, under the
+/// lock).
 pub async fn renew(
     conn: &mut PgConnection,
+    run_id: Uuid,
     claim_id: Uuid,
     ttl: std::time::Duration,
 ) -> Result<Option<ClaimRow>, StorageError> {
     let row = sql::query_as::<ClaimRow>(sqlx::AssertSqlSafe(format!(
-        "update worker_claims set until = clock_timestamp() + make_interval(secs => $2)
-         where claim_id = $1 and ended_at is null
+        "update worker_claims set until = clock_timestamp() + make_interval(secs => $3)
+         where run_id = $1 and claim_id = $2 and ended_at is null
          returning {CLAIM_COLUMNS}"
     )))
+    .bind(run_id)
     .bind(claim_id)
     .bind(ttl.as_secs_f64())
     .fetch_optional(conn)
@@ -131,17 +135,20 @@ pub async fn end(
     Ok(())
 }
 
-/// Records the lapse of `claim_id`, which the caller found open and past its `until` under the run's lock: the claim
-/// as it is now, or `None` if it was not open any more (then the caller writes nothing else of the lapse either).
+/// Records the lapse of `run_id`'s claim `claim_id`, which the caller found open and past its `until` under the run's
+/// lock: the claim as it is now, or `None` if it was not open any more (then the caller writes nothing else of the
+/// lapse either).
 pub async fn mark_lapsed(
     conn: &mut PgConnection,
+    run_id: Uuid,
     claim_id: Uuid,
 ) -> Result<Option<ClaimRow>, StorageError> {
     let row = sql::query_as::<ClaimRow>(sqlx::AssertSqlSafe(format!(
         "update worker_claims set lapsed_at = clock_timestamp(), ended_at = clock_timestamp()
-         where claim_id = $1 and ended_at is null and lapsed_at is null
+         where run_id = $1 and claim_id = $2 and ended_at is null and lapsed_at is null
          returning {CLAIM_COLUMNS}"
     )))
+    .bind(run_id)
     .bind(claim_id)
     .fetch_optional(conn)
     .await?;

@@ -4,7 +4,6 @@
 //! The arguments a rule matches are payload: sealed like every argument when keys are configured (`sealed`).
 
 use chrono::{DateTime, Utc};
-use serde_json::Value;
 use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, PgExecutor, Row as _};
 use uuid::Uuid;
@@ -12,6 +11,7 @@ use uuid::Uuid;
 use super::sealed::{self, Column, Row};
 use super::{StorageError, sql};
 use crate::domain::authorize::DeciderFacts;
+use crate::domain::json_equality::JsonValue;
 use crate::domain::remembered::{Author, LiveRule, RuleScope, RuleVerdict};
 use crate::domain::vocabulary::DenialReason;
 use crate::sealing::Sealer;
@@ -258,8 +258,8 @@ pub(super) fn live_rule_named(
     let id: Uuid = row.try_get(column("id").as_str())?;
     let arguments = open_arguments(sealer, id, row, prefix)?
         .map(|text| {
-            serde_json::from_str::<Value>(&text)
-                .map_err(|_| StorageError::Corrupt(format!("the arguments of rule {id}")))
+            JsonValue::parse(&text)
+                .ok_or_else(|| StorageError::Corrupt(format!("the arguments of rule {id}")))
         })
         .transpose()?;
     let facts = if row.try_get(column("author_found").as_str())? {

@@ -296,7 +296,9 @@ async fn a_token_reader_sees_the_rule_without_its_arguments() {
     let app = people(pool).await;
     app.client("chat", &["runs:read", "decisions:write"]).await;
     let signer = Signer::register(&app.pool, "chat", "k1").await;
-    let id = waiting_run(&app, &["edit_page"], json!({"privacy_level": "none"})).await;
+    // At `redacted` a token reads the call's arguments (redacted), so it may read the rule that matches them; below
+    // it no rule with arguments is shown at all (tests/api/rule_holes.rs).
+    let id = waiting_run(&app, &["edit_page"], json!({"privacy_level": "redacted"})).await;
     let rule = made(
         &app,
         id,
@@ -309,12 +311,9 @@ async fn a_token_reader_sees_the_rule_without_its_arguments() {
         .await;
     assert_eq!(run.status, StatusCode::OK, "{:?}", run.body);
     let call = &run.body["turn"]["pending_calls"][0];
-    assert!(call.get("arguments").is_none(), "{call}");
     assert_eq!(call["rule"]["id"], rule["id"]);
     assert_eq!(call["rule"]["verdict"], "deny");
     assert_eq!(members(&call["rule"]), RULE_MEMBERS);
-    let text = String::from_utf8_lossy(&run.bytes);
-    assert!(!text.contains("\"page\""), "{text}");
 }
 
 #[tokio::test]

@@ -39,32 +39,60 @@ pub struct RegisterRun {
     #[serde(default, skip_serializing_if = "is_openai_chat")]
     format: ModelInputFormat,
     // The formats' transcript members, as the loop sent them (`format_members`): only those of `format` are taken.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::http::not_null::present",
+        skip_serializing_if = "Option::is_none"
+    )]
     messages: Option<RawMember>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::http::not_null::present",
+        skip_serializing_if = "Option::is_none"
+    )]
     system: Option<RawMember>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::http::not_null::present",
+        skip_serializing_if = "Option::is_none"
+    )]
     instructions: Option<RawMember>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::http::not_null::present",
+        skip_serializing_if = "Option::is_none"
+    )]
     input: Option<RawMember>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::http::not_null::present",
+        skip_serializing_if = "Option::is_none"
+    )]
     system_instruction: Option<RawMember>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::http::not_null::present",
+        skip_serializing_if = "Option::is_none"
+    )]
     contents: Option<RawMember>,
     #[serde(default)]
     tools: Vec<DeclaredToolBody>,
     /// Absent: the service's level (docs/design.md §6), filled in before the body is hashed.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::http::not_null::present")]
     privacy_level: Option<PrivacyLevel>,
     #[serde(default)]
     require_second_approver: bool,
     /// When the turn expires: RFC 3339, or `approval_ttl_secs` from now; at most one ([`ExpiryBody`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::http::not_null::present",
+        skip_serializing_if = "Option::is_none"
+    )]
     expires_at: Option<String>,
     /// An integer as JSON Schema reads one: `60.0` is 60, as for uids (`http::integer`).
     #[serde(
         default,
-        deserialize_with = "crate::http::integer::json_or_null",
+        deserialize_with = "crate::http::integer::json_optional",
         skip_serializing_if = "Option::is_none"
     )]
     approval_ttl_secs: Option<i64>,
@@ -72,7 +100,11 @@ pub struct RegisterRun {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     worker_state: Option<RawMember>,
     /// The people to mail when the turn waits (docs/design.md §20); left out of the hash when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::http::not_null::present",
+        skip_serializing_if = "Option::is_none"
+    )]
     notify: Option<Vec<i64>>,
 }
 
@@ -101,10 +133,18 @@ pub struct DeclaredToolBody {
     effect: Effect,
     /// Who runs the tool's approved calls (docs/design.md §15); absent: the configuration's, else `service`. Left out
     /// of the registration's hash when absent, so bodies from before it existed hash as they did.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::http::not_null::present",
+        skip_serializing_if = "Option::is_none"
+    )]
     executor: Option<ExecutorKind>,
     /// Whether a decider may edit its arguments; absent: the configuration's, else `true`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::http::not_null::present",
+        skip_serializing_if = "Option::is_none"
+    )]
     editable: Option<bool>,
 }
 

@@ -477,7 +477,9 @@ export interface paths {
          *     write); checked again each time the rule is used. Audited, and recorded as the event `rule.created`.
          *
          *     A key (scope `decisions:write`) names `created_by`; a decision token makes the rule as its user (`created_by`
-         *     absent or equal to it) on a run its user may decide.
+         *     absent or equal to it) on a run its user may decide, and with `arguments` only where the run's privacy level
+         *     shows it arguments (`redacted` or `full`; else 403 `token_not_allowed`: a deny rule of a guess would otherwise
+         *     tell, by the approval it refuses, whether the guess was right).
          */
         post: operations["makeRunRule"];
         delete?: never;
@@ -627,7 +629,8 @@ export interface paths {
         post?: never;
         /**
          * Revoke a remembered decision
-         * @description Revokes the rule: by its author, its owner (the run's, for `run` scope) or an admin. A key (scope
+         * @description Revokes the rule: by its author, an admin, or the run's owner for a `run` scope rule only (an owner-scope
+         *     rule an admin made is not the owner's to lift). A key (scope
          *     `decisions:write`) names `revoked_by`; a decision token revokes its own user's rules only (any other is 404).
          *     A turn registered after the answer never uses the rule; a decision already made stays. A rule revoked
          *     already is answered as it stands. Audited, and recorded as the event `rule.revoked`.
@@ -1343,7 +1346,8 @@ export interface components {
             remember?: components["schemas"]["RuleScope"];
             /**
              * Format: date-time
-             * @description The end of `owner` scope rules, at most `MAX_RULE_TTL_DAYS` ahead.
+             * @description The end of `owner` scope rules, at most `MAX_RULE_TTL_DAYS` ahead. Absent without `remember: "owner"`;
+             *     `null` is refused 422 `invalid_body`, as for every optional member of a request body not typed nullable.
              */
             remember_until?: string;
         };
@@ -1387,7 +1391,9 @@ export interface components {
          *     approver gate), a deny before any approve, the earliest made. Absent when none would, or the turn does not
          *     wait, and in the inbox also where a rule of the call matches on arguments that the page's byte budget
          *     (`INBOX_ARGUMENTS_BYTES`) leaves unread. Never the rule's arguments; `GET /v1/runs/{id}/rules` lists the rule
-         *     whole.
+         *     whole. To a decision token below `redacted` (which sees no arguments), absent on every call whose tool has a
+         *     live rule with arguments, matching or not: the rule shown would tell whether a guess of the arguments was
+         *     right.
          */
         DecidingRule: {
             /** Format: uuid */
@@ -1448,7 +1454,10 @@ export interface components {
              */
             created_by?: number | null;
             tool: components["schemas"]["ToolName"];
-            /** @description The rule matches only calls whose arguments equal this object as JSON values. */
+            /**
+             * @description The rule matches only calls whose arguments equal this object as JSON values (canonical JSON, RFC 8785:
+             *     `42`, `42.0` and `4.2e1` are equal; a number beyond 2^53 by its exact digits).
+             */
             arguments?: Record<string, never>;
             verdict: components["schemas"]["RuleVerdict"];
             /** @description A deny rule's reason (§3); `skip` for "never". */
@@ -3704,8 +3713,9 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["TokenUnauthorized"];
             /**
-             * @description `missing_scope`; `decider_mismatch`: a token's body names another `created_by`; the §4 refusals of the
-             *     decision the rule stands for.
+             * @description `missing_scope`; `decider_mismatch`: a token's body names another `created_by`; `token_not_allowed`: a
+             *     token's rule with `arguments` on a run below `redacted`; the §4 refusals of the decision the rule stands
+             *     for.
              */
             403: {
                 headers: {
@@ -3717,7 +3727,7 @@ export interface operations {
                         /** @enum {integer} */
                         status?: 403;
                         /** @enum {unknown} */
-                        code?: "missing_scope" | "decider_mismatch" | "unknown_decider" | "decider_disabled" | "decider_not_permitted" | "second_approver_required" | "tool_not_approvable";
+                        code?: "missing_scope" | "decider_mismatch" | "token_not_allowed" | "unknown_decider" | "decider_disabled" | "decider_not_permitted" | "second_approver_required" | "tool_not_approvable";
                     };
                 };
             };
@@ -4151,8 +4161,8 @@ export interface operations {
             };
             401: components["responses"]["TokenUnauthorized"];
             /**
-             * @description `rule_not_revocable`: `revoked_by` is neither the author, the owner nor an admin; `decider_mismatch`: a token
-             *     naming another `revoked_by`.
+             * @description `rule_not_revocable`: `revoked_by` is neither the author, an admin, nor the run's owner of a `run` scope
+             *     rule; `decider_mismatch`: a token naming another `revoked_by`.
              */
             403: {
                 headers: {
