@@ -1,6 +1,7 @@
 //! Runs: registration of a suspended run, reading it, cancelling and completing it.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -9,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
+use super::body_budget::LargeBodyPlace;
 use super::error::ApiError;
 use super::extract::{Authorized, Caller, Credential, KeyOrToken, Query, RunId, scope};
 use super::format_members::{Members, RawMember, well_formed};
@@ -169,6 +171,7 @@ pub struct DeclaredToolBody {
 pub async fn register_run(
     State(state): State<AppState>,
     Authorized(caller, _): Authorized<scope::RunsWrite>,
+    place: LargeBodyPlace,
     JsonWithState(mut body): JsonWithState<RegisterRun>,
 ) -> Result<impl IntoResponse, ApiError> {
     well_formed(&[
@@ -267,7 +270,7 @@ pub async fn register_run(
     tx.commit().await?;
     state.events.committed();
     tracing::info!(run_id = %run.id, calls = with_effects.len(), "run registered");
-    let view = answer_after_rules(&state, &caller, run, by_rules).await?;
+    let view = answer_after_rules(&state, &caller, run, by_rules, place).await?;
     Ok((StatusCode::CREATED, axum::Json(view)).into_response())
 }
 
@@ -283,16 +286,27 @@ pub fn actor_of(caller: &Caller) -> Actor {
 
 /// The run as a turn's registration answers it: as registered, or, when remembered decisions decided the turn, once
 /// the decision's calls ran (or were released), with its decision, results and released calls, as `GET` shows it.
+///
+/// Called once the turn is committed: a large body's place is given back first (its parsing is over; the calls may
+/// run for minutes), and the calls run on the runtime, not on the large body's low-priority thread
+/// (`large_body_threads`), so that executors are not slowed by whatever else holds the cores.
 pub async fn answer_after_rules(
     state: &AppState,
     caller: &Caller,
     run: RunRow,
     by_rules: Option<remembered::RuleDecision>,
+    place: LargeBodyPlace,
 ) -> Result<RunView, ApiError> {
+    place.give_back();
     let Some(decided) = by_rules else {
         return run_view(state, &run, Reader::Key).await;
     };
-    decided.finish(&state.resumer).await?;
+    let resumer = Arc::clone(&state.resumer);
+    tokio::spawn(async move { decided.finish(&resumer).await })
+        .await
+        .map_err(|failed| {
+            ApiError::internal(format!("the approved calls' task failed: {failed}"))
+        })??;
     state.events.committed();
     let run = runs::find(&state.pool, &caller.tenant, run.id)
         .await?
