@@ -563,3 +563,87 @@ async fn one_client_sending_many_small_bodies_takes_at_most_half_of_their_share(
     }
     assert_eq!((refused, waiting.len()), (4, 4));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_registration_gives_its_place_back_once_committed_while_the_calls_its_rules_approved_run()
+ {
+    // One place for large bodies; the rule's tool runs on an executor that takes 2 s.
+    let (database, pool) = TestDatabase::create().await;
+    let executor = crate::executors::FakeExecutor::start().await;
+    let slow = approval_resume::executor::ToolExecutor {
+        timeout: Duration::from_secs(10),
+        ..executor.executor("slow")
+    };
+    let app = support::app_with(
+        pool,
+        Options {
+            executors: approval_resume::executor::Executors::from_tools(
+                [("update_page_metadata".to_owned(), slow)].into(),
+            ),
+            body_bytes_in_flight: Some(64 * MIB),
+            large_bodies_at_once: Some(1),
+            ..Default::default()
+        },
+    )
+    .await;
+    app.user(7, false, false, false).await;
+    let expires_at = (chrono::Utc::now() + chrono::Duration::days(1)).to_rfc3339();
+    let rule = app
+        .post(
+            "/v1/rules",
+            json!({"owner_uid": 7, "created_by": 7, "tool": "update_page_metadata", "verdict": "approve",
+                   "expires_at": expires_at}),
+        )
+        .await;
+    assert_eq!(rule.status, StatusCode::CREATED, "{:?}", rule.body);
+    let _database = database;
+
+    // A run of about 300 KiB whose one write call the rule approves; its executor then runs for 2 s.
+    let mut approved: serde_json::Value =
+        serde_json::from_str(&registration_of(300 * 1024)).unwrap();
+    let messages = approved["messages"].as_array_mut().unwrap();
+    let calls = &mut messages.last_mut().unwrap()["tool_calls"];
+    calls.as_array_mut().unwrap().truncate(1);
+    let first = {
+        let request = post(&app, "/v1/runs", Body::from(approved.to_string()));
+        let router = app.router.clone();
+        tokio::spawn(async move {
+            let answer = router.oneshot(request).await.unwrap();
+            let status = answer.status();
+            let bytes = axum::body::to_bytes(answer.into_body(), usize::MAX)
+                .await
+                .unwrap();
+            (
+                status,
+                serde_json::from_slice::<serde_json::Value>(&bytes).unwrap(),
+            )
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(800)).await;
+
+    // Another tenant's run of about 300 KiB, whose owner has no rule, is let in meanwhile.
+    let other =
+        support::add_client(&app.pool, "other", "other", &["runs:write", "users:write"]).await;
+    let mut request = post(&app, "/v1/runs", Body::from(registration_of(300 * 1024)));
+    request
+        .headers_mut()
+        .insert("authorization", format!("Bearer {other}").parse().unwrap());
+    let mut owner = post(
+        &app,
+        "/v1/users/7",
+        Body::from(
+            r#"{"username": "seven", "is_admin": false, "can_approve_others": false, "disabled": false}"#,
+        ),
+    );
+    *owner.method_mut() = Method::PUT;
+    owner
+        .headers_mut()
+        .insert("authorization", format!("Bearer {other}").parse().unwrap());
+    assert!(app.send(owner).await.status.is_success());
+    let second = app.send(request).await;
+    assert_eq!(second.status, StatusCode::CREATED, "{:?}", second.body);
+
+    let (status, first) = first.await.unwrap();
+    assert_eq!(status, StatusCode::CREATED, "{first:?}");
+    assert_eq!(first["status"], "resumed", "{first:?}");
+}
