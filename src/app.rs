@@ -179,7 +179,7 @@ async fn within_bounds(
     };
     let admitted = match budget.admit(&mut request, route_limit) {
         Ok(admitted) => admitted,
-        Err(refused) => return refused,
+        Err(refused) => return body_budget::closing(refused),
     };
     let held = admitted.held();
     body::read_within_timeout(limits.body_read_timeout, request, |request| {

@@ -165,29 +165,29 @@ impl BodyBudget {
 
     /// Lets in `request`, on a route that reads bodies up to `route_limit` bytes (0: a route that takes none), and
     /// makes its body charged as it arrives. A body on a route that takes none, or declared over the limit, is
-    /// refused 413 at once; the refusal closes the connection, since the body is left unread on it.
-    pub fn admit(&self, request: &mut Request, route_limit: usize) -> Result<Admitted, Response> {
+    /// refused 413 at once; the refusal is to close the connection ([`closing`]), since the body is left unread.
+    pub fn admit(&self, request: &mut Request, route_limit: usize) -> Result<Admitted, ApiError> {
         let body = request.body();
         // Most requests carry no body: nothing to charge, nothing to wrap.
         if body.is_end_stream() {
             return Ok(Admitted::Bodiless);
         }
         if route_limit == 0 {
-            return Err(closing(ApiError::new(
+            return Err(ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "payload_too_large",
                 "this route takes no body; send none",
-            )));
+            ));
         }
         let size = body.size_hint();
         let declared = usize::try_from(size.lower()).unwrap_or(usize::MAX);
         if declared > route_limit {
-            return Err(closing(ApiError::new(
+            return Err(ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "payload_too_large",
                 "the body is larger than MAX_BODY_BYTES (on a registration or a new turn: MAX_BODY_BYTES plus \
                  MAX_WORKER_STATE_BYTES)",
-            )));
+            ));
         }
         let exact = size
             .exact()
@@ -331,8 +331,8 @@ mod tests {
             .admit(&mut declaring(Some(1025)), 1024)
             .err()
             .expect("refused");
-        assert_eq!(refused.status(), StatusCode::PAYLOAD_TOO_LARGE);
-        assert_eq!(refused.headers()[CONNECTION], "close");
+        assert_eq!(refused.status, StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(closing(refused).headers()[CONNECTION], "close");
     }
 
     #[test]
@@ -343,8 +343,7 @@ mod tests {
                 .admit(&mut declaring(size), 0)
                 .err()
                 .expect("refused");
-            assert_eq!(refused.status(), StatusCode::PAYLOAD_TOO_LARGE);
-            assert_eq!(refused.headers()[CONNECTION], "close");
+            assert_eq!(refused.status, StatusCode::PAYLOAD_TOO_LARGE);
         }
         let empty = budget.admit(&mut declaring(Some(0)), 0);
         assert!(matches!(empty, Ok(Admitted::Bodiless)));

@@ -109,11 +109,11 @@ pub struct ChargedBody {
     charged: usize,
     held: Arc<Held>,
     /// A take that did not fit at once, and the frame that waits for it.
-    waiting: Option<(
-        Pin<Box<dyn Future<Output = Option<Charge>> + Send>>,
-        Frame<Bytes>,
-    )>,
+    waiting: Option<(Take, Frame<Bytes>)>,
 }
+
+/// A take of the ledger waited for (`Ledger::take`): the charge, or `None` if it found no room in time.
+type Take = Pin<Box<dyn Future<Output = Option<Charge>> + Send>>;
 
 #[derive(Debug, thiserror::Error)]
 #[error("the bodies being read take MAX_BODY_BYTES_IN_FLIGHT")]

@@ -278,7 +278,7 @@ where
 ///
 /// A large body takes its place among those parsed at once (`body_budget::PlaceAfterArrival`) between its arrival
 /// and its parsing: the wait for a place holds no connection's worth of unsent bytes, and the parsing is what the
-/// places bound.
+/// places bound. Taking it moves the handler to its low-priority thread (`large_body_threads`) before it parses.
 pub(super) async fn json_text<S: Send + Sync>(
     request: Request,
     state: &S,

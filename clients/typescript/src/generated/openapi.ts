@@ -2051,8 +2051,8 @@ export interface components {
          * @description `database_unavailable`: the database cannot serve the request now; `timeout`: the request took longer than
          *     `REQUEST_TIMEOUT_MS` (a decision may still complete: ask again to get its outcome). Retry after
          *     `Retry-After` seconds. `too_many_body_bytes`: the bodies being read and handled take
-         *     `MAX_BODY_BYTES_IN_FLIGHT` (a request with a body waited up to a second for its share; the body was not
-         *     read, nothing was written, and the connection is closed), or a body over 256 KiB that had arrived waited up
+         *     `MAX_BODY_BYTES_IN_FLIGHT`, or the client's half of its share (the bytes that arrived waited up to a second
+         *     for room; nothing was written, and the connection is closed), or a body over 256 KiB that had arrived waited up
          *     to a second for one of the `LARGE_BODIES_AT_ONCE` places (nothing was written; the connection stays open). Besides, on any route, a connection beyond
          *     `MAX_CONNECTIONS` is answered 503 `too_many_connections` (a Problem with `Retry-After`, without a request
          *     id) before its request is read, and closed. `POST /v1/webhooks` answers 503 `webhook_url_lookups_busy` (with
