@@ -2049,6 +2049,28 @@ export interface components {
         };
         /**
          * @description `database_unavailable`: the database cannot serve the request now; `timeout`: the request took longer than
+         *     `REQUEST_TIMEOUT_MS` (ask again to get its outcome). Retry after `Retry-After` seconds. The operation reads no
+         *     body, so it is never answered `too_many_body_bytes`. Besides, on any route, a connection beyond
+         *     `MAX_CONNECTIONS` is answered 503 `too_many_connections` (a Problem with `Retry-After`, without a request
+         *     id) before its request is read, and closed.
+         */
+        UnavailableWithoutBody: {
+            headers: {
+                "x-request-id": components["headers"]["RequestId"];
+                "Retry-After": components["headers"]["RetryAfter"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {integer} */
+                    status?: 503;
+                    /** @enum {unknown} */
+                    code?: "database_unavailable" | "timeout";
+                };
+            };
+        };
+        /**
+         * @description `database_unavailable`: the database cannot serve the request now; `timeout`: the request took longer than
          *     `REQUEST_TIMEOUT_MS` (a decision may still complete: ask again to get its outcome). Retry after
          *     `Retry-After` seconds. `too_many_body_bytes`: the bodies being read and handled take
          *     `MAX_BODY_BYTES_IN_FLIGHT`, or the client's half of its share (the bytes that arrived waited up to a second
@@ -2375,7 +2397,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalOrUndecryptable"];
-            503: components["responses"]["Unavailable"];
+            503: components["responses"]["UnavailableWithoutBody"];
         };
     };
     decide: {
@@ -2601,7 +2623,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalOrUndecryptable"];
-            503: components["responses"]["Unavailable"];
+            503: components["responses"]["UnavailableWithoutBody"];
         };
     };
     appendTurn: {
@@ -2759,7 +2781,7 @@ export interface operations {
             403: components["responses"]["MissingScope"];
             404: components["responses"]["RunNotFound"];
             500: components["responses"]["InternalOrUndecryptable"];
-            503: components["responses"]["Unavailable"];
+            503: components["responses"]["UnavailableWithoutBody"];
         };
     };
     cancelRun: {
@@ -2813,7 +2835,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalOrUndecryptable"];
-            503: components["responses"]["Unavailable"];
+            503: components["responses"]["UnavailableWithoutBody"];
         };
     };
     completeRun: {
@@ -2867,7 +2889,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalOrUndecryptable"];
-            503: components["responses"]["Unavailable"];
+            503: components["responses"]["UnavailableWithoutBody"];
         };
     };
     postResults: {
@@ -3112,7 +3134,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalOrUndecryptable"];
-            503: components["responses"]["Unavailable"];
+            503: components["responses"]["UnavailableWithoutBody"];
         };
     };
     followEvents: {
@@ -3195,7 +3217,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["Internal"];
-            503: components["responses"]["Unavailable"];
+            503: components["responses"]["UnavailableWithoutBody"];
         };
     };
     listWebhooks: {
@@ -3227,7 +3249,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["MissingScope"];
             500: components["responses"]["Internal"];
-            503: components["responses"]["Unavailable"];
+            503: components["responses"]["UnavailableWithoutBody"];
         };
     };
     createWebhook: {
@@ -3450,7 +3472,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["Internal"];
-            503: components["responses"]["Unavailable"];
+            503: components["responses"]["UnavailableWithoutBody"];
         };
     };
     listRunRules: {
@@ -3486,7 +3508,7 @@ export interface operations {
             403: components["responses"]["KeyMissingScope"];
             404: components["responses"]["RunNotFound"];
             500: components["responses"]["InternalOrUndecryptable"];
-            503: components["responses"]["Unavailable"];
+            503: components["responses"]["UnavailableWithoutBody"];
         };
     };
     makeRunRule: {
@@ -3613,7 +3635,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalOrUndecryptable"];
-            503: components["responses"]["Unavailable"];
+            503: components["responses"]["UnavailableWithoutBody"];
         };
     };
     makeOwnerRule: {
@@ -3769,7 +3791,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalOrUndecryptable"];
-            503: components["responses"]["Unavailable"];
+            503: components["responses"]["UnavailableWithoutBody"];
         };
     };
     healthz: {
@@ -3883,7 +3905,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["MissingScope"];
             500: components["responses"]["Internal"];
-            503: components["responses"]["Unavailable"];
+            503: components["responses"]["UnavailableWithoutBody"];
         };
     };
     getApprovalCard: {
