@@ -290,7 +290,7 @@ pub(super) async fn json_text<S: Send + Sync>(
     let bytes = Bytes::from_request(request, state)
         .await
         .map_err(|rejection| json_rejection(rejection.into()))?;
-    // A body sent in chunks is weighed as large before it arrives; arrived small, it has no parsing worth a place.
+    // A body sent in chunks is counted as large before it arrives; arrived small, it has no parsing worth a place.
     if let Some(place) = place.filter(|_| bytes.len() > SMALL_BODY_BYTES) {
         place.take().await?;
     }

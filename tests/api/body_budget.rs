@@ -368,7 +368,7 @@ async fn an_arrived_large_body_finding_every_place_taken_waits_a_second_then_is_
         "its body was read whole, so the connection can carry the next request: {refused:?}"
     );
 
-    // A small body sent in chunks was weighed as large; arrived small, it has no parsing worth a place.
+    // A small body sent in chunks was counted as large; arrived small, it has no parsing worth a place.
     let (body, feeder) = fed(
         None,
         br#"{"username": "user8", "is_admin": false, "can_approve_others": false, "disabled": false}"#,
