@@ -5,9 +5,8 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::body::HttpBody;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
-use axum::http::StatusCode;
+use axum::http::{Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
@@ -163,13 +162,14 @@ async fn counted_with_request_id(request: Request, next: Next) -> Response {
     response
 }
 
-/// The bounds of serving one request, outermost first: its body is weighed against MAX_BODY_BYTES_IN_FLIGHT before
-/// any of it is read (`body_budget`); it must arrive within BODY_READ_TIMEOUT_MS, and a slow body is the client's
-/// fault (408), not a slow service's (503), so that answer wins; the answer must come within REQUEST_TIMEOUT_MS,
-/// which is longer (Config::validate); and the handler runs in a task of its own (`detach`), so a timeout or a
-/// client that goes away stops the wait, never the handler. The feed's long poll is the exception: it opens no
-/// transaction, and a reader that hangs up must stop waiting and give its slot back (docs/design.md §17,
-/// `events_feed`), so it is served attached to its connection.
+/// The bounds of serving one request, outermost first: a body on a route that takes none, or declared over its
+/// route's limit, is refused at once, and any other is charged against MAX_BODY_BYTES_IN_FLIGHT as its bytes arrive
+/// (`body_budget`), 503 if they find no room; it must arrive within BODY_READ_TIMEOUT_MS, and a slow body is the
+/// client's fault (408), not a slow service's (503), so that answer wins; the answer must come within
+/// REQUEST_TIMEOUT_MS, which is longer (Config::validate); and the handler runs in a task of its own (`detach`), so a
+/// timeout or a client that goes away stops the wait, never the handler. The feed's long poll is the exception: it
+/// opens no transaction, and a reader that hangs up must stop waiting and give its slot back (docs/design.md §17,
+/// `events_feed`), so it is served attached to its connection; it takes no body, so hyper watches its connection.
 async fn within_bounds(
     limits: Limits,
     budget: body_budget::BodyBudget,
@@ -178,30 +178,47 @@ async fn within_bounds(
 ) -> Response {
     let route = request.extensions().get::<MatchedPath>();
     let attached = route.is_some_and(|route| route.as_str() == events_feed::ROUTE);
-    let route_limit = if route.is_some_and(|route| worker_state::ROUTES.contains(&route.as_str())) {
+    let route_limit = if !takes_body(request.method()) {
+        0
+    } else if route.is_some_and(|route| worker_state::ROUTES.contains(&route.as_str())) {
         worker_state::body_limit(&limits)
     } else {
         limits.max_body_bytes
     };
-    let admitted = match budget.admit(&request.body().size_hint(), route_limit).await {
+    let admitted = match budget.admit(&mut request, route_limit) {
         Ok(admitted) => admitted,
-        Err(refused) => return refused,
+        Err(refused) => return body_budget::closing(refused),
     };
-    if let Some(place) = admitted.place_after_arrival() {
-        request.extensions_mut().insert(place);
-    }
+    let held = admitted.held();
     body::read_within_timeout(limits.body_read_timeout, request, |request| {
         within_timeout(limits.request_timeout, async move {
-            if attached {
+            let response = if attached {
                 let response = next.run(request).await;
                 drop(admitted);
                 response
             } else {
                 detach::run_to_completion(request, next, admitted).await
+            };
+            if held.is_some_and(|held| held.refused()) {
+                return body_budget::closing(ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "too_many_body_bytes",
+                    "the bodies being read take MAX_BODY_BYTES_IN_FLIGHT; retry after the time in Retry-After",
+                ));
             }
+            response
         })
     })
     .await
+}
+
+/// Whether requests of `method` carry a body on any route here: none of the `GET`, `HEAD`, `DELETE` or `OPTIONS`
+/// routes reads one, so a body sent with one is refused unread rather than left on the connection.
+fn takes_body(method: &Method) -> bool {
+    !matches!(
+        *method,
+        Method::GET | Method::HEAD | Method::DELETE | Method::OPTIONS
+    )
 }
 
 /// Answers 503 when a request takes longer than the configured bound. The handler keeps running in its own task

@@ -42,10 +42,10 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1024..=1024 * 1024 * 1024))]
     pub max_body_bytes: u64,
 
-    /// Most bytes of request bodies read and handled at once, each weighed before any of it is read by its
-    /// Content-Length (a body sent in chunks: by its route's limit); a quarter is kept for bodies up to 256 KiB.
-    /// Past it a request waits up to a second, then is answered 503 `too_many_body_bytes`. Unset: four bodies of
-    /// the largest size, 4 × (MAX_BODY_BYTES + MAX_WORKER_STATE_BYTES).
+    /// Most bytes of request bodies read and handled at once, each charged as its bytes arrive to the client whose
+    /// key was checked, who may hold half of each share; a quarter is kept for bodies up to 256 KiB. Bytes that find
+    /// no room wait up to a second, then are answered 503 `too_many_body_bytes`. Unset: four bodies of the largest
+    /// size, 4 × (MAX_BODY_BYTES + MAX_WORKER_STATE_BYTES).
     #[arg(long, env = "MAX_BODY_BYTES_IN_FLIGHT", value_name = "MAX_BODY_BYTES_IN_FLIGHT",
           value_parser = clap::value_parser!(u64).range(1024..=64 * 1024 * 1024 * 1024))]
     pub max_body_bytes_in_flight: Option<u64>,

@@ -17,6 +17,16 @@ pub struct MailFacts<'a> {
     pub link_expires_at: DateTime<Utc>,
 }
 
+/// A name a person chose (a username) as one line of a mail: every control character (CR and LF included, which
+/// would start a header or a line of the body's own) becomes a space.
+pub fn one_line(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect::<String>()
+        .trim()
+        .to_owned()
+}
+
 /// How many tool names a subject line names before "and n more".
 const TOOLS_IN_SUBJECT: usize = 3;
 
@@ -32,7 +42,7 @@ pub fn compose(facts: &MailFacts<'_>) -> (String, String) {
     };
     let who = match (facts.owner, facts.owner_uid) {
         (_, 0) => "A service run (no person)".to_owned(),
-        (Some(owner), _) => owner.to_owned(),
+        (Some(owner), _) => one_line(owner),
         (None, uid) => format!("User {uid}"),
     };
     let expires = facts
@@ -98,6 +108,27 @@ mod tests {
         assert!(body.starts_with("ada started a run that waits for a decision before it calls: update_page, github.merge.\r\n"));
         assert!(body.contains("\r\nhttps://approvals.example.com/approve/"));
         assert!(body.contains("The request expires: never\r\n"));
+    }
+
+    #[test]
+    fn a_username_with_line_breaks_stays_on_its_line() {
+        let tools = vec!["x".to_owned()];
+        let owner = "Mallory\r\n\r\nUrgent: open http://evil.example/approve/x/y";
+        let (_, body) = compose(&facts(&tools, Some(owner), 7));
+        assert!(
+            body.starts_with(
+                "Mallory    Urgent: open http://evil.example/approve/x/y started a run"
+            )
+        );
+        assert_eq!(
+            body.matches("\r\nhttp").count(),
+            1,
+            "one link on a line of its own: {body}"
+        );
+        assert_eq!(
+            one_line("arne\r\nBcc: victim@evil.test"),
+            "arne  Bcc: victim@evil.test"
+        );
     }
 
     #[test]

@@ -1,82 +1,101 @@
 //! The bytes of request bodies in flight, bounded by MAX_BODY_BYTES_IN_FLIGHT (docs/design.md §17).
 //!
-//! Every body is weighed before a byte of it is read: by its Content-Length, or, sent in chunks, by its route's limit,
-//! all it may grow to. A body declared larger than that limit is refused 413 at once, unread. Any other takes its
-//! weight from a semaphore, in KiB, and holds it until its handler has answered, since the parsed body lives as long
-//! as the handler (a body of n bytes costs a few times n while it is parsed and checked). Bodies up to
-//! `SMALL_BODY_BYTES` take theirs from a quarter of the budget kept for them, larger ones from the rest, so that
-//! large bodies never hold up a decision. A request whose share is taken waits up to [`WAIT`], then is answered 503
-//! `too_many_body_bytes` with `Retry-After`, its body still unread.
+//! A request is let in without waiting: its declared length holds nothing. A route that takes no body (a `GET`,
+//! `HEAD`, `DELETE` or `OPTIONS`) refuses one at once, 413, unread, so that a client cannot hold a feed slot, or a
+//! connection, with a body it never sends; a declared length over its route's limit is refused 413 at once too. Any
+//! other body is charged as its bytes arrive (`charged_body`): a small one whole at its first byte, a large one in
+//! steps, to the client whose key or token was checked before the body was read, within that client's cap. Bodies
+//! up to `SMALL_BODY_BYTES` (by their declared length) are charged to a quarter of the budget kept for them, larger
+//! ones and ones sent in chunks to the rest, so that large bodies never hold up a decision. One client may hold at
+//! most half of each share (never less than one body of the largest size that share takes), so one tenant never
+//! takes what the others need. Bytes that find no room within [`WAIT`] fail the body; the request is answered 503
+//! `too_many_body_bytes` with `Retry-After`, the connection closed. What is charged is held until the handler ends,
+//! since the parsed body lives as long as the handler (a body of n bytes costs a few times n while it is parsed).
 //!
-//! A large body's handler runs on a thread of its own at the lowest CPU priority ([`Admitted::spawn`],
-//! `large_body_threads`): parsing, hashing and checking megabytes of JSON hold a CPU for hundreds of milliseconds,
-//! which would otherwise hold up every small request waiting for the cores. The bytes bound how many such threads
-//! there are, and LARGE_BODIES_AT_ONCE how many of them parse and check at once (by default one fewer than the
-//! cores, which leaves a core for the small requests and for Postgres). A large body takes its place only once it
-//! has arrived ([`PlaceAfterArrival`]), waiting up to [`WAIT`] for one, then answered 503 `too_many_body_bytes`: a
-//! client sending its body slowly, or in chunks, holds bytes while it does, never a place.
+//! A large body's handler runs on the runtime until its body has arrived, then on a thread of its own at the lowest
+//! CPU priority ([`Admitted::spawn`], `large_body_threads`): parsing, hashing and checking megabytes of JSON hold a
+//! CPU for hundreds of milliseconds, which would otherwise hold up every small request waiting for the cores. An
+//! arrived body takes a place among the LARGE_BODIES_AT_ONCE parsed and handled at once (by default one fewer than
+//! the cores, which leaves a core for the small requests and for Postgres), waiting up to [`WAIT`] for one, then
+//! answered 503 `too_many_body_bytes`; it gives the place back once its turn is committed
+//! ([`PlaceAfterArrival::give_back`]), before any executor runs. A client sending its body slowly holds the bytes it
+//! sent, never a place or a thread.
 //!
-//! The weighing comes before the key is checked, as the connection bound does: it reads nothing, and a stranger's
-//! weight is held only until the key is refused, before the body is read.
+//! Charged at read time, a body is charged to a client known: no handler reads a body before its key is checked
+//! (a decision's, only for a key this instance found live lately, charged to that key until its client is named).
+//! A stranger's body is refused with its key, never read, so it is never charged.
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use axum::http::header::CONNECTION;
+use axum::body::{Body, HttpBody};
+use axum::extract::{FromRequestParts, Request};
+use axum::http::header::{AUTHORIZATION, CONNECTION};
+use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use http_body::SizeHint;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::body_ledger::Ledger;
+use super::charged_body::{ChargedBody, Held, Payer};
 use super::error::ApiError;
 use super::large_body_threads;
 use crate::domain::limits::{SMALL_BODY_BYTES, large_body_share};
 use crate::state::Limits;
 
-/// How long a request waits for its share of the budget before it is answered 503: long enough for a large body
-/// ahead of it to be handled, short enough that a client is told to come back rather than left hanging.
+/// How long a body's bytes, or an arrived large body, wait for room before the request is answered 503: long
+/// enough for a large body ahead of it to be handled, short enough that a client is told to come back rather than
+/// left hanging.
 pub const WAIT: Duration = Duration::from_secs(1);
 
-/// The bytes of bodies in flight, in KiB: one share for small bodies, one for the rest; and the large bodies handled
-/// at once.
+/// The bytes of bodies in flight, in KiB: one share for small bodies, one for the rest, each counted per client;
+/// and the large bodies handled at once.
 #[derive(Clone)]
 pub struct BodyBudget {
-    small: Arc<Semaphore>,
-    large: Arc<Semaphore>,
+    small: Arc<Ledger>,
+    large: Arc<Ledger>,
     /// The places of LARGE_BODIES_AT_ONCE.
     large_at_once: Arc<Semaphore>,
 }
 
-/// A request let in, holding its body's weight until it is dropped.
+/// A request let in, holding what its body is charged until it is dropped.
 pub enum Admitted {
-    /// No body: nothing to weigh.
+    /// No body: nothing to charge.
     Bodiless,
-    Small(OwnedSemaphorePermit),
+    Small(Arc<Held>),
     /// Its bytes, and where it takes its place among the large bodies handled at once once it has arrived.
-    Large(OwnedSemaphorePermit, PlaceAfterArrival),
+    Large(Arc<Held>, PlaceAfterArrival),
 }
 
 /// A large body's place among the LARGE_BODIES_AT_ONCE handled at once, taken once the body has arrived
-/// (`extract::json_text`, through the request's extensions) and held until its handler ends: a body still arriving
-/// holds no place, so a client that sends slowly keeps no other body out.
+/// (`extract::json_text`, through the request's extensions) and held until its turn is committed or its handler
+/// ends: a body still arriving holds no place, so a client that sends slowly keeps no other body out.
 #[derive(Clone)]
 pub struct PlaceAfterArrival {
     places: Arc<Semaphore>,
-    /// Every clone shares it; the place is given back when the last clone is dropped (the handler's end).
+    /// Every clone shares it; the place is given back when the last clone is dropped (the handler's end), or
+    /// earlier by [`PlaceAfterArrival::give_back`].
     held: Arc<std::sync::Mutex<Option<OwnedSemaphorePermit>>>,
+    /// Set once the place is taken: the handler then moves to a thread at the lowest priority
+    /// (`large_body_threads::run`).
+    arrived: Arc<AtomicBool>,
 }
 
 impl PlaceAfterArrival {
     /// Takes a place, waiting up to [`WAIT`] for one; then 503 `too_many_body_bytes`. Taking it twice takes one.
+    /// Once it is taken, the handler yields, so that it is moved to its low-priority thread before it parses.
     pub async fn take(&self) -> Result<(), ApiError> {
-        if self.held().is_some() {
+        if self.arrived.load(Ordering::Acquire) {
             return Ok(());
         }
         let place = tokio::time::timeout(WAIT, Arc::clone(&self.places).acquire_owned()).await;
         match place {
             Ok(Ok(place)) => {
                 *self.held() = Some(place);
+                self.arrived.store(true, Ordering::Release);
+                tokio::task::yield_now().await;
                 Ok(())
             }
             // Never closed; a closed set of places admits nobody, as a full one does.
@@ -88,6 +107,12 @@ impl PlaceAfterArrival {
         }
     }
 
+    /// Gives the place back before the handler ends: once its body is parsed and its turn committed, what is left
+    /// (running the calls remembered decisions approved, answering) parses nothing, and may take minutes.
+    pub fn give_back(&self) {
+        self.held().take();
+    }
+
     fn held(&self) -> std::sync::MutexGuard<'_, Option<OwnedSemaphorePermit>> {
         // The lock guards one assignment; a panic cannot leave the option half-written.
         self.held
@@ -96,71 +121,107 @@ impl PlaceAfterArrival {
     }
 }
 
+/// A handler's large-body place, if its request has one: for giving it back once the turn is committed.
+pub struct LargeBodyPlace(pub Option<PlaceAfterArrival>);
+
+impl LargeBodyPlace {
+    /// Gives the place back, if there is one ([`PlaceAfterArrival::give_back`]).
+    pub fn give_back(&self) {
+        if let Some(place) = &self.0 {
+            place.give_back();
+        }
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for LargeBodyPlace {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(LargeBodyPlace(
+            parts.extensions.get::<PlaceAfterArrival>().cloned(),
+        ))
+    }
+}
+
 impl BodyBudget {
-    /// The budget of `limits` (MAX_BODY_BYTES_IN_FLIGHT, or its default), split into its two shares.
+    /// The budget of `limits` (MAX_BODY_BYTES_IN_FLIGHT, or its default), split into its two shares, each with its
+    /// cap per client.
     pub fn new(limits: &Limits) -> Self {
         let total = limits.body_bytes_in_flight();
         let large = large_body_share(total);
-        let permits = |bytes: usize| kib(bytes).min(Semaphore::MAX_PERMITS);
+        let share = |bytes: usize, largest: usize| {
+            // Half the share, so that another client always finds the other half; never less than the largest body
+            // the share takes, so that a client can send one.
+            Ledger::new(kib(bytes), (kib(bytes) / 2).max(kib(largest)))
+        };
         BodyBudget {
-            small: Arc::new(Semaphore::new(permits(total - large))),
-            large: Arc::new(Semaphore::new(permits(large))),
+            small: share(total - large, SMALL_BODY_BYTES),
+            large: share(large, limits.largest_body()),
             large_at_once: Arc::new(Semaphore::new(
                 limits.large_bodies_at_once().min(Semaphore::MAX_PERMITS),
             )),
         }
     }
 
-    /// Lets in a request whose body is declared as `size`, on a route that reads bodies up to `route_limit` bytes:
-    /// 413 if the declared size is over the limit, 503 if its share stays taken for [`WAIT`]. Both refusals close
-    /// the connection, since the body is left unread on it.
-    pub async fn admit(&self, size: &SizeHint, route_limit: usize) -> Result<Admitted, Response> {
+    /// Lets in `request`, on a route that reads bodies up to `route_limit` bytes (0: a route that takes none), and
+    /// makes its body charged as it arrives. A body on a route that takes none, or declared over the limit, is
+    /// refused 413 at once; the refusal is to close the connection ([`closing`]), since the body is left unread.
+    pub fn admit(&self, request: &mut Request, route_limit: usize) -> Result<Admitted, ApiError> {
+        let body = request.body();
+        // Most requests carry no body: nothing to charge, nothing to wrap.
+        if body.is_end_stream() {
+            return Ok(Admitted::Bodiless);
+        }
+        if route_limit == 0 {
+            return Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                "this route takes no body; send none",
+            ));
+        }
+        let size = body.size_hint();
         let declared = usize::try_from(size.lower()).unwrap_or(usize::MAX);
         if declared > route_limit {
-            return Err(closing(ApiError::new(
+            return Err(ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "payload_too_large",
                 "the body is larger than MAX_BODY_BYTES (on a registration or a new turn: MAX_BODY_BYTES plus \
                  MAX_WORKER_STATE_BYTES)",
-            )));
+            ));
         }
-        // Sent in chunks, a body is weighed as all it may grow to.
-        let weight = size.upper().map_or(route_limit, |upper| {
-            usize::try_from(upper)
-                .unwrap_or(usize::MAX)
-                .min(route_limit)
-        });
-        if weight == 0 {
-            return Ok(Admitted::Bodiless);
+        let exact = size
+            .exact()
+            .map(|exact| usize::try_from(exact).unwrap_or(usize::MAX));
+        let small = exact.is_some_and(|exact| exact <= SMALL_BODY_BYTES);
+        // Sent in chunks, a body may be charged up to its route's limit.
+        let most = exact.unwrap_or(route_limit).min(route_limit);
+        let payer = Payer::presenting(request.headers().get(AUTHORIZATION).cloned());
+        request.extensions_mut().insert(payer.clone());
+        let held = Arc::new(Held::default());
+        let ledger = if small { &self.small } else { &self.large };
+        let body = std::mem::take(request.body_mut());
+        *request.body_mut() = Body::new(ChargedBody::new(
+            body,
+            Arc::clone(ledger),
+            payer,
+            most,
+            Arc::clone(&held),
+        ));
+        if small {
+            return Ok(Admitted::Small(held));
         }
-        let permits = u32::try_from(kib(weight)).unwrap_or(u32::MAX);
-        let admitted = tokio::time::timeout(WAIT, async {
-            if weight <= SMALL_BODY_BYTES {
-                let bytes = Arc::clone(&self.small).acquire_many_owned(permits).await?;
-                return Ok(Admitted::Small(bytes));
-            }
-            let bytes = Arc::clone(&self.large).acquire_many_owned(permits).await?;
-            let place = PlaceAfterArrival {
-                places: Arc::clone(&self.large_at_once),
-                held: Arc::default(),
-            };
-            Ok::<_, tokio::sync::AcquireError>(Admitted::Large(bytes, place))
-        })
-        .await;
-        match admitted {
-            Ok(Ok(admitted)) => Ok(admitted),
-            // Never closed; a closed budget admits nobody, as a full one does.
-            Ok(Err(_)) | Err(_) => Err(closing(ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "too_many_body_bytes",
-                "the bodies being read take MAX_BODY_BYTES_IN_FLIGHT; retry after the time in Retry-After",
-            ))),
-        }
+        let place = PlaceAfterArrival {
+            places: Arc::clone(&self.large_at_once),
+            held: Arc::default(),
+            arrived: Arc::default(),
+        };
+        request.extensions_mut().insert(place.clone());
+        Ok(Admitted::Large(held, place))
     }
 }
 
 impl Admitted {
-    /// Where a large body takes its place once it has arrived, for the request's extensions; `None` for others.
+    /// Where a large body takes its place once it has arrived; `None` for others.
     pub fn place_after_arrival(&self) -> Option<PlaceAfterArrival> {
         match self {
             Admitted::Large(_, place) => Some(place.clone()),
@@ -168,10 +229,18 @@ impl Admitted {
         }
     }
 
-    /// Runs a request's handler to completion in a task of its own, holding the body's weight until it ends: on
-    /// the runtime's workers for a small body, on a thread of its own at the lowest CPU priority for a large one
-    /// (`large_body_threads` says why). The handler's I/O is driven by the runtime either way. Dropping the returned
-    /// future gives up only the wait for the answer.
+    /// What the body holds, to learn after the handler whether its bytes were refused room; `None` without a body.
+    pub fn held(&self) -> Option<Arc<Held>> {
+        match self {
+            Admitted::Bodiless => None,
+            Admitted::Small(held) | Admitted::Large(held, _) => Some(Arc::clone(held)),
+        }
+    }
+
+    /// Runs a request's handler to completion in a task of its own, holding the body's charge until it ends: on the
+    /// runtime's workers, and for a large body, once it has arrived and taken its place, on a thread of its own at
+    /// the lowest CPU priority (`large_body_threads` says why). The handler's I/O is driven by the runtime either
+    /// way. Dropping the returned future gives up only the wait for the answer.
     pub async fn spawn<F>(self, handler: F) -> Result<F::Output, String>
     where
         F: Future + Send + 'static,
@@ -179,13 +248,14 @@ impl Admitted {
     {
         let spawned = match self {
             Admitted::Bodiless => tokio::spawn(handler),
-            Admitted::Small(permit) => tokio::spawn(async move {
+            Admitted::Small(held) => tokio::spawn(async move {
                 let output = handler.await;
-                drop(permit);
+                drop(held);
                 output
             }),
-            Admitted::Large(bytes, place) => {
-                return large_body_threads::run(handler, (bytes, place))
+            Admitted::Large(held, place) => {
+                let arrived = Arc::clone(&place.arrived);
+                return large_body_threads::run(handler, (held, place), arrived)
                     .await
                     .map_err(|unanswered| unanswered.to_string());
             }
@@ -194,14 +264,13 @@ impl Admitted {
     }
 }
 
-/// Bytes in KiB, rounded up: the semaphores count KiB so that a single request's weight fits the `u32` that
-/// `acquire_many` takes, whatever the body limits.
+/// Bytes in KiB, rounded up: the ledgers count KiB.
 fn kib(bytes: usize) -> usize {
     bytes.div_ceil(1024)
 }
 
 /// The refusal of a request whose body stays unread: the connection cannot carry another request after it.
-fn closing(error: ApiError) -> Response {
+pub fn closing(error: ApiError) -> Response {
     let mut response = error.into_response();
     response
         .headers_mut()
@@ -219,14 +288,33 @@ mod tests {
     }
 
     fn budget_with_places(in_flight: usize, large_at_once: Option<usize>) -> BodyBudget {
-        BodyBudget::new(&Limits {
+        BodyBudget::new(&limits(in_flight, large_at_once))
+    }
+
+    /// Bodies of 1 MiB with a worker state of 1 MiB: the largest body is 2 MiB.
+    fn limits(in_flight: usize, large_at_once: Option<usize>) -> Limits {
+        Limits {
             max_body_bytes: 1024 * 1024,
             request_timeout: Duration::from_secs(30),
             body_read_timeout: Duration::from_secs(15),
             work: WorkLimits::default(),
             body_bytes_in_flight: Some(in_flight),
             large_bodies_at_once: large_at_once,
-        })
+        }
+    }
+
+    /// A POST whose body declares `size` bytes (`None`: sent in chunks) and sends none of them yet.
+    fn declaring(size: Option<usize>) -> Request {
+        let body = match size {
+            Some(size) => Body::new(http_body_util::Full::new(axum::body::Bytes::from(vec![
+                b' ';
+                size
+            ]))),
+            None => {
+                Body::from_stream(futures::stream::pending::<Result<Vec<u8>, std::io::Error>>())
+            }
+        };
+        Request::post("/v1/runs").body(body).expect("a request")
     }
 
     #[test]
@@ -237,91 +325,99 @@ mod tests {
         assert_eq!(kib(1025), 2);
     }
 
-    #[tokio::test]
-    async fn a_declared_size_over_the_route_s_limit_is_refused_413() {
+    #[test]
+    fn a_declared_size_over_the_route_s_limit_is_refused_413() {
         let refused = budget(4 << 20)
-            .admit(&SizeHint::with_exact(1025), 1024)
-            .await
+            .admit(&mut declaring(Some(1025)), 1024)
             .err()
             .expect("refused");
-        assert_eq!(refused.status(), StatusCode::PAYLOAD_TOO_LARGE);
-        assert_eq!(refused.headers()[CONNECTION], "close");
+        assert_eq!(refused.status, StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(closing(refused).headers()[CONNECTION], "close");
     }
 
-    #[tokio::test]
-    async fn a_body_sent_in_chunks_weighs_its_route_s_limit() {
+    #[test]
+    fn a_body_on_a_route_that_takes_none_is_refused_413_and_no_body_is_bodiless() {
         let budget = budget(4 << 20);
-        let chunked = budget.admit(&SizeHint::new(), 3 << 20).await;
-        assert!(
-            matches!(chunked, Ok(Admitted::Large(ref bytes, _)) if bytes.num_permits() == 3 * 1024)
-        );
-        assert_eq!(budget.large.available_permits(), 0);
-    }
-
-    #[tokio::test]
-    async fn small_bodies_are_let_in_while_large_ones_hold_their_whole_share() {
-        let budget = budget(4 << 20);
-        let _held = budget.admit(&SizeHint::with_exact(3 << 20), 8 << 20).await;
-        let small = budget.admit(&SizeHint::with_exact(200), 8 << 20).await;
-        assert!(matches!(small, Ok(Admitted::Small(_))));
-        let empty = budget.admit(&SizeHint::with_exact(0), 8 << 20).await;
+        for size in [Some(1), None] {
+            let refused = budget
+                .admit(&mut declaring(size), 0)
+                .err()
+                .expect("refused");
+            assert_eq!(refused.status, StatusCode::PAYLOAD_TOO_LARGE);
+        }
+        let empty = budget.admit(&mut declaring(Some(0)), 0);
         assert!(matches!(empty, Ok(Admitted::Bodiless)));
     }
 
-    #[tokio::test]
-    async fn a_body_whose_share_stays_taken_is_refused_503_after_the_wait() {
+    #[test]
+    fn a_declared_length_holds_nothing_until_its_bytes_arrive() {
         let budget = budget(4 << 20);
-        let held = budget.admit(&SizeHint::with_exact(2 << 20), 8 << 20).await;
-        let refused = budget
-            .admit(&SizeHint::with_exact(2 << 20), 8 << 20)
-            .await
-            .err()
-            .expect("refused");
-        assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
-        assert!(refused.headers().contains_key("retry-after"));
-        drop(held);
-        let admitted = budget.admit(&SizeHint::with_exact(2 << 20), 8 << 20).await;
-        assert!(matches!(admitted, Ok(Admitted::Large(..))));
+        let (small, large) = (budget.small.free(), budget.large.free());
+        let admitted = [
+            budget.admit(&mut declaring(Some(200)), 8 << 20),
+            budget.admit(&mut declaring(Some(2 << 20)), 8 << 20),
+            budget.admit(&mut declaring(None), 8 << 20),
+        ];
+        assert!(matches!(admitted[0], Ok(Admitted::Small(_))));
+        assert!(matches!(admitted[1], Ok(Admitted::Large(..))));
+        assert!(
+            matches!(admitted[2], Ok(Admitted::Large(..))),
+            "sent in chunks"
+        );
+        assert_eq!((budget.small.free(), budget.large.free()), (small, large));
     }
 
-    #[tokio::test]
-    async fn large_bodies_are_let_in_by_their_bytes_alone_since_a_place_is_taken_only_after_arrival()
+    #[test]
+    fn one_client_may_hold_half_of_each_share_but_never_less_than_one_body_of_the_largest_size_it_takes()
      {
-        let budget = budget_with_places(64 << 20, Some(1));
-        let mut held = Vec::new();
-        for _ in 0..8 {
-            let admitted = budget.admit(&SizeHint::with_exact(1 << 20), 8 << 20).await;
-            assert!(matches!(admitted, Ok(Admitted::Large(..))));
-            held.push(admitted);
-        }
-        assert_eq!(
-            budget.large_at_once.available_permits(),
-            1,
-            "no place taken yet"
-        );
+        // 8 MiB: a small share of 2 MiB (a client: 1 MiB), a large one of 6 MiB (a client: 3 MiB).
+        let shares = budget(8 << 20);
+        let client: Arc<str> = Arc::from("a client");
+        let _small = shares
+            .small
+            .try_take(&client, 1024)
+            .expect("half the share");
+        assert!(shares.small.try_take(&client, 1).is_none());
+        let _large = shares
+            .large
+            .try_take(&client, 3 * 1024)
+            .expect("half the share");
+        assert!(shares.large.try_take(&client, 1).is_none());
+        // ⌈8/3⌉ MiB: a large share of 2 MiB, all of which one client may hold, to send a body of 2 MiB.
+        let smallest = budget((8usize << 20).div_ceil(3));
+        assert!(smallest.large.try_take(&client, 2 * 1024).is_some());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
-    async fn a_large_body_is_handled_at_sched_idle_and_a_small_one_on_the_runtime_s_workers() {
+    async fn a_large_body_is_handled_at_sched_idle_once_it_has_its_place_and_a_small_one_on_the_runtime_s_workers()
+     {
         use thread_priority::{
             NormalThreadSchedulePolicy, ThreadSchedulePolicy, thread_schedule_policy,
         };
         let idle = ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle);
         let budget = budget(64 << 20);
-        let policy_seen = || async { thread_schedule_policy().expect("the policy is readable") };
+        let policy_seen = || thread_schedule_policy().expect("the policy is readable");
 
-        let large = budget.admit(&SizeHint::with_exact(1 << 20), 8 << 20).await;
+        let large = budget.admit(&mut declaring(Some(1 << 20)), 8 << 20);
         let large = large.expect("let in");
-        assert_eq!(large.spawn(policy_seen()).await, Ok(idle));
+        let place = large.place_after_arrival().expect("a large body has one");
+        let seen = large
+            .spawn(async move {
+                let before = policy_seen();
+                place.take().await.expect("a place is free");
+                (before, policy_seen())
+            })
+            .await;
+        assert_eq!(seen.map(|(_, after)| after), Ok(idle));
         assert_eq!(
-            budget.large.available_permits(),
-            large_body_share(64 << 20) / 1024,
-            "its bytes are given back when its handler ends"
+            budget.large_at_once.available_permits(),
+            limits(64 << 20, None).large_bodies_at_once(),
+            "its place is given back when its handler ends"
         );
 
-        let small = budget.admit(&SizeHint::with_exact(200), 8 << 20).await;
+        let small = budget.admit(&mut declaring(Some(200)), 8 << 20);
         let small = small.expect("let in");
-        assert_ne!(small.spawn(policy_seen()).await, Ok(idle));
+        assert_ne!(small.spawn(async move { policy_seen() }).await, Ok(idle));
     }
 
     #[tokio::test]
@@ -329,12 +425,10 @@ mod tests {
      {
         let budget = budget_with_places(64 << 20, Some(1));
         let first = budget
-            .admit(&SizeHint::with_exact(1 << 20), 8 << 20)
-            .await
+            .admit(&mut declaring(Some(1 << 20)), 8 << 20)
             .expect("let in");
         let second = budget
-            .admit(&SizeHint::with_exact(1 << 20), 8 << 20)
-            .await
+            .admit(&mut declaring(Some(1 << 20)), 8 << 20)
             .expect("let in");
         let first_place = first.place_after_arrival().expect("a large body has one");
         first_place.take().await.expect("a place is free");
@@ -356,11 +450,10 @@ mod tests {
         let answered = refused.into_response();
         assert!(answered.headers().contains_key("retry-after"));
 
-        // The place is given back when the handler ends, that is when the last of its holders is dropped.
-        drop((first, first_place));
+        // Given back once the turn is committed, before the handler ends.
+        first_place.give_back();
         let third = budget
-            .admit(&SizeHint::with_exact(1 << 20), 8 << 20)
-            .await
+            .admit(&mut declaring(Some(1 << 20)), 8 << 20)
             .expect("let in");
         third
             .place_after_arrival()
@@ -370,8 +463,7 @@ mod tests {
             .expect("the place is free again");
         assert!(
             budget
-                .admit(&SizeHint::with_exact(200), 8 << 20)
-                .await
+                .admit(&mut declaring(Some(200)), 8 << 20)
                 .expect("let in")
                 .place_after_arrival()
                 .is_none()

@@ -20,7 +20,9 @@ use axum::http::request::Parts;
 
 use super::decision_tokens::{self, TokenHolder};
 use super::error::ApiError;
-use super::extract::{Caller, RequiredScope, bearer, client_by_key, scope, verified_token};
+use super::extract::{
+    Caller, RequiredScope, bearer, charge_to, client_by_key, scope, verified_token,
+};
 use crate::admitted_keys::AdmittedKeys;
 use crate::keys;
 use crate::state::AppState;
@@ -59,9 +61,9 @@ where
         let credential = bearer(parts)?;
         if decision_tokens::looks_like_jwt(credential) {
             let state = AppState::from_ref(state);
-            return Ok(DecisionCredential::Token(
-                verified_token(&state, credential).await?,
-            ));
+            let holder = verified_token(&state, credential).await?;
+            charge_to(parts, &holder.tenant, &holder.client_name);
+            return Ok(DecisionCredential::Token(holder));
         }
         if !keys::is_well_formed(credential) {
             return Err(ApiError::unauthorized("the key is unknown or revoked"));
@@ -79,6 +81,7 @@ where
             return Ok(DecisionCredential::Key(hash));
         }
         let caller = lookup(&AppState::from_ref(state), &hash).await?;
+        charge_to(parts, &caller.tenant, &caller.name);
         admitted_keys.admitted(hash.0);
         Ok(DecisionCredential::Caller(caller))
     }

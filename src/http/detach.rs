@@ -5,9 +5,10 @@
 //! and one dropped between two statements of a transaction leaves it to be rolled back later. Run in a task of its
 //! own, the handler always finishes: its transaction commits or rolls back as written, and only the wait for the
 //! answer is given up. Writes are idempotent (registration, turns, decisions), so asking again returns the outcome.
-//! The feed's long poll alone is served attached (`app::within_bounds`, `events_feed`). The task holds the weight of
-//! the request's body until the handler ends, and runs where its size says: on the runtime's workers, or for a large
-//! body on a thread at the lowest CPU priority (`body_budget::Admitted::spawn`, `large_body_threads`).
+//! The feed's long poll alone is served attached (`app::within_bounds`, `events_feed`). The task holds what the
+//! request's body was charged until the handler ends, and runs where its size says: on the runtime's workers, and for
+//! a large body, once it has arrived, on a thread at the lowest CPU priority (`body_budget::Admitted::spawn`,
+//! `large_body_threads`).
 
 use axum::extract::Request;
 use axum::middleware::Next;

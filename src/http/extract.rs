@@ -16,6 +16,7 @@ use serde_json::value::RawValue;
 use uuid::Uuid;
 
 use super::body_budget::PlaceAfterArrival;
+use super::charged_body::Payer;
 use super::decision_tokens::{self, TokenHolder};
 use super::error::ApiError;
 use crate::domain::limits::SMALL_BODY_BYTES;
@@ -169,7 +170,19 @@ where
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let state = AppState::from_ref(state);
         let credential = key_or_token(parts, &state, R::ANY_OF).await?;
+        match &credential {
+            Credential::Key(caller) => charge_to(parts, &caller.tenant, &caller.name),
+            Credential::Token(holder) => charge_to(parts, &holder.tenant, &holder.client_name),
+        }
         Ok(KeyOrToken(credential, PhantomData))
+    }
+}
+
+/// Names the client the request's body is charged to, once its key or token is checked (`charged_body::Payer`): a
+/// request with a body has a payer, one without has nothing to charge.
+pub(super) fn charge_to(parts: &Parts, tenant: &str, client: &str) {
+    if let Some(payer) = parts.extensions.get::<Payer>() {
+        payer.is_client(tenant, client);
     }
 }
 
@@ -204,6 +217,7 @@ where
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let state = AppState::from_ref(state);
         let caller = key_only(parts, &state, R::ANY_OF).await?;
+        charge_to(parts, &caller.tenant, &caller.name);
         Ok(Authorized(caller, PhantomData))
     }
 }
@@ -264,7 +278,7 @@ where
 ///
 /// A large body takes its place among those parsed at once (`body_budget::PlaceAfterArrival`) between its arrival
 /// and its parsing: the wait for a place holds no connection's worth of unsent bytes, and the parsing is what the
-/// places bound.
+/// places bound. Taking it moves the handler to its low-priority thread (`large_body_threads`) before it parses.
 pub(super) async fn json_text<S: Send + Sync>(
     request: Request,
     state: &S,
@@ -276,7 +290,7 @@ pub(super) async fn json_text<S: Send + Sync>(
     let bytes = Bytes::from_request(request, state)
         .await
         .map_err(|rejection| json_rejection(rejection.into()))?;
-    // A body sent in chunks is weighed as large before it arrives; arrived small, it has no parsing worth a place.
+    // A body sent in chunks is counted as large before it arrives; arrived small, it has no parsing worth a place.
     if let Some(place) = place.filter(|_| bytes.len() > SMALL_BODY_BYTES) {
         place.take().await?;
     }

@@ -8,18 +8,24 @@
 //! (docs/benchmarks/big-bodies.md). At SCHED_IDLE a thread runs on what the others leave: a worker or a Postgres
 //! backend that wakes takes the core from it at once, and the large bodies still get every cycle nobody else wants.
 //! The kernel gives an idle thread a small share even of a busy core, so a large body is slowed, never stopped.
-//! The whole handler runs there, its statements included: when every core is taken by other work, a large body's
-//! transaction (and the row of its run, which it may hold) waits with it. Only bodies over 256 KiB are so handled:
-//! registrations, turns and results of large runs, which no small request of another run waits for.
+//! The handler moves there once its body has arrived and taken its place (before that it only authenticates and
+//! waits for bytes, on the runtime), and the rest of it runs there, its statements included: when every core is
+//! taken by other work, a large body's transaction waits with it, so a handler that locks a row others wait for
+//! does its parsing before it takes the lock (`turns`), and the calls remembered decisions approve run on the
+//! runtime (`runs::answer_after_rules`). Only bodies over 256 KiB are so handled: registrations, turns and results
+//! of large runs.
 //!
 //! No unprivileged process may raise a thread's priority again (sched(7)), so these are not the blocking pool's
 //! threads, which serve small requests' work too: each large body gets a thread that ends with its handler. Starting
-//! one costs microseconds against the body's milliseconds, and the bytes in flight bound how many run at once
-//! (MAX_BODY_BYTES_IN_FLIGHT, `body_budget`).
+//! one costs microseconds against the body's milliseconds, and only a body that has arrived gets one, so the bytes
+//! in flight bound how many run at once (MAX_BODY_BYTES_IN_FLIGHT, `body_budget`).
 
 use std::fmt;
 use std::future::Future;
-use std::sync::Once;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Once};
+use std::task::Poll;
 
 use thread_priority::{
     NormalThreadSchedulePolicy, ThreadPriority, ThreadSchedulePolicy,
@@ -38,11 +44,18 @@ impl fmt::Display for Unanswered {
     }
 }
 
-/// Runs `handler` to completion on a thread of its own at the lowest priority, then drops `held` (what the request
-/// holds until its handler ends: its body's weight). Its I/O and timers are still driven by the current runtime, and
-/// what it spawns runs there. The returned future only waits for the answer: dropped (the client gone, the request
-/// timed out), the handler still runs to its end, as `detach` requires.
-pub fn run<F, H>(handler: F, held: H) -> impl Future<Output = Result<F::Output, Unanswered>>
+/// Runs `handler` to completion, then drops `held` (what the request holds until its handler ends: its body's
+/// charge and place). It starts on the runtime, where it authenticates and waits for its body, and moves to a thread
+/// of its own at the lowest priority once `arrived` is set and it yields (`body_budget::PlaceAfterArrival::take`):
+/// a request whose body never arrives never holds a thread, so the threads are bounded by the bodies that arrived.
+/// Its I/O and timers are still driven by the current runtime, and what it spawns runs there. The returned future
+/// only waits for the answer: dropped (the client gone, the request timed out), the handler still runs to its end,
+/// as `detach` requires.
+pub fn run<F, H>(
+    handler: F,
+    held: H,
+    arrived: Arc<AtomicBool>,
+) -> impl Future<Output = Result<F::Output, Unanswered>>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
@@ -50,17 +63,49 @@ where
 {
     let runtime = Handle::current();
     let (answer, answered) = oneshot::channel();
-    let started = std::thread::Builder::new()
-        .name("large-body".to_owned())
-        .spawn(move || {
-            lower_own_priority();
-            let output = runtime.block_on(handler);
+    tokio::spawn(async move {
+        let mut handler = Box::pin(handler);
+        // Polled here until it has its body and its place; a future may be polled by another executor afterwards,
+        // with the waker of that executor's poll (any waker of an earlier poll may still wake it, for nothing).
+        let before_arrival = std::future::poll_fn(|cx| match handler.as_mut().poll(cx) {
+            Poll::Ready(output) => Poll::Ready(Some(output)),
+            Poll::Pending if arrived.load(Ordering::Acquire) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        })
+        .await;
+        if let Some(output) = before_arrival {
             drop(held);
             // The receiver is gone when nobody waits for the answer any more; the work is done all the same.
             let _ = answer.send(output);
-        });
+            return;
+        }
+        let (hand_over, handed) =
+            std::sync::mpsc::sync_channel::<(Pin<Box<F>>, H, oneshot::Sender<F::Output>)>(1);
+        let started = std::thread::Builder::new()
+            .name("large-body".to_owned())
+            .spawn(move || {
+                lower_own_priority();
+                if let Ok((handler, held, answer)) = handed.recv() {
+                    let output = runtime.block_on(handler);
+                    drop(held);
+                    let _ = answer.send(output);
+                }
+            });
+        if started.is_ok() {
+            // The thread is there to receive it; a send can fail only if it died before, and then the handler is
+            // lost with it, as with any thread that panics.
+            let _ = hand_over.send((handler, held, answer));
+            return;
+        }
+        // No thread: the handler finishes here, at the runtime's priority, rather than not at all.
+        tracing::warn!(
+            "no thread could be started for a large body; it is handled on the runtime's workers"
+        );
+        let output = handler.await;
+        drop(held);
+        let _ = answer.send(output);
+    });
     async move {
-        started.map_err(|_| Unanswered("no thread could be started for a large body"))?;
         answered
             .await
             .map_err(|_| Unanswered("the large body's handler panicked"))
@@ -89,22 +134,27 @@ fn lower_own_priority() {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::Duration;
 
     use super::*;
+
+    /// The flag of a body that has arrived: its handler moves at its first yield.
+    fn arrived() -> Arc<AtomicBool> {
+        Arc::new(AtomicBool::new(true))
+    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
     async fn a_large_body_s_handler_runs_at_sched_idle_on_a_thread_that_is_not_a_worker() {
         let (policy, thread) = run(
             async {
+                tokio::task::yield_now().await;
                 (
                     thread_schedule_policy().expect("the policy is readable"),
                     std::thread::current().name().map(str::to_owned),
                 )
             },
             (),
+            arrived(),
         )
         .await
         .expect("the handler answers");
@@ -138,6 +188,7 @@ mod tests {
                 seen.load(Ordering::SeqCst)
             },
             Held(Arc::clone(&dropped)),
+            arrived(),
         )
         .await
         .expect("the handler answers");
@@ -157,6 +208,7 @@ mod tests {
                 finished.send(()).expect("the test waits");
             },
             (),
+            arrived(),
         );
         drop(waiting);
         tokio::time::timeout(Duration::from_secs(5), ended)
@@ -170,8 +222,31 @@ mod tests {
         fn failing() -> u32 {
             panic!("a handler's bug")
         }
-        let outcome = run(async { failing() }, ()).await;
+        let outcome = run(
+            async {
+                tokio::task::yield_now().await;
+                failing()
+            },
+            (),
+            arrived(),
+        )
+        .await;
         let error = outcome.expect_err("no answer");
         assert_eq!(error.to_string(), "the large body's handler panicked");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_handler_whose_body_has_not_arrived_stays_on_the_runtime_and_starts_no_thread() {
+        let thread = run(
+            async {
+                tokio::task::yield_now().await;
+                std::thread::current().name().map(str::to_owned)
+            },
+            (),
+            Arc::new(AtomicBool::new(false)),
+        )
+        .await
+        .expect("the handler answers");
+        assert_ne!(thread.as_deref(), Some("large-body"));
     }
 }

@@ -4,6 +4,8 @@
 pub mod approvals;
 pub mod body;
 pub mod body_budget;
+pub mod body_ledger;
+pub mod charged_body;
 pub mod claims;
 pub mod cors;
 pub mod decision_body;

@@ -1,11 +1,15 @@
 //! `POST /v1/runs/{id}/turns`: a resumed run is suspended again on its next assistant turn.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+
+use sqlx::PgConnection;
+use uuid::Uuid;
 
 use axum::extract::State;
 use axum::response::IntoResponse;
 use serde::{Deserialize, Serialize};
 
+use super::body_budget::LargeBodyPlace;
 use super::error::ApiError;
 use super::extract::{Authorized, RunId, scope};
 use super::format_members::{Members, RawMember, entries_text, well_formed};
@@ -19,9 +23,10 @@ use crate::domain::native_input;
 use crate::domain::token_view::Reader;
 use crate::domain::transcript;
 use crate::domain::vocabulary::{Effect, RunStatus};
-use crate::resume::load_turn;
 use crate::resume::remembered::{self, RegisteredTurn};
+use crate::resume::{ClosedTurn, load_turn};
 use crate::state::AppState;
+use crate::storage::runs::RunRow;
 use crate::storage::{StorageError, outbox, runs};
 
 #[derive(Debug, Deserialize, Serialize)]
@@ -96,6 +101,7 @@ pub async fn append_turn(
     State(state): State<AppState>,
     Authorized(caller, _): Authorized<scope::RunsWrite>,
     RunId(id): RunId,
+    place: LargeBodyPlace,
     JsonWithState(mut body): JsonWithState<AppendTurn>,
 ) -> Result<impl IntoResponse, ApiError> {
     well_formed(&[
@@ -126,6 +132,20 @@ pub async fn append_turn(
         contents: body.contents.take(),
     };
 
+    // A large body's handler runs at the lowest CPU priority (`large_body_threads`): what it does while it holds the
+    // run's row lock, a cancel, claim or decision on the run waits for, and under a full CPU an idle-priority
+    // thread gets a sliver of it. So the stored transcript is read and parsed, and the new turn checked against
+    // it, before the lock is taken; under the lock the earlier work is used if the run is still at the turn it
+    // was read at (a resumed turn's transcript and results change only with a new turn), else done again there.
+    let earlier = match place.0 {
+        Some(_) => earlier_turn(&state, &caller.tenant, id).await?,
+        None => None,
+    };
+    let early_check = earlier.as_ref().map(|earlier| {
+        let checked = members.check(earlier.format, false, &earlier.ids, earlier.calls);
+        (earlier.turn_index, checked)
+    });
+
     let mut tx = state.pool.begin().await?;
     let run = runs::lock(&mut tx, &caller.tenant, id)
         .await?
@@ -145,22 +165,17 @@ pub async fn append_turn(
             ),
         ));
     }
-    // The turn ended by a decision or by expiry; either way every call has its stored result.
-    let resumed = load_turn(&mut tx, state.pool.sealer(), run.id, run.turn_index, None).await?;
     let format = run.format();
-    let (earlier_ids, earlier_calls) = if format == ModelInputFormat::OpenAiChat {
-        let earlier = resumed
-            .transcript
-            .values()
-            .map_err(|error| StorageError::Corrupt(format!("run {}: {error}", run.id)))?;
-        (transcript::call_ids(&earlier), 0)
-    } else {
-        // A native transcript is not parsed: the run's calls so far are its stored ones.
-        let ids = runs::call_ids(&mut *tx, run.id).await?;
-        let count = ids.len();
-        (ids.into_iter().collect(), count)
+    let (resumed, checked) = match (earlier, early_check) {
+        (Some(earlier), Some((turn_index, checked))) if turn_index == run.turn_index => {
+            (earlier.resumed, checked?)
+        }
+        _ => {
+            let earlier = read_earlier_turn(&mut tx, &state, &run).await?;
+            let checked = members.check(format, false, &earlier.ids, earlier.calls)?;
+            (earlier.resumed, checked)
+        }
     };
-    let checked = members.check(format, false, &earlier_ids, earlier_calls)?;
     within_limits(&state, &checked.calls)?;
     let declared: HashMap<&str, Effect> = run
         .tools
@@ -222,7 +237,72 @@ pub async fn append_turn(
     tx.commit().await?;
     state.events.committed();
     tracing::info!(run_id = %run.id, turn = turn_index, calls = calls.len(), "run suspended on a new turn");
-    let mut view = answer_after_rules(&state, &caller, run, by_rules).await?;
+    let mut view = answer_after_rules(&state, &caller, run, by_rules, place).await?;
     view.notify = notified;
     Ok(axum::Json(view))
+}
+
+/// A resumed run's last turn as a new turn follows it: its transcript and results, and the run's call ids so far.
+struct EarlierTurn {
+    turn_index: i32,
+    format: ModelInputFormat,
+    resumed: ClosedTurn,
+    ids: HashSet<String>,
+    calls: usize,
+}
+
+/// The run's last turn, read without a lock, if the run is resumed (else the lock's checks answer).
+async fn earlier_turn(
+    state: &AppState,
+    tenant: &str,
+    id: Uuid,
+) -> Result<Option<EarlierTurn>, ApiError> {
+    let Some(run) = runs::find(&state.pool, tenant, id).await? else {
+        return Ok(None);
+    };
+    if run.status() != RunStatus::Resumed {
+        return Ok(None);
+    }
+    // A transaction of its own, as every read of several statements here (behind a pooler, one connection).
+    let mut tx = state.pool.begin().await?;
+    let earlier = read_earlier_turn(&mut tx, state, &run).await?;
+    tx.rollback().await?;
+    Ok(Some(earlier))
+}
+
+/// The run's last turn, read through `conn`.
+async fn read_earlier_turn(
+    conn: &mut PgConnection,
+    state: &AppState,
+    run: &RunRow,
+) -> Result<EarlierTurn, ApiError> {
+    // The turn ended by a decision or by expiry; either way every call has its stored result.
+    let resumed = load_turn(
+        &mut *conn,
+        state.pool.sealer(),
+        run.id,
+        run.turn_index,
+        None,
+    )
+    .await?;
+    let format = run.format();
+    let (ids, calls) = if format == ModelInputFormat::OpenAiChat {
+        let earlier = resumed
+            .transcript
+            .values()
+            .map_err(|error| StorageError::Corrupt(format!("run {}: {error}", run.id)))?;
+        (transcript::call_ids(&earlier), 0)
+    } else {
+        // A native transcript is not parsed: the run's calls so far are its stored ones.
+        let ids = runs::call_ids(&mut *conn, run.id).await?;
+        let count = ids.len();
+        (ids.into_iter().collect(), count)
+    };
+    Ok(EarlierTurn {
+        turn_index: run.turn_index,
+        format,
+        resumed,
+        ids,
+        calls,
+    })
 }

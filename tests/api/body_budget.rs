@@ -1,7 +1,7 @@
-//! The bytes of bodies in flight, bounded by MAX_BODY_BYTES_IN_FLIGHT (docs/design.md §17): a body is weighed before
-//! any of it is read, by its declared length or, sent in chunks, by its route's limit; over the budget a request is
-//! answered 503 with `Retry-After` unread, a declared length over the route's limit 413 unread, and small bodies
-//! keep a share of their own.
+//! The bytes of bodies in flight, bounded by MAX_BODY_BYTES_IN_FLIGHT (docs/design.md §17): a body is charged as its
+//! bytes arrive, to the client whose key was checked, within its cap of half a share; a declared length holds
+//! nothing; bytes that find no room within a second are answered 503 with `Retry-After`; a declared length over the
+//! route's limit, or any body on a route that takes none, is 413 unread; and small bodies keep a share of their own.
 //!
 //! The bodies here are the test's own, so that it sees whether, and how much of, each was read. With the test's
 //! default limits a registration reads up to 2 MiB (MAX_BODY_BYTES of 1 MiB and a worker state of 1 MiB).
@@ -134,34 +134,29 @@ async fn app_with_budget_and_places(in_flight: usize, places: usize) -> (TestDat
     (database, app)
 }
 
-/// Starts serving a request whose body the test holds open, and waits until the service reads it: its weight is
-/// then taken. Returns the body's feeder (drop it to end the body) and the status to come.
+/// Starts serving a request whose body the test holds open, and waits until the service reads it: its first bytes
+/// are then charged. Returns the body's feeder (drop it to end the body) and the status to come.
 async fn holding(
     app: &TestApp,
     path: &str,
     size: Option<usize>,
 ) -> (Feeder, tokio::task::JoinHandle<StatusCode>) {
-    let (body, feeder) = fed(size, b"{\"id\": ");
+    holding_sent(app, path, size, b"{\"id\": ").await
+}
+
+/// [`holding`], with `sent` the bytes sent of the body.
+async fn holding_sent(
+    app: &TestApp,
+    path: &str,
+    size: Option<usize>,
+    sent: &[u8],
+) -> (Feeder, tokio::task::JoinHandle<StatusCode>) {
+    let (body, feeder) = fed(size, sent);
     let request = post(app, path, body);
     let router = app.router.clone();
     let status = tokio::spawn(async move { router.oneshot(request).await.unwrap().status() });
     feeder.until_read().await;
     (feeder, status)
-}
-
-/// Sends a registration declaring `size` bytes and checks that it is answered 503 `too_many_body_bytes` with
-/// `Retry-After` and `Connection: close`, without a byte of its body read.
-async fn refused_unread(app: &TestApp, size: usize) {
-    let (body, feeder) = fed(Some(size), b"{}");
-    let refused = app.send(post(app, "/v1/runs", body)).await;
-    assert_problem(
-        &refused,
-        StatusCode::SERVICE_UNAVAILABLE,
-        "too_many_body_bytes",
-    );
-    assert!(refused.headers.contains_key("retry-after"), "{refused:?}");
-    assert_eq!(refused.headers["connection"], "close");
-    assert_eq!(feeder.read(), 0, "the refused body was read");
 }
 
 /// A registration body of about `bytes` bytes (within MAX_BODY_BYTES): a run whose user message is padded.
@@ -196,20 +191,39 @@ fn largest_registration() -> String {
 }
 
 #[tokio::test]
-async fn a_body_over_the_budget_is_answered_503_with_retry_after_and_left_unread() {
+async fn bytes_that_find_no_room_within_a_second_are_answered_503_with_retry_after_and_the_connection_closed()
+ {
+    // 4 MiB: a large share of 3 MiB, of which one client may hold 2 MiB (a body of the largest size).
     let (_database, app) = app_with_budget(4 * MIB).await;
     app.user(7, false, false, false).await;
-    // 2 MiB of the large share's 3 taken by a body still arriving.
-    let (first, first_answer) = holding(&app, "/v1/runs", Some(2 * MIB)).await;
+    // 2 MiB of the large share's 3 taken by a body that has nearly all arrived.
+    let (first, first_answer) =
+        holding_sent(&app, "/v1/runs", Some(2 * MIB), &vec![b' '; 2 * MIB - 16]).await;
 
-    refused_unread(&app, 2 * MIB).await;
+    let writer = app.client("writer", &["runs:write"]).await;
+    // Over the first client's cap, and over what is left of the share for another.
+    let by_first = send_registration(&app, largest_registration()).await;
+    let by_writer = {
+        let mut request = post(&app, "/v1/runs", Body::from(largest_registration()));
+        request
+            .headers_mut()
+            .insert("authorization", format!("Bearer {writer}").parse().unwrap());
+        app.send(request).await
+    };
+    for answer in [&by_first, &by_writer] {
+        assert_problem(
+            answer,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too_many_body_bytes",
+        );
+        assert!(answer.headers.contains_key("retry-after"), "{answer:?}");
+        assert_eq!(answer.headers["connection"], "close");
+    }
 
-    // The first body ends short (not JSON); its weight is given back, and the same size is let in.
+    // The first body ends short (not JSON); its bytes are given back, and the same size is let in.
     drop(first);
     assert_eq!(first_answer.await.unwrap(), StatusCode::BAD_REQUEST);
-    let largest = largest_registration();
-    assert!(largest.len() > 2 * MIB - 16 * 1024);
-    registers(&app, largest).await;
+    registers(&app, largest_registration()).await;
 }
 
 #[tokio::test]
@@ -229,32 +243,14 @@ async fn a_declared_length_over_the_route_s_limit_is_refused_413_before_a_byte_i
 }
 
 #[tokio::test]
-async fn a_body_sent_in_chunks_weighs_its_route_s_limit() {
-    // 3 MiB: a large share of 2.25 MiB, of which a chunked registration takes 2 MiB, all it may grow to.
-    let (_database, app) = app_with_budget(3 * MIB).await;
-    app.user(7, false, false, false).await;
-    let (chunked, _answer) = holding(&app, "/v1/runs", None).await;
-    assert!(chunked.read() < 1024);
-
-    let half = registration_of(MIB / 2);
-    let refused = send_registration(&app, half.clone()).await;
-    assert_problem(
-        &refused,
-        StatusCode::SERVICE_UNAVAILABLE,
-        "too_many_body_bytes",
-    );
-    drop(chunked);
-    registers(&app, half).await;
-}
-
-#[tokio::test]
 async fn small_requests_are_answered_while_large_bodies_hold_their_whole_share() {
     // The smallest budget whose large share holds a registration of the largest size (2 MiB): one chunked
-    // registration takes that share whole.
+    // registration that has sent 2 MiB takes that share whole.
     let (_database, app) = app_with_budget((8 * MIB).div_ceil(3)).await;
     app.user(7, false, false, false).await;
     let (id, digest) = support::owned_run(&app).await;
-    let (_held, _answer) = holding(&app, "/v1/runs", None).await;
+    // Sent in chunks, nearly 2 MiB of it arrived.
+    let (_held, _answer) = holding_sent(&app, "/v1/runs", None, &vec![b' '; 2 * MIB - 16]).await;
 
     let started = std::time::Instant::now();
     let user = app
@@ -372,7 +368,7 @@ async fn an_arrived_large_body_finding_every_place_taken_waits_a_second_then_is_
         "its body was read whole, so the connection can carry the next request: {refused:?}"
     );
 
-    // A small body sent in chunks was weighed as large; arrived small, it has no parsing worth a place.
+    // A small body sent in chunks was counted as large; arrived small, it has no parsing worth a place.
     let (body, feeder) = fed(
         None,
         br#"{"username": "user8", "is_admin": false, "can_approve_others": false, "disabled": false}"#,
@@ -392,4 +388,262 @@ async fn an_arrived_large_body_finding_every_place_taken_waits_a_second_then_is_
     assert_eq!(first.await.unwrap(), StatusCode::CREATED);
     // The first handler's end gave its place back.
     registers(&app, registration_of(MIB / 2)).await;
+}
+
+/// Opens a request whose head declares a body of `declared` bytes and sends none of it, on a connection the
+/// returned stream keeps open.
+async fn unsent_body(
+    address: std::net::SocketAddr,
+    head: &str,
+    key: &str,
+    declared: usize,
+) -> TcpStream {
+    let mut stream = TcpStream::connect(address).await.unwrap();
+    let head = format!(
+        "{head} HTTP/1.1\r\nhost: test\r\nauthorization: Bearer {key}\r\ncontent-type: application/json\r\n\
+         content-length: {declared}\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_tenant_s_unsent_bodies_on_long_polls_hold_neither_the_budget_nor_its_feed_slots() {
+    // The default budget of 36 MiB: a small share of 9 MiB, which 36 declared bodies of 256 KiB took whole when
+    // a declared length was charged. The other tenant's client may wait with 36 readers.
+    let (_database, app) = app_with_budget(36 * MIB).await;
+    let caps = approval_resume::delivery::FeedCaps {
+        per_client: 36,
+        per_instance: 1024,
+    };
+    let (address, hub) = crate::feed_fairness::served(&app, caps).await;
+    let reader = support::add_client(&app.pool, "reader", "other", &["events:read"]).await;
+    app.user(7, false, false, false).await;
+    let mut runs = Vec::new();
+    for _ in 0..3 {
+        runs.push(support::owned_run(&app).await);
+    }
+
+    let poll = format!(
+        "GET /v1/events?after={}&wait=25",
+        crate::feed_fairness::FAR_AHEAD
+    );
+    let mut polls = Vec::new();
+    for _ in 0..36 {
+        polls.push(unsent_body(address, &poll, &reader, 256 * 1024).await);
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    // The first tenant's decisions and small registrations are answered as ever.
+    let client = reqwest::Client::new();
+    for (id, digest) in &runs {
+        let decided = client
+            .post(format!("http://{address}/v1/runs/{id}/decision"))
+            .bearer_auth(&app.admin_key)
+            .json(&json!({"approved": false, "decider_uid": 7, "turn_digest": digest}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(decided.status(), StatusCode::OK);
+        let registered = client
+            .post(format!("http://{address}/v1/runs"))
+            .bearer_auth(&app.admin_key)
+            .json(&support::run_body(Uuid::new_v4(), 7))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(registered.status(), StatusCode::CREATED);
+    }
+
+    // Hung up, the polls hold nothing within a second: no reader waits, and the reader's client may wait again.
+    drop(polls);
+    let counts = crate::feed_fairness::counts_until(&hub, Duration::from_secs(1), |counts| {
+        counts.waiting == 0
+    })
+    .await;
+    assert_eq!(counts.waiting, 0, "the hung-up polls still hold feed slots");
+    let mut again = unsent_body(address, &poll, &reader, 0).await;
+    let waited = tokio::time::timeout(Duration::from_millis(500), again.read(&mut [0u8; 64])).await;
+    assert!(
+        waited.is_err(),
+        "the reader's next poll was answered at once, not left to wait"
+    );
+}
+
+#[tokio::test]
+async fn a_route_that_takes_no_body_refuses_one_at_once_unread() {
+    let (_database, app) = app_with_budget(64 * MIB).await;
+    for method in [Method::GET, Method::DELETE] {
+        let (body, feeder) = fed(Some(256 * 1024), b"");
+        let request = Request::builder()
+            .method(method.clone())
+            .uri("/v1/events?wait=5")
+            .header("authorization", format!("Bearer {}", app.admin_key))
+            .body(body)
+            .unwrap();
+        let refused = app.send(request).await;
+        assert_problem(&refused, StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large");
+        assert_eq!(refused.headers["connection"], "close", "{method}");
+        assert_eq!(feeder.read(), 0, "{method}: the body was read");
+    }
+}
+
+#[tokio::test]
+async fn declared_lengths_whose_bytes_never_come_hold_no_part_of_the_budget() {
+    // A small share of 2 MiB: eight declared bodies of 256 KiB took it whole when a declared length was charged.
+    let (_database, app) = app_with_budget(8 * MIB).await;
+    app.user(7, false, false, false).await;
+    let (id, digest) = support::owned_run(&app).await;
+    let writer = app.client("writer", &["runs:write"]).await;
+    let mut unsent = Vec::new();
+    for _ in 0..16 {
+        let (body, feeder) = fed(Some(256 * 1024), b"");
+        let mut request = post(&app, "/v1/runs", body);
+        request
+            .headers_mut()
+            .insert("authorization", format!("Bearer {writer}").parse().unwrap());
+        let router = app.router.clone();
+        unsent.push((feeder, tokio::spawn(router.oneshot(request))));
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    let started = std::time::Instant::now();
+    let decided = app.decide(id, false, Some(7), &digest).await;
+    assert_eq!(decided.status, StatusCode::OK, "{:?}", decided.body);
+    registers(&app, registration_of(1024)).await;
+    assert!(
+        started.elapsed() < body_budget_wait(),
+        "they waited for the budget"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_client_sending_many_small_bodies_takes_at_most_half_of_their_share() {
+    // A small share of 2 MiB, of which one client may hold 1 MiB: four bodies of 256 KiB, each charged whole at
+    // its first byte. The client sends the first byte of eight and holds them open.
+    let (_database, app) = app_with_budget(8 * MIB).await;
+    app.user(7, false, false, false).await;
+    let (id, digest) = support::owned_run(&app).await;
+    let writer = app.client("writer", &["runs:write"]).await;
+    let mut started_bodies = Vec::new();
+    for _ in 0..8 {
+        let (body, feeder) = fed(Some(256 * 1024), b"{");
+        let mut request = post(&app, "/v1/runs", body);
+        request
+            .headers_mut()
+            .insert("authorization", format!("Bearer {writer}").parse().unwrap());
+        let router = app.router.clone();
+        let status = tokio::spawn(async move { router.oneshot(request).await.unwrap().status() });
+        started_bodies.push((feeder, status));
+    }
+    for (feeder, _) in &started_bodies {
+        feeder.until_read().await;
+    }
+
+    // Another client's decision finds the other half.
+    let started = std::time::Instant::now();
+    let decided = app.decide(id, false, Some(7), &digest).await;
+    assert_eq!(decided.status, StatusCode::OK, "{:?}", decided.body);
+    assert!(
+        started.elapsed() < body_budget_wait(),
+        "it waited for the budget"
+    );
+    // Four of the writer's bodies found no room in its half within the wait, and were answered while the other four,
+    // charged, still wait for the rest of their bytes.
+    tokio::time::sleep(body_budget_wait() + Duration::from_millis(500)).await;
+    let mut refused = 0;
+    let mut waiting = Vec::new();
+    for (feeder, status) in started_bodies {
+        if status.is_finished() {
+            assert_eq!(status.await.unwrap(), StatusCode::SERVICE_UNAVAILABLE);
+            refused += 1;
+        } else {
+            waiting.push(feeder);
+        }
+    }
+    assert_eq!((refused, waiting.len()), (4, 4));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_registration_gives_its_place_back_once_committed_while_the_calls_its_rules_approved_run()
+ {
+    // One place for large bodies; the rule's tool runs on an executor that takes 2 s.
+    let (database, pool) = TestDatabase::create().await;
+    let executor = crate::executors::FakeExecutor::start().await;
+    let slow = approval_resume::executor::ToolExecutor {
+        timeout: Duration::from_secs(10),
+        ..executor.executor("slow")
+    };
+    let app = support::app_with(
+        pool,
+        Options {
+            executors: approval_resume::executor::Executors::from_tools(
+                [("update_page_metadata".to_owned(), slow)].into(),
+            ),
+            body_bytes_in_flight: Some(64 * MIB),
+            large_bodies_at_once: Some(1),
+            ..Default::default()
+        },
+    )
+    .await;
+    app.user(7, false, false, false).await;
+    let expires_at = (chrono::Utc::now() + chrono::Duration::days(1)).to_rfc3339();
+    let rule = app
+        .post(
+            "/v1/rules",
+            json!({"owner_uid": 7, "created_by": 7, "tool": "update_page_metadata", "verdict": "approve",
+                   "expires_at": expires_at}),
+        )
+        .await;
+    assert_eq!(rule.status, StatusCode::CREATED, "{:?}", rule.body);
+    let _database = database;
+
+    // A run of about 300 KiB whose one write call the rule approves; its executor then runs for 2 s.
+    let mut approved: serde_json::Value =
+        serde_json::from_str(&registration_of(300 * 1024)).unwrap();
+    let messages = approved["messages"].as_array_mut().unwrap();
+    let calls = &mut messages.last_mut().unwrap()["tool_calls"];
+    calls.as_array_mut().unwrap().truncate(1);
+    let first = {
+        let request = post(&app, "/v1/runs", Body::from(approved.to_string()));
+        let router = app.router.clone();
+        tokio::spawn(async move {
+            let answer = router.oneshot(request).await.unwrap();
+            let status = answer.status();
+            let bytes = axum::body::to_bytes(answer.into_body(), usize::MAX)
+                .await
+                .unwrap();
+            (
+                status,
+                serde_json::from_slice::<serde_json::Value>(&bytes).unwrap(),
+            )
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(800)).await;
+
+    // Another tenant's run of about 300 KiB, whose owner has no rule, is let in meanwhile.
+    let other =
+        support::add_client(&app.pool, "other", "other", &["runs:write", "users:write"]).await;
+    let mut request = post(&app, "/v1/runs", Body::from(registration_of(300 * 1024)));
+    request
+        .headers_mut()
+        .insert("authorization", format!("Bearer {other}").parse().unwrap());
+    let mut owner = post(
+        &app,
+        "/v1/users/7",
+        Body::from(
+            r#"{"username": "seven", "is_admin": false, "can_approve_others": false, "disabled": false}"#,
+        ),
+    );
+    *owner.method_mut() = Method::PUT;
+    owner
+        .headers_mut()
+        .insert("authorization", format!("Bearer {other}").parse().unwrap());
+    assert!(app.send(owner).await.status.is_success());
+    let second = app.send(request).await;
+    assert_eq!(second.status, StatusCode::CREATED, "{:?}", second.body);
+
+    let (status, first) = first.await.unwrap();
+    assert_eq!(status, StatusCode::CREATED, "{first:?}");
+    assert_eq!(first["status"], "resumed", "{first:?}");
 }

@@ -21,10 +21,10 @@ use crate::database::TestDatabase;
 use crate::support::{self, TestApp};
 
 /// A cursor far past every event: a reader that passes it waits the whole long poll.
-const FAR_AHEAD: &str = "9000000000000000000_1";
+pub(crate) const FAR_AHEAD: &str = "9000000000000000000_1";
 
 /// The app of `app`'s database served on a loopback port, with a hub of these caps.
-async fn served(app: &TestApp, caps: FeedCaps) -> (SocketAddr, EventsHub) {
+pub(crate) async fn served(app: &TestApp, caps: FeedCaps) -> (SocketAddr, EventsHub) {
     let hub = EventsHub::start_with_caps(
         Database::direct(app.pool.clone()),
         Duration::from_millis(25),
@@ -83,7 +83,7 @@ async fn long_poll(
 }
 
 /// Polls `counts` until `done` holds, for at most `within`; the last counts either way.
-async fn counts_until(
+pub(crate) async fn counts_until(
     hub: &EventsHub,
     within: Duration,
     done: impl Fn(&FeedCounts) -> bool,

@@ -410,3 +410,43 @@ async fn appends_at_twice_the_pool_size_at_once_all_succeed() {
         assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_turn_reads_and_parses_its_run_s_transcript_before_it_waits_for_the_run_s_lock() {
+    let (database, pool) = TestDatabase::create().await;
+    let app = support::app(pool.clone()).await;
+    let (run_id, _) = denied_run(&app).await;
+    // The test holds the run's row lock; the turn, of about 300 KiB, is handled on its low-priority thread.
+    let mut lock = pool.begin().await.unwrap();
+    sqlx::query("select 1 from runs where id = $1 for update")
+        .bind(run_id)
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let mut messages = next_turn("call_3");
+    messages[0]["content"] = json!("p".repeat(300 * 1024));
+    let request = axum::http::Request::post(format!("/v1/runs/{run_id}/turns"))
+        .header("authorization", format!("Bearer {}", app.admin_key))
+        .header("content-type", "application/json")
+        .body(axum::body::Body::from(
+            json!({"messages": messages}).to_string(),
+        ))
+        .unwrap();
+    let router = app.router.clone();
+    let appended = tokio::spawn(async move {
+        use tower::ServiceExt;
+        router.oneshot(request).await.unwrap().status()
+    });
+    let watching = PgPool::connect(&database.url).await.unwrap();
+    crate::database::wait_until_waiting_for_locks(&watching, 1).await;
+
+    // Written while the turn waits for the lock, a transcript that is no JSON is not what it parses: it read and
+    // parsed the run's transcript before it waited (under the lock, the turn is the same, so what it read holds).
+    sqlx::query("update runs set messages = '[' where id = $1")
+        .bind(run_id)
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    lock.commit().await.unwrap();
+    assert_eq!(appended.await.unwrap(), StatusCode::OK);
+}

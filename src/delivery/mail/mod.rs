@@ -10,8 +10,10 @@
 
 mod smtp;
 
+use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use lettre::message::{Mailbox, header::ContentType};
 use lettre::{AsyncTransport, Message};
 use tokio::sync::watch;
@@ -85,9 +87,17 @@ async fn round(
     let taken = due.len();
     for mail in due {
         let key = mail.key();
-        let outcome = match handle(pool, settings, &mail).await {
-            Ok(outcome) => outcome,
-            Err(error) => {
+        // A panic while one mail is handled (a library's, on input nobody foresaw) ends that row, never the sender.
+        let handled = AssertUnwindSafe(handle(pool, settings, &mail))
+            .catch_unwind()
+            .await;
+        let outcome = match handled {
+            Ok(Ok(outcome)) => outcome,
+            Err(_) => {
+                tracing::error!(run_id = %key.run_id, uid = key.uid, "handling a mail panicked; it ends failed");
+                Handled::Ended(MailOutcome::Failed)
+            }
+            Ok(Err(error)) => {
                 tracing::warn!(run_id = %key.run_id, uid = key.uid, error = %error, "a mail was not handled");
                 // The lease keeps it from others until it runs out; then it is tried again.
                 continue;
@@ -177,7 +187,11 @@ async fn handle(
     });
     let message = Message::builder()
         .from(settings.from.clone())
-        .to(Mailbox::new(mail.username.clone(), to))
+        // The username is the host application's, and may hold anything but NUL: as a display name it is one line.
+        .to(Mailbox::new(
+            mail.username.as_deref().map(mail_text::one_line),
+            to,
+        ))
         .subject(subject)
         .header(ContentType::TEXT_PLAIN)
         .body(body);

@@ -18,6 +18,7 @@ use crate::domain::token_view::Reader;
 use crate::domain::transcript::{self, is_valid_tool_name};
 use crate::domain::transcript_text::TranscriptText;
 use crate::domain::vocabulary::{Effect, ExecutorKind, PrivacyLevel};
+use crate::http::body_budget::LargeBodyPlace;
 use crate::http::error::ApiError;
 use crate::http::extract::{Authorized, Caller, scope};
 use crate::http::format_members::{Members, RawMember, well_formed};
@@ -151,6 +152,7 @@ pub struct DeclaredToolBody {
 pub async fn register_run(
     State(state): State<AppState>,
     Authorized(caller, _): Authorized<scope::RunsWrite>,
+    place: LargeBodyPlace,
     JsonWithState(mut body): JsonWithState<RegisterRun>,
 ) -> Result<impl IntoResponse, ApiError> {
     well_formed(&[
@@ -252,7 +254,7 @@ pub async fn register_run(
     tx.commit().await?;
     state.events.committed();
     tracing::info!(run_id = %run.id, calls = with_effects.len(), "run registered");
-    let mut view = answer_after_rules(&state, &caller, run, by_rules).await?;
+    let mut view = answer_after_rules(&state, &caller, run, by_rules, place).await?;
     view.notify = notified;
     Ok((StatusCode::CREATED, axum::Json(view)).into_response())
 }

@@ -1,6 +1,9 @@
 //! What registering any turn takes, a run's first (`register`) or a later one (`http::turns`): the body's meaning
 //! hash, its expiry, the work limits, each call's effect, and the answer once remembered decisions had their say.
 
+use std::sync::Arc;
+
+use crate::http::body_budget::LargeBodyPlace;
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
@@ -126,16 +129,27 @@ pub fn actor_of(caller: &Caller) -> Actor {
 
 /// The run as a turn's registration answers it: as registered, or, when remembered decisions decided the turn, once
 /// the decision's calls ran (or were released), with its decision, results and released calls, as `GET` shows it.
+///
+/// Called once the turn is committed: a large body's place is given back first (its parsing is over; the calls may
+/// run for minutes), and the calls run on the runtime, not on the large body's low-priority thread
+/// (`large_body_threads`), so that executors are not slowed by whatever else holds the cores.
 pub async fn answer_after_rules(
     state: &AppState,
     caller: &Caller,
     run: RunRow,
     by_rules: Option<remembered::RuleDecision>,
+    place: LargeBodyPlace,
 ) -> Result<RunView, ApiError> {
+    place.give_back();
     let Some(decided) = by_rules else {
         return run_view(state, &run, Reader::Key).await;
     };
-    decided.finish(&state.resumer).await?;
+    let resumer = Arc::clone(&state.resumer);
+    tokio::spawn(async move { decided.finish(&resumer).await })
+        .await
+        .map_err(|failed| {
+            ApiError::internal(format!("the approved calls' task failed: {failed}"))
+        })??;
     state.events.committed();
     let run = runs::find(&state.pool, &caller.tenant, run.id)
         .await?

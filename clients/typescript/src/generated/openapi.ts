@@ -2230,10 +2230,32 @@ export interface components {
         };
         /**
          * @description `database_unavailable`: the database cannot serve the request now; `timeout`: the request took longer than
+         *     `REQUEST_TIMEOUT_MS` (ask again to get its outcome). Retry after `Retry-After` seconds. The operation reads no
+         *     body, so it is never answered `too_many_body_bytes`. Besides, on any route, a connection beyond
+         *     `MAX_CONNECTIONS` is answered 503 `too_many_connections` (a Problem with `Retry-After`, without a request
+         *     id) before its request is read, and closed.
+         */
+        UnavailableWithoutBody: {
+            headers: {
+                "x-request-id": components["headers"]["RequestId"];
+                "Retry-After": components["headers"]["RetryAfter"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {integer} */
+                    status?: 503;
+                    /** @enum {unknown} */
+                    code?: "database_unavailable" | "timeout";
+                };
+            };
+        };
+        /**
+         * @description `database_unavailable`: the database cannot serve the request now; `timeout`: the request took longer than
          *     `REQUEST_TIMEOUT_MS` (a decision may still complete: ask again to get its outcome). Retry after
          *     `Retry-After` seconds. `too_many_body_bytes`: the bodies being read and handled take
-         *     `MAX_BODY_BYTES_IN_FLIGHT` (a request with a body waited up to a second for its share; the body was not
-         *     read, nothing was written, and the connection is closed), or a body over 256 KiB that had arrived waited up
+         *     `MAX_BODY_BYTES_IN_FLIGHT`, or the client's half of its share (the bytes that arrived waited up to a second
+         *     for room; nothing was written, and the connection is closed), or a body over 256 KiB that had arrived waited up
          *     to a second for one of the `LARGE_BODIES_AT_ONCE` places (nothing was written; the connection stays open). Besides, on any route, a connection beyond
          *     `MAX_CONNECTIONS` is answered 503 `too_many_connections` (a Problem with `Retry-After`, without a request
          *     id) before its request is read, and closed. `POST /v1/webhooks` answers 503 `webhook_url_lookups_busy` (with
@@ -2562,7 +2584,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalOrUndecryptable"];
-            503: components["responses"]["Unavailable"];
+            503: components["responses"]["UnavailableWithoutBody"];
         };
     };
     decide: {
@@ -2788,7 +2810,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalOrUndecryptable"];
-            503: components["responses"]["Unavailable"];
+            503: components["responses"]["UnavailableWithoutBody"];
         };
     };
     appendTurn: {
@@ -2947,7 +2969,7 @@ export interface operations {
             403: components["responses"]["MissingScope"];
             404: components["responses"]["RunNotFound"];
             500: components["responses"]["InternalOrUndecryptable"];
-            503: components["responses"]["Unavailable"];
+            503: components["responses"]["UnavailableWithoutBody"];
         };
     };
     cancelRun: {
@@ -3001,7 +3023,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalOrUndecryptable"];
-            503: components["responses"]["Unavailable"];
+            503: components["responses"]["UnavailableWithoutBody"];
         };
     };
     completeRun: {
@@ -3055,7 +3077,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalOrUndecryptable"];
-            503: components["responses"]["Unavailable"];
+            503: components["responses"]["UnavailableWithoutBody"];
         };
     };
     postResults: {
@@ -3300,7 +3322,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalOrUndecryptable"];
-            503: components["responses"]["Unavailable"];
+            503: components["responses"]["UnavailableWithoutBody"];
         };
     };
     followEvents: {
@@ -3383,7 +3405,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["Internal"];
-            503: components["responses"]["Unavailable"];
+            503: components["responses"]["UnavailableWithoutBody"];
         };
     };
     listWebhooks: {
@@ -3415,7 +3437,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["MissingScope"];
             500: components["responses"]["Internal"];
-            503: components["responses"]["Unavailable"];
+            503: components["responses"]["UnavailableWithoutBody"];
         };
     };
     createWebhook: {
@@ -3638,7 +3660,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["Internal"];
-            503: components["responses"]["Unavailable"];
+            503: components["responses"]["UnavailableWithoutBody"];
         };
     };
     listRunRules: {
@@ -3674,7 +3696,7 @@ export interface operations {
             403: components["responses"]["KeyMissingScope"];
             404: components["responses"]["RunNotFound"];
             500: components["responses"]["InternalOrUndecryptable"];
-            503: components["responses"]["Unavailable"];
+            503: components["responses"]["UnavailableWithoutBody"];
         };
     };
     makeRunRule: {
@@ -4053,7 +4075,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalOrUndecryptable"];
-            503: components["responses"]["Unavailable"];
+            503: components["responses"]["UnavailableWithoutBody"];
         };
     };
     makeOwnerRule: {
@@ -4209,7 +4231,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalOrUndecryptable"];
-            503: components["responses"]["Unavailable"];
+            503: components["responses"]["UnavailableWithoutBody"];
         };
     };
     healthz: {
@@ -4323,7 +4345,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["MissingScope"];
             500: components["responses"]["Internal"];
-            503: components["responses"]["Unavailable"];
+            503: components["responses"]["UnavailableWithoutBody"];
         };
     };
     getApprovalCard: {
