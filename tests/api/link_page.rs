@@ -13,6 +13,7 @@ use crate::links::{
     ADMIN, APPROVER, OWNER, decide_on_page, html, link_for, made_link, nonce_of, open, page_path,
     people, put_user, status, submit, waiting_run, write_run,
 };
+use crate::remembered_rules;
 use crate::support::{PUBLIC_URL, TestApp, assert_nothing_recorded, call, recorded, transcript};
 
 /// The §3 text of the write call `edit_page` denied by the run's owner.
@@ -603,4 +604,114 @@ async fn the_outcome_page_never_shows_arguments_edited_arguments_or_results() {
     assert!(page.contains("\"send_mail\" was declined"), "{page}");
     assert!(!page.contains("canary"), "{page}");
     assert!(!page.contains("Note:"), "{page}");
+}
+
+#[tokio::test]
+async fn a_post_after_the_turn_expired_decides_nothing_and_the_page_shows_the_expired_text() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = people(pool).await;
+    let id = Uuid::new_v4();
+    app.register(write_run(id, json!({"approval_ttl_secs": 3600})))
+        .await;
+    let path = link_for(&app, id, OWNER).await;
+    let nonce = nonce_of(&html(&open(&app, &path).await));
+    sqlx::query("update runs set expires_at = now() - interval '1 second' where id = $1")
+        .bind(id)
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    let posted = submit(
+        &app,
+        &path,
+        Some(PUBLIC_URL),
+        &format!("nonce={nonce}&action=deny"),
+    )
+    .await;
+    assert_eq!(posted.status, StatusCode::SEE_OTHER, "{}", html(&posted));
+    let run = app.get(&format!("/v1/runs/{id}")).await.body;
+    assert_eq!(run["decision"], Value::Null, "{run}");
+    assert_eq!(recorded(&app.pool, id).await.approval_events, 0);
+    let expired = "Error: approval_expired. No one decided on the approval for tool \"edit_page\" before it expired.";
+    assert!(
+        model_reads(&app, id)
+            .await
+            .as_str()
+            .unwrap()
+            .starts_with(expired),
+        "{run}"
+    );
+    let page = html(&open(&app, &path).await);
+    assert!(
+        page.contains("Nobody decided before the request expired."),
+        "{page}"
+    );
+    assert!(page.contains(expired), "{page}");
+    assert!(!link_used(&app).await);
+}
+
+#[tokio::test]
+async fn a_username_written_as_markup_is_shown_as_text() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = people(pool).await;
+    let put = put_user(
+        &app,
+        OWNER,
+        json!({"username": "<script>alert(1)</script><b>olivia", "is_admin": false,
+               "can_approve_others": false, "disabled": false}),
+    )
+    .await;
+    assert_eq!(put.status, StatusCode::OK, "{:?}", put.body);
+    let id = waiting_run(&app).await;
+    let page = open(&app, &link_for(&app, id, OWNER).await).await;
+    let raw = String::from_utf8_lossy(&page.bytes).into_owned();
+    assert!(!raw.contains("<script"), "{raw}");
+    assert!(!raw.contains("<b>"), "{raw}");
+    assert!(
+        html(&page).contains("You decide as <strong><script>alert(1)</script><b>olivia</strong>."),
+        "{raw}"
+    );
+}
+
+#[tokio::test]
+async fn a_turn_with_a_call_a_remembered_decision_denies_offers_no_approve_and_refuses_one_409() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = people(pool).await;
+    let id = remembered_rules::resumed_run(&app).await;
+    let rule = remembered_rules::run_rule(
+        &app,
+        id,
+        json!({"created_by": OWNER, "tool": "send_mail", "verdict": "deny"}),
+    )
+    .await;
+    assert_eq!(rule.status, StatusCode::CREATED, "{:?}", rule.body);
+    let turn = app
+        .post(
+            &format!("/v1/runs/{id}/turns"),
+            remembered_rules::next_turn(&["edit_page", "send_mail"]),
+        )
+        .await;
+    assert_eq!(
+        turn.body["status"], "waiting_for_approval",
+        "{:?}",
+        turn.body
+    );
+    let path = link_for(&app, id, APPROVER).await;
+    let page = html(&open(&app, &path).await);
+    assert!(
+        page.contains("A remembered decision would deny this call."),
+        "{page}"
+    );
+    assert!(!offers(&page, "approve"), "{page}");
+    assert!(offers(&page, "deny"), "{page}");
+    let before = recorded(&app.pool, id).await;
+    let approve = submit(
+        &app,
+        &path,
+        Some(PUBLIC_URL),
+        &format!("nonce={}&action=approve", nonce_of(&page)),
+    )
+    .await;
+    assert_eq!(approve.status, StatusCode::CONFLICT, "{}", html(&approve));
+    assert_eq!(recorded(&app.pool, id).await, before);
+    assert_eq!(status(&app, id).await, "waiting_for_approval");
 }

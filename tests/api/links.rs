@@ -134,8 +134,11 @@ pub fn html(answer: &Answer) -> String {
         .replace("&#39;", "'")
         .replace("&#x27;", "'")
         .replace("&lt;", "<")
+        .replace("&#60;", "<")
         .replace("&gt;", ">")
+        .replace("&#62;", ">")
         .replace("&amp;", "&")
+        .replace("&#38;", "&")
 }
 
 /// The value of the page's hidden `nonce` input.
