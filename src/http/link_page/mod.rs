@@ -427,15 +427,10 @@ async fn outcome(
                 None => ("Decided", format!("Decided call by call by {by}.")),
             }
         }
-        None if outcomes
-            .iter()
-            .any(|outcome| *outcome == Some(Outcome::Expired)) =>
-        {
-            (
-                "Expired",
-                "Nobody decided before the request expired.".to_owned(),
-            )
-        }
+        None if outcomes.contains(&Some(Outcome::Expired)) => (
+            "Expired",
+            "Nobody decided before the request expired.".to_owned(),
+        ),
         None if run.status() == RunStatus::Cancelled => (
             "Withdrawn",
             "The request was withdrawn before anyone decided it.".to_owned(),
