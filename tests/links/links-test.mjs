@@ -347,6 +347,20 @@ try {
   const sent = await metric('sent');
   assert.ok(sent >= all.length, `mails_total{result="sent"} ${sent} < ${all.length} received`);
   check(`/metrics: mails_total{result="sent"} ${sent} >= ${all.length} mails received, each person one mail per turn`);
+
+  // 5. A username with line breaks (the host application's, which may hold anything but NUL) adds no header and no
+  // line to a mail, and the sender goes on: before the fix its display name made lettre panic, which ended the sender.
+  const MALLORY = { uid: 4, username: 'mallory\r\nBcc: victim@evil.test', email: 'mallory@links.test' };
+  await putUser(MALLORY, true);
+  const crafted = await register(tool, args, { notify: [MALLORY.uid] });
+  assert.deepEqual(crafted.answer.notify, { queued: [MALLORY.uid], skipped: [] });
+  const [toMallory] = await mailsFor(crafted.id, 1, 15);
+  assert.deepEqual(toMallory.rcpt_tos, [MALLORY.email]);
+  assert.ok(!/\r?\nBcc:/i.test(toMallory.raw.split(/\r?\n\r?\n/)[0]), `a Bcc header in:\n${toMallory.raw}`);
+  const after = await register(tool, args, { notify: [APPROVER.uid] });
+  const [still] = await mailsFor(after.id, 1, 15);
+  assert.deepEqual(still.rcpt_tos, [APPROVER.email]);
+  check('a username with line breaks: its mail has no header of its own making, and the next mail still goes out');
 } finally {
   await browser.close();
   if (smtp) await stopSmtp();
