@@ -7,6 +7,7 @@ use clap::Args;
 use reqwest::Url;
 
 use super::ConfigError;
+use crate::delivery::mail::smtp_uses_tls;
 use crate::domain::secret::Secret;
 
 /// Where people reach the service, and how long a link lasts.
@@ -111,14 +112,6 @@ fn refused(variable: &'static str, message: impl Into<String>) -> ConfigError {
         variable,
         message: message.into(),
     }
-}
-
-/// Whether lettre will require TLS of this URL: `smtps://`, or `smtp://` with `tls=required` (STARTTLS).
-pub fn smtp_uses_tls(url: &Url) -> bool {
-    url.scheme() == "smtps"
-        || url
-            .query_pairs()
-            .any(|(name, value)| name == "tls" && value == "required")
 }
 
 fn parse_public_url(text: &str) -> Result<Url, String> {

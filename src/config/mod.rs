@@ -25,7 +25,7 @@ pub use clients::{ClientsCommand, TokenKeyCommand};
 pub use database::{DatabaseCommand, DatabaseConfig};
 pub use encryption::{EncryptionConfig, KeysCommand};
 pub use event_delivery::EventsConfig;
-pub use links::{LinksConfig, MailConfig, smtp_uses_tls};
+pub use links::{LinksConfig, MailConfig};
 pub use logging::{LogConfig, LogFormat};
 pub use serve::Config;
 pub use validate::ConfigError;

@@ -28,7 +28,6 @@
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use axum::body::{Body, HttpBody};
 use axum::extract::{FromRequestParts, Request};
@@ -45,10 +44,7 @@ use super::large_body_threads;
 use crate::domain::limits::{SMALL_BODY_BYTES, large_body_share};
 use crate::state::Limits;
 
-/// How long a body's bytes, or an arrived large body, wait for room before the request is answered 503: long
-/// enough for a large body ahead of it to be handled, short enough that a client is told to come back rather than
-/// left hanging.
-pub const WAIT: Duration = Duration::from_secs(1);
+pub use super::body_ledger::WAIT;
 
 /// The bytes of bodies in flight, in KiB: one share for small bodies, one for the rest, each counted per client;
 /// and the large bodies handled at once.
@@ -282,6 +278,7 @@ pub fn closing(error: ApiError) -> Response {
 mod tests {
     use super::*;
     use crate::domain::limits::WorkLimits;
+    use std::time::Duration;
 
     fn budget(in_flight: usize) -> BodyBudget {
         budget_with_places(in_flight, None)

@@ -3,14 +3,18 @@
 //!
 //! A payer is the client a body is charged to (`charged_body::Payer`). No payer may hold more than its cap of the
 //! share, so one client cannot take a whole share, however many bodies it sends at once: the rest stays for the
-//! others. A take that does not fit waits for bytes to be given back, up to `body_budget::WAIT`.
+//! others. A take that does not fit waits for bytes to be given back, up to [`WAIT`].
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use super::body_budget::WAIT;
+/// How long a body's bytes, or an arrived large body, wait for room before the request is answered 503: long
+/// enough for a large body ahead of it to be handled, short enough that a client is told to come back rather than
+/// left hanging.
+pub const WAIT: Duration = Duration::from_secs(1);
 
 /// A share of the budget: its KiB free, and what each payer holds of it.
 pub struct Ledger {

@@ -19,7 +19,7 @@ use lettre::{AsyncTransport, Message};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-pub use smtp::{SmtpError, transport};
+pub use smtp::{SmtpError, smtp_uses_tls, transport};
 
 use crate::approval_links::{self, LinkFor, LinkSettings};
 use crate::domain::authorize::{DeciderFacts, token_user_may_decide};

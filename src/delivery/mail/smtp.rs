@@ -45,7 +45,7 @@ pub fn transport(
         .map_err(|error| refused(error.to_string()))?;
     let tls = if url.scheme() == "smtps" {
         Tls::Wrapper(parameters)
-    } else if crate::config::smtp_uses_tls(url) {
+    } else if smtp_uses_tls(url) {
         Tls::Required(parameters)
     } else {
         // Plaintext allowed (SMTP_ALLOW_PLAINTEXT): STARTTLS where the server offers it.
@@ -58,4 +58,12 @@ pub fn transport(
 fn without_url(text: &str, url: &Url) -> String {
     text.replace(url.as_str(), "[SMTP_URL]")
         .replace(url.password().unwrap_or("\u{0}"), "[secret]")
+}
+
+/// Whether lettre will require TLS of this URL: `smtps://`, or `smtp://` with `tls=required` (STARTTLS).
+pub fn smtp_uses_tls(url: &Url) -> bool {
+    url.scheme() == "smtps"
+        || url
+            .query_pairs()
+            .any(|(name, value)| name == "tls" && value == "required")
 }
