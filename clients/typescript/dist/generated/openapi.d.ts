@@ -2692,8 +2692,8 @@ export interface operations {
              * @description `invalid_query`: an unknown `format` or another query parameter; `format_not_representable`: the run
              *     was registered in another format and `format` would drop part of its transcript (the detail names the
              *     first element without a counterpart; DESIGN.md §14), or would name a tool outside `format`'s rule for
-             *     tool names, `^[A-Za-z0-9_-]{1,64}$` (the detail names the tool; DESIGN.md §3); `invalid_body`: the body does not fit
-             *     `DecisionBody` (a missing `decider_uid` included); `invalid_uid`: `decider_uid` is below 1;
+             *     tool names, `^[A-Za-z0-9_-]{1,64}$` (the detail names the tool; DESIGN.md §3); `invalid_body`: the body
+             *     does not fit `DecisionBody` (a missing `decider_uid` included); `invalid_uid`: `decider_uid` is below 1;
              *     `reason_requires_denial`: a `reason` with an approval; `decider_uid_required`: with an API key, the body
              *     leaves `decider_uid` out (send a uid, or `null` for a decision by nobody); `approved_and_calls`: both
              *     forms at once; `verdict_required`: neither `approved` nor `calls`; `reason_with_calls`: a top-level
