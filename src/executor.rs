@@ -19,7 +19,7 @@ use uuid::Uuid;
 use crate::domain::redact::TRUNCATION_MARK;
 use crate::domain::results::{self, ToolResult};
 use crate::domain::secret::Secret;
-use crate::domain::transcript::is_valid_tool_name;
+use crate::domain::transcript::{TOOL_NAME_RULE, is_valid_tool_name};
 use crate::domain::vocabulary::{Effect, ExecutorKind};
 
 /// The header that names the run's tenant (also the body's `tenant`): executors serve every tenant, and an
@@ -183,7 +183,7 @@ impl Executors {
                 message,
             };
             if !is_valid_tool_name(&name) {
-                return Err(invalid("name", "must match ^[A-Za-z0-9_-]{1,64}$".into()));
+                return Err(invalid("name", format!("must match {TOOL_NAME_RULE}")));
             }
             let declaration = ToolDeclaration {
                 effect: tool.effect,

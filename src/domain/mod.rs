@@ -13,6 +13,7 @@ pub mod native_input;
 pub mod native_turn;
 pub mod notify;
 pub mod privacy;
+pub mod provider_names;
 pub mod redact;
 pub mod released;
 pub mod remembered;

@@ -14,6 +14,7 @@ use bytes::Bytes;
 
 pub use super::model_format::{ModelInputFormat, RenderError};
 use super::native_input;
+use super::provider_names::refuse_unfit_names;
 use super::results::ToolResult;
 use super::steps::{Call, Output, Part, Step, anthropic, gemini, responses};
 use super::transcript_text::TranscriptText;
@@ -136,7 +137,10 @@ pub fn render_text(
         return Ok(vec![Bytes::from(text)]);
     }
     if format != ModelInputFormat::OpenAiChat {
-        let tree = render(format, &transcript.values()?, results, earlier_results);
+        let messages = transcript.values()?;
+        // A name the run may hold (§3) but the target's provider refuses (`provider_names`): refused, not sent.
+        refuse_unfit_names(called_names(&messages), format)?;
+        let tree = render(format, &messages, results, earlier_results);
         let text = serde_json::to_vec(&tree).expect("a JSON value always serializes");
         return Ok(vec![Bytes::from(text)]);
     }
@@ -148,6 +152,15 @@ pub fn render_text(
     pieces.push(tools);
     pieces.push(Bytes::from_static(b"]}"));
     Ok(pieces)
+}
+
+/// The names of the tools the assistant messages call, in order: what a translation writes as function names.
+fn called_names(transcript: &[Value]) -> impl Iterator<Item = &str> {
+    transcript
+        .iter()
+        .filter(|message| role_of(message) == "assistant")
+        .flat_map(tool_calls)
+        .map(|call| str_at(call, "/function/name"))
 }
 
 /// The steps in order; system and developer messages are left to `system_text`, empty texts are dropped.

@@ -19,7 +19,9 @@ use serde_json::{Map, Value};
 
 use super::exact_numbers::{self, Step};
 use super::model_format::ModelInputFormat;
-use super::transcript::{MAX_CALL_ID_LEN, PendingCall, is_valid_call_id, is_valid_tool_name};
+use super::transcript::{
+    MAX_CALL_ID_LEN, PendingCall, TOOL_NAME_RULE, is_valid_call_id, is_valid_tool_name,
+};
 
 /// Why a native list was refused: what is wrong, and where (`messages[3].content[4]`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -502,7 +504,7 @@ fn tool_name(name: Option<&Value>, place: &str) -> Result<String, NativeError> {
     match name {
         Some(Value::String(name)) if is_valid_tool_name(name) => Ok(name.clone()),
         Some(Value::String(name)) => refuse(format!(
-            "{place}: tool name {name:?} must match ^[A-Za-z0-9_-]{{1,64}}$"
+            "{place}: tool name {name:?} must match {TOOL_NAME_RULE}"
         )),
         _ => refuse(format!("{place}: the call needs a string \"name\"")),
     }

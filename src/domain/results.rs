@@ -2,7 +2,7 @@
 //! and the other fixed results.
 //!
 //! Every text here is built from fixed words and a tool name only. Tool names are restricted to
-//! `^[A-Za-z0-9_-]{1,64}$` at registration, so they need no escaping and cannot carry a person's words. The one
+//! `^[A-Za-z0-9_.-]{1,128}$` at registration, so they need no escaping and cannot carry a person's words. The one
 //! exception is the edit note, which quotes the arguments a decider typed: its fixed words say who typed them.
 
 use super::vocabulary::{
@@ -399,7 +399,7 @@ mod properties {
         /// gives exactly the text for that fixed name, so nothing else of the input can have slipped in.
         #[test]
         fn a_denial_text_holds_nothing_but_fixed_words_and_the_tool_name(
-            tool in "[A-Za-z0-9_-]{1,64}",
+            tool in "[A-Za-z0-9_.-]{1,128}",
             write in any::<bool>(),
             decided_by in any_decided_by(),
             reason in any_reason(),

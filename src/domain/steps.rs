@@ -35,6 +35,14 @@ pub(super) enum Part<'a> {
     ImageUrl(&'a str),
 }
 
+/// The names of the tools the steps call, in order: what a translation writes as function names.
+pub(super) fn call_names<'s>(steps: &'s [Step]) -> impl Iterator<Item = &'s str> {
+    steps.iter().filter_map(|step| match step {
+        Step::Call(call) => Some(call.name),
+        _ => None,
+    })
+}
+
 /// Anthropic messages. Roles must alternate there, so consecutive steps of one role become one message: a turn's
 /// tool results (with the user's next words, if any) land in a single user message.
 pub(super) fn anthropic(steps: &[Step]) -> Value {

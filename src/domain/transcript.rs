@@ -10,9 +10,14 @@ use regex::Regex;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-/// The model providers' rule for tool names; registration refuses any other name, so texts never need escaping.
+/// The rule for tool names (docs/design.md §3): MCP's, which holds the model providers' narrower
+/// `^[A-Za-z0-9_-]{1,64}$` and the gate's `{server}.{tool}`. Registration refuses any other name, so texts never need
+/// escaping; a name outside the providers' rule is refused only where it would be written in a provider's format
+/// other than the run's own (`provider_names`).
+pub const TOOL_NAME_RULE: &str = "^[A-Za-z0-9_.-]{1,128}$";
+
 static TOOL_NAME: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new("^[A-Za-z0-9_-]{1,64}$").expect("the tool-name pattern compiles"));
+    LazyLock::new(|| Regex::new(TOOL_NAME_RULE).expect("the tool-name pattern compiles"));
 
 /// The longest tool-call id accepted; providers use a few dozen characters.
 pub const MAX_CALL_ID_LEN: usize = 256;
@@ -50,7 +55,7 @@ pub fn is_valid_call_id(id: &str) -> bool {
     !id.chars().any(|c| c.is_control() || c == ' ')
 }
 
-/// Returns true when a tool name matches `^[A-Za-z0-9_-]{1,64}$`.
+/// Returns true when a tool name matches [`TOOL_NAME_RULE`], `^[A-Za-z0-9_.-]{1,128}$`.
 pub fn is_valid_tool_name(name: &str) -> bool {
     TOOL_NAME.is_match(name)
 }
@@ -210,9 +215,7 @@ fn check_tool_call(call: &Value) -> Result<PendingCall, String> {
         .and_then(Value::as_str)
         .ok_or("\"function.name\" must be a string")?;
     if !is_valid_tool_name(name) {
-        return Err(format!(
-            "tool name {name:?} must match ^[A-Za-z0-9_-]{{1,64}}$"
-        ));
+        return Err(format!("tool name {name:?} must match {TOOL_NAME_RULE}"));
     }
     let arguments = function
         .get("arguments")
@@ -353,8 +356,16 @@ mod tests {
     }
 
     #[test]
-    fn a_tool_name_outside_the_provider_rule_is_refused() {
-        for name in ["", "has space", "quote\"", &"x".repeat(65), "ümlaut"] {
+    fn a_tool_name_outside_the_rule_is_refused() {
+        for name in [
+            "",
+            "has space",
+            "quote\"",
+            &"x".repeat(129),
+            "ümlaut",
+            "a/b",
+            "a:b",
+        ] {
             let messages = turn(json!([call("c1", name, "{}")]));
             assert!(
                 matches!(
@@ -364,7 +375,21 @@ mod tests {
                 "{name:?} was accepted"
             );
         }
-        assert!(is_valid_tool_name(&"x".repeat(64)));
+        assert!(is_valid_tool_name(&"x".repeat(128)));
+    }
+
+    #[test]
+    fn a_dotted_name_of_up_to_128_characters_is_a_tool_name_and_nothing_longer_or_spaced_is() {
+        let dotted = format!("github.{}", "x".repeat(93));
+        assert_eq!(dotted.len(), 100);
+        assert!(is_valid_tool_name(&dotted));
+        assert!(is_valid_tool_name("github.create_issue"));
+        assert!(is_valid_tool_name(&"x".repeat(128)));
+        assert!(!is_valid_tool_name(&"x".repeat(129)));
+        assert!(!is_valid_tool_name("github create_issue"));
+        assert!(!is_valid_tool_name("github/create_issue"));
+        let messages = turn(json!([call("c1", "github.create_issue", "{}")]));
+        assert!(validate(&messages, &HashSet::new()).is_ok());
     }
 
     #[test]
@@ -468,7 +493,7 @@ mod properties {
     use super::*;
 
     fn any_call() -> impl Strategy<Value = PendingCall> {
-        ("[a-z0-9_]{1,12}", "[A-Za-z0-9_-]{1,64}", "\\PC{0,40}").prop_map(|(id, name, text)| {
+        ("[a-z0-9_]{1,12}", "[A-Za-z0-9_.-]{1,128}", "\\PC{0,40}").prop_map(|(id, name, text)| {
             PendingCall {
                 id,
                 name,

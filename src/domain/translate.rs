@@ -15,8 +15,9 @@ use serde_json::{Value, json};
 
 use super::model_format::{ModelInputFormat, RenderError};
 use super::native_turn::{canonical, function_call};
+use super::provider_names::refuse_unfit_names;
 use super::results::ToolResult;
-use super::steps::{Call, Output, Part, Step, anthropic, gemini, responses};
+use super::steps::{Call, Output, Part, Step, anthropic, call_names, gemini, responses};
 use super::transcript_text::TranscriptText;
 
 type Refusal = RenderError;
@@ -69,6 +70,7 @@ pub fn render(
         }
     }
     let mut steps = reader.steps;
+    refuse_unfit_names(call_names(&steps), target)?;
     steps.extend(results.iter().map(|result| {
         Step::Output(Output {
             call_id: &result.call_id,

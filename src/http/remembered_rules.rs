@@ -20,7 +20,7 @@ use super::visible;
 use crate::domain::authorize;
 use crate::domain::remembered::{RuleScope, RuleVerdict};
 use crate::domain::token_view::{Audience, Reader};
-use crate::domain::transcript::is_valid_tool_name;
+use crate::domain::transcript::{TOOL_NAME_RULE, is_valid_tool_name};
 use crate::domain::vocabulary::{DenialReason, PrivacyLevel};
 use crate::resume::rule_book::{self, Revoker, RuleAsk, RuleError, Through};
 use crate::state::AppState;
@@ -163,7 +163,7 @@ fn checked<'a>(
     if !is_valid_tool_name(fields.tool) {
         return Err(ApiError::unprocessable(
             "invalid_tool",
-            "tool must match ^[A-Za-z0-9_-]{1,64}$",
+            format!("tool must match {TOOL_NAME_RULE}"),
         ));
     }
     let arguments = fields.arguments.map(RawValue::get);

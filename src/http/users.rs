@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::error::ApiError;
 use super::extract::{Authorized, Json, scope};
 use super::integer;
-use crate::domain::transcript::is_valid_tool_name;
+use crate::domain::transcript::{TOOL_NAME_RULE, is_valid_tool_name};
 use crate::state::AppState;
 use crate::storage::users::{self, UserFields};
 
@@ -75,7 +75,7 @@ pub async fn put_user(
         return Err(ApiError::unprocessable(
             "invalid_approvable_tools",
             format!(
-                "approvable_tools must list tool names (1 to 64 of A-Z a-z 0-9 _ -); entry {} is not one",
+                "approvable_tools must list tool names ({TOOL_NAME_RULE}); entry {} is not one",
                 tools
                     .iter()
                     .position(|tool| tool == bad)

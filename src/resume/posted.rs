@@ -171,14 +171,15 @@ fn key_actor(holder: Option<KeyHolder>, scope: Scope) -> Result<Actor, ResumeErr
     })
 }
 
-/// Refuses a model input in `format` that would drop something of a native transcript. Only a run asked for in
-/// another format than its own is read for this: the results never decide it.
+/// Refuses a model input in `format` that would drop something of a native transcript, or name a tool in a way
+/// `format`'s provider refuses (an OpenAI chat run's too: `domain::provider_names`). Only a run asked for in another
+/// format than its own is read for this: the results never decide it.
 fn representable(
     format: ModelInputFormat,
     transcript: &TranscriptText,
     run_id: Uuid,
 ) -> Result<(), ResumeError> {
-    if format == transcript.format() || transcript.format() == ModelInputFormat::OpenAiChat {
+    if format == transcript.format() {
         return Ok(());
     }
     match model_input::render_text(format, transcript, &[], &[]) {

@@ -40,6 +40,7 @@ mod schema_rules;
 mod session_settings;
 mod spec_shape;
 mod token_privacy;
+mod tool_names;
 mod transcript_text;
 mod turns;
 mod verdicts;

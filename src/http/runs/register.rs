@@ -15,7 +15,7 @@ use super::registered_turn::{
 };
 use crate::domain::model_input::ModelInputFormat;
 use crate::domain::token_view::Reader;
-use crate::domain::transcript::{self, is_valid_tool_name};
+use crate::domain::transcript::{self, TOOL_NAME_RULE, is_valid_tool_name};
 use crate::domain::transcript_text::TranscriptText;
 use crate::domain::vocabulary::{Effect, ExecutorKind, PrivacyLevel};
 use crate::http::body_budget::LargeBodyPlace;
@@ -288,10 +288,7 @@ fn declared_tools(tools: &[DeclaredToolBody]) -> Result<HashMap<&str, Effect>, A
         if !is_valid_tool_name(&tool.name) {
             return Err(ApiError::unprocessable(
                 "invalid_tool",
-                format!(
-                    "tool name {:?} must match ^[A-Za-z0-9_-]{{1,64}}$",
-                    tool.name
-                ),
+                format!("tool name {:?} must match {TOOL_NAME_RULE}", tool.name),
             ));
         }
         if declared.insert(tool.name.as_str(), tool.effect).is_some() {

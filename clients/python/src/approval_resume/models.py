@@ -57,7 +57,8 @@ ChatMessage = JsonObject
 """An OpenAI chat message, kept as it came (open in the spec: any other member is kept)."""
 ToolCall = JsonObject
 ToolName = str
-"""`^[A-Za-z0-9_-]{1,64}$`, the model providers' rule; the service refuses other names."""
+"""`^[A-Za-z0-9_.-]{1,128}$`, MCP's rule (the gate's `github.create_issue`); the service refuses other names. A name
+outside the model providers' `^[A-Za-z0-9_-]{1,64}$` answers only in the run's own format."""
 ApprovableTools = list[ToolName] | None
 NativeEntry = JsonObject
 """An entry of a transcript registered in a provider's format (docs/design.md §14), kept by the service as it came."""

@@ -1106,6 +1106,11 @@ export interface components {
          *     whatever its effect, is refused 403 `tool_not_approvable`; unedited reads and denials are never limited.
          */
         ApprovableTools: components["schemas"]["ToolName"][] | null;
+        /**
+         * @description MCP's rule for tool names (DESIGN.md §3, §19), e.g. the gate's `github.create_issue`. It holds the model
+         *     providers' narrower `^[A-Za-z0-9_-]{1,64}$`; a run calling a tool outside that rule answers in its own
+         *     format, and `?format=` another format is refused with 422 `format_not_representable` naming the tool.
+         */
         ToolName: string;
         /**
          * @description A message, item or content of the run's format, kept as it came: any member, any block or item type. Only
@@ -2287,8 +2292,9 @@ export interface components {
         LinkSecret: string;
         /**
          * @description The format of the resumed model input; the run's own format (the one it was registered in) when absent. A
-         *     run in a provider's format is translated only where nothing would be dropped, else 422
-         *     `format_not_representable`. Any other query parameter is refused with 422 `invalid_query`.
+         *     run in a provider's format is translated only where nothing would be dropped, and a run of any format only
+         *     where every tool it calls fits the providers' `^[A-Za-z0-9_-]{1,64}$`, else 422 `format_not_representable`.
+         *     Any other query parameter is refused with 422 `invalid_query`.
          */
         Format: components["schemas"]["ModelInputFormat"];
         /**
@@ -2501,7 +2507,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             /**
              * @description `invalid_body`: the body does not fit `RegisterRun`; `invalid_owner`: `owner_uid` is negative;
-             *     `invalid_tool`: a declared tool's name does not match `^[A-Za-z0-9_-]{1,64}$` or is declared twice;
+             *     `invalid_tool`: a declared tool's name does not match `^[A-Za-z0-9_.-]{1,128}$` or is declared twice;
              *     `invalid_body` also: an unknown `format`, a member of another format, or a format's list missing;
              *     `invalid_transcript`: the messages break a rule of `ChatMessage`, or a native list has no pending call,
              *     a call without an id or an invalid name (the detail names the entry, e.g. `messages[3].content[4]`);
@@ -2592,8 +2598,9 @@ export interface operations {
             query?: {
                 /**
                  * @description The format of the resumed model input; the run's own format (the one it was registered in) when absent. A
-                 *     run in a provider's format is translated only where nothing would be dropped, else 422
-                 *     `format_not_representable`. Any other query parameter is refused with 422 `invalid_query`.
+                 *     run in a provider's format is translated only where nothing would be dropped, and a run of any format only
+                 *     where every tool it calls fits the providers' `^[A-Za-z0-9_-]{1,64}$`, else 422 `format_not_representable`.
+                 *     Any other query parameter is refused with 422 `invalid_query`.
                  */
                 format?: components["parameters"]["Format"];
             };
@@ -2685,8 +2692,9 @@ export interface operations {
             /**
              * @description `invalid_query`: an unknown `format` or another query parameter; `format_not_representable`: the run
              *     was registered in another format and `format` would drop part of its transcript (the detail names the
-             *     first element without a counterpart; DESIGN.md §14); `invalid_body`: the body does not fit
-             *     `DecisionBody` (a missing `decider_uid` included); `invalid_uid`: `decider_uid` is below 1;
+             *     first element without a counterpart; DESIGN.md §14), or would name a tool outside `format`'s rule for
+             *     tool names, `^[A-Za-z0-9_-]{1,64}$` (the detail names the tool; DESIGN.md §3); `invalid_body`: the body
+             *     does not fit `DecisionBody` (a missing `decider_uid` included); `invalid_uid`: `decider_uid` is below 1;
              *     `reason_requires_denial`: a `reason` with an approval; `decider_uid_required`: with an API key, the body
              *     leaves `decider_uid` out (send a uid, or `null` for a decision by nobody); `approved_and_calls`: both
              *     forms at once; `verdict_required`: neither `approved` nor `calls`; `reason_with_calls`: a top-level
@@ -2720,8 +2728,9 @@ export interface operations {
             query?: {
                 /**
                  * @description The format of the resumed model input; the run's own format (the one it was registered in) when absent. A
-                 *     run in a provider's format is translated only where nothing would be dropped, else 422
-                 *     `format_not_representable`. Any other query parameter is refused with 422 `invalid_query`.
+                 *     run in a provider's format is translated only where nothing would be dropped, and a run of any format only
+                 *     where every tool it calls fits the providers' `^[A-Za-z0-9_-]{1,64}$`, else 422 `format_not_representable`.
+                 *     Any other query parameter is refused with 422 `invalid_query`.
                  */
                 format?: components["parameters"]["Format"];
             };
@@ -2793,7 +2802,8 @@ export interface operations {
             /**
              * @description `invalid_query`: an unknown `format` or another query parameter; `format_not_representable`: the run was
              *     registered in another format and `format` would drop part of its transcript (the detail names the first
-             *     element without a counterpart; DESIGN.md §14).
+             *     element without a counterpart; DESIGN.md §14), or would name a tool outside `format`'s rule for tool
+             *     names, `^[A-Za-z0-9_-]{1,64}$` (the detail names the tool; DESIGN.md §3).
              */
             422: {
                 headers: {
@@ -3925,7 +3935,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["Internal"];
-            503: components["responses"]["Unavailable"];
+            503: components["responses"]["UnavailableWithoutBody"];
         };
     };
     showApprovalPage: {
@@ -3953,7 +3963,7 @@ export interface operations {
             403: components["responses"]["ApprovalPage"];
             410: components["responses"]["ApprovalPage"];
             500: components["responses"]["Internal"];
-            503: components["responses"]["Unavailable"];
+            503: components["responses"]["UnavailableWithoutBody"];
         };
     };
     submitApprovalPage: {
