@@ -88,6 +88,8 @@ fn cases() -> Vec<(&'static str, &'static str, Method, String, Value)> {
         "require_second_approver",
         "expires_at",
         "approval_ttl_secs",
+        "notify",
+        "source",
     ] {
         let mut body = registration();
         if member == "messages" {
@@ -136,6 +138,7 @@ fn cases() -> Vec<(&'static str, &'static str, Method, String, Value)> {
         "contents",
         "expires_at",
         "approval_ttl_secs",
+        "notify",
     ] {
         let mut body = turn.clone();
         if member == "messages" {
