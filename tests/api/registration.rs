@@ -866,6 +866,24 @@ async fn a_runs_source_is_shown_in_its_view_the_inbox_and_its_waiting_event() {
         .find(|event| event["type"] == "run.waiting" && event["data"]["run_id"] == id.to_string())
         .expect("a run.waiting event");
     assert_eq!(waiting["data"]["source"], "mcp:github");
+
+    // The decision path reads the run by its own statement: the event that closes the turn names the source too.
+    let digest = registered["turn"]["digest"].clone();
+    let denied = app
+        .post(
+            &format!("/v1/runs/{id}/decision"),
+            json!({"approved": false, "decider_uid": 7, "turn_digest": digest}),
+        )
+        .await;
+    assert_eq!(denied.status, StatusCode::OK, "{:?}", denied.body);
+    let feed = app.get("/v1/events?wait=0").await;
+    let resumed = feed.body["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|event| event["type"] == "run.resumed")
+        .expect("a run.resumed event");
+    assert_eq!(resumed["data"]["source"], "mcp:github");
 }
 
 #[tokio::test]
