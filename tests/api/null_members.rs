@@ -84,12 +84,13 @@ fn cases() -> Vec<(&'static str, &'static str, Method, String, Value)> {
         "system_instruction",
         "contents",
         "tools",
+        // A run's label (docs/design.md §2).
+        "source",
         "privacy_level",
         "require_second_approver",
         "expires_at",
         "approval_ttl_secs",
         "notify",
-        "source",
     ] {
         let mut body = registration();
         if member == "messages" {

@@ -714,7 +714,7 @@ async fn an_empty_username_is_refused() {
 async fn a_user_body_with_an_unknown_or_a_missing_field_is_refused() {
     let (_database, pool) = TestDatabase::create().await;
     let app = support::app(pool).await;
-    let unknown = json!({"username": "alice", "is_admin": false, "can_approve_others": false, "disabled": false, "email": "a@example.com"});
+    let unknown = json!({"username": "alice", "is_admin": false, "can_approve_others": false, "disabled": false, "phone": "555-0100"});
     let missing = json!({"username": "alice", "is_admin": false, "can_approve_others": false});
 
     for body in [unknown, missing] {
