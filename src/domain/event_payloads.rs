@@ -1,7 +1,8 @@
 //! Events (docs/design.md §10): what a consumer waits for, as the outbox stores it and the feed and webhooks send it.
 //!
 //! An event's data holds ids and metadata only: the run, the tenant, the turn's index and digest, who decided, the
-//! verdict and how many calls ended in each outcome. It is built from those values alone, so no transcript,
+//! verdict and how many calls ended in each outcome, and where the run came from (its `source` label, of a narrow
+//! alphabet: no payload). It is built from those values alone, so no transcript,
 //! argument, result or reason text can reach it, at any privacy level.
 
 use std::collections::BTreeMap;
@@ -94,6 +95,8 @@ pub struct RunFacts<'a> {
     pub format: ModelInputFormat,
     pub turn_index: i32,
     pub turn_digest: &'a str,
+    /// Where the run came from (docs/design.md §2), if its registration said.
+    pub source: Option<&'a str>,
 }
 
 /// What a resume adds: who decided, the verdict, and the outcome of each call of the turn.
@@ -123,6 +126,9 @@ pub struct EventData {
     /// `run.released` only: the ids of the calls released to the worker (never their arguments).
     #[serde(skip_serializing_if = "Option::is_none")]
     released_call_ids: Option<Vec<String>>,
+    /// The run's `source` label; absent when it has none, so events of unlabelled runs read as before.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    source: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -167,6 +173,7 @@ pub fn data(facts: &RunFacts<'_>, verdict: Option<&Verdict>) -> EventData {
         decision,
         outcomes,
         released_call_ids: None,
+        source: facts.source.map(str::to_owned),
     }
 }
 
@@ -207,6 +214,7 @@ mod tests {
             format: ModelInputFormat::Anthropic,
             turn_index: 2,
             turn_digest: "ab",
+            source: None,
         }
     }
 
@@ -259,6 +267,18 @@ mod tests {
         assert_eq!(data["status"], "released");
         assert_eq!(data["released_call_ids"], serde_json::json!(["call_2"]));
         assert!(data.get("decision").is_none() && data.get("outcomes").is_none());
+    }
+
+    #[test]
+    fn a_labelled_run_names_its_source_and_an_unlabelled_one_leaves_it_out() {
+        let labelled = RunFacts {
+            source: Some("mcp:github"),
+            ..facts(RunStatus::WaitingForApproval)
+        };
+        let data = serde_json::to_value(data(&labelled, None)).unwrap();
+        assert_eq!(data["source"], "mcp:github");
+        let data = serde_json::to_value(super::data(&facts(RunStatus::Resumed), None)).unwrap();
+        assert!(data.get("source").is_none());
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The text of the mail that tells a person of a waiting turn (docs/design.md §20). It names who started the run,
-//! the tools and when the turn expires, and carries the person's link; never arguments or results: a mail leaves the
-//! reach of encryption at rest and of the purge.
+//! where it came from (its `source`), the tools and when the turn expires, and carries the person's link; never
+//! arguments or results: a mail leaves the reach of encryption at rest and of the purge.
 
 use chrono::{DateTime, Utc};
 
@@ -9,6 +9,9 @@ pub struct MailFacts<'a> {
     /// The run owner's username, or `None` for a service run or an owner the service does not know.
     pub owner: Option<&'a str>,
     pub owner_uid: i64,
+    /// Where the run came from (docs/design.md §2), if it said: a label of `^[A-Za-z0-9_.:-]{1,64}$`
+    /// (`domain::run_source`), so it can neither end a header nor start a line.
+    pub source: Option<&'a str>,
     /// The turn's tools, in its order, each as often as it is called.
     pub tools: &'a [String],
     pub run_id: &'a str,
@@ -35,11 +38,20 @@ pub fn compose(facts: &MailFacts<'_>) -> (String, String) {
     let tools = distinct(facts.tools);
     let named: Vec<&str> = tools.iter().take(TOOLS_IN_SUBJECT).copied().collect();
     let more = tools.len().saturating_sub(TOOLS_IN_SUBJECT);
+    let from = facts
+        .source
+        .map_or_else(String::new, |source| format!(" ({source})"));
     let subject = if more == 0 {
-        format!("Approval requested: {}", named.join(", "))
+        format!("Approval requested{from}: {}", named.join(", "))
     } else {
-        format!("Approval requested: {} and {more} more", named.join(", "))
+        format!(
+            "Approval requested{from}: {} and {more} more",
+            named.join(", ")
+        )
     };
+    let source_line = facts
+        .source
+        .map_or_else(String::new, |source| format!("Source: {source}\r\n"));
     let who = match (facts.owner, facts.owner_uid) {
         (_, 0) => "A service run (no person)".to_owned(),
         (Some(owner), _) => one_line(owner),
@@ -56,6 +68,7 @@ pub fn compose(facts: &MailFacts<'_>) -> (String, String) {
          {link}\r\n\
          \r\n\
          Run: {run}\r\n\
+         {source_line}\
          The request expires: {expires}\r\n\
          The link expires: {link_expires}\r\n\
          \r\n\
@@ -88,6 +101,7 @@ mod tests {
         MailFacts {
             owner,
             owner_uid,
+            source: None,
             tools,
             run_id: "0b0e9c9e-1f4e-4a57-9c59-3c0c5c7f1d10",
             turn_expires_at: None,
@@ -129,6 +143,21 @@ mod tests {
             one_line("arne\r\nBcc: victim@evil.test"),
             "arne  Bcc: victim@evil.test"
         );
+    }
+
+    #[test]
+    fn a_mail_names_the_runs_source_in_its_subject_and_body() {
+        let tools = vec!["github.merge".to_owned()];
+        let labelled = MailFacts {
+            source: Some("mcp:github"),
+            ..facts(&tools, Some("ada"), 7)
+        };
+        let (subject, body) = compose(&labelled);
+        assert_eq!(subject, "Approval requested (mcp:github): github.merge");
+        assert!(body.contains("\r\nSource: mcp:github\r\n"), "{body}");
+        let (subject, body) = compose(&facts(&tools, Some("ada"), 7));
+        assert_eq!(subject, "Approval requested: github.merge");
+        assert!(!body.contains("Source:"), "{body}");
     }
 
     #[test]

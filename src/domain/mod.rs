@@ -18,6 +18,7 @@ pub mod redact;
 pub mod released;
 pub mod remembered;
 pub mod results;
+pub mod run_source;
 pub mod scopes;
 pub mod secret;
 pub mod steps;

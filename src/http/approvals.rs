@@ -57,6 +57,9 @@ struct InboxItem {
     privacy_level: PrivacyLevel,
     /// The format the run was registered in and answers in (docs/design.md §14).
     format: ModelInputFormat,
+    /// Where the run came from (docs/design.md §2); absent when its registration named none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    source: Option<String>,
     require_second_approver: bool,
     /// When the turn expires if nobody decides it; `null`: never. Expired turns are not listed.
     expires_at: Option<DateTime<Utc>>,
@@ -255,6 +258,7 @@ fn item(
         owner_uid: run.owner_uid,
         privacy_level: level,
         format: run.format.0,
+        source: run.source,
         require_second_approver: run.require_second_approver,
         expires_at: run.expires_at,
         created_at: run.created_at,

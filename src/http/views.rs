@@ -31,6 +31,9 @@ pub struct RunView {
     pub privacy_level: PrivacyLevel,
     /// The format the run was registered in and answers in (docs/design.md §14).
     pub format: ModelInputFormat,
+    /// Where the run came from (docs/design.md §2); absent when its registration named none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
     pub require_second_approver: bool,
     /// When the current turn expires if nobody decides it; `null`: never.
     pub expires_at: Option<DateTime<Utc>>,
@@ -187,6 +190,7 @@ impl RunView {
             status: run.status(),
             privacy_level,
             format: run.format(),
+            source: run.source.clone(),
             require_second_approver: run.require_second_approver,
             expires_at: run.expires_at,
             turn: TurnView {

@@ -235,6 +235,7 @@ fn run_facts(run: &RunRow, status: RunStatus) -> event_payloads::RunFacts<'_> {
         format: run.format(),
         turn_index: run.turn_index,
         turn_digest: &run.turn_digest,
+        source: run.source.as_deref(),
     }
 }
 

@@ -255,6 +255,7 @@ pub(super) fn closing_event(
             format: run.format(),
             turn_index: run.turn_index,
             turn_digest: &run.turn_digest,
+            source: run.source.as_deref(),
         },
         verdict,
     )

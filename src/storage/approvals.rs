@@ -30,6 +30,8 @@ pub struct WaitingRun {
     pub created_at: DateTime<Utc>,
     /// The run's declared tools: who runs each and whether it may be edited (docs/design.md §15).
     pub tools: Json<Vec<DeclaredTool>>,
+    /// Where the run came from (docs/design.md §2).
+    pub source: Option<String>,
 }
 
 impl WaitingRun {
@@ -60,7 +62,7 @@ pub async fn waiting_runs(
     let (after_at, after_id) = query.after.unzip();
     let rows = sql::query_as::<WaitingRun>(
         "select r.id, r.owner_uid, r.privacy_level, r.format, r.require_second_approver, r.turn_index, r.turn_digest,
-                r.expires_at, r.created_at, r.tools
+                r.expires_at, r.created_at, r.tools, r.source
          from runs r
          where r.tenant = $1 and r.status = 'waiting_for_approval'
            and (r.expires_at is null or r.expires_at > now())

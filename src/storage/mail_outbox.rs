@@ -36,6 +36,8 @@ pub struct DueMail {
     pub can_approve_others: Option<bool>,
     pub disabled: Option<bool>,
     pub owner_username: Option<String>,
+    /// The run's `source` (docs/design.md §2), which the mail names.
+    pub source: Option<String>,
     pub tools: Vec<String>,
 }
 
@@ -119,7 +121,7 @@ pub async fn take_due(
                 r.owner_uid::bigint as owner_uid, r.status::text as run_status,
                 r.turn_index::integer as run_turn_index, r.turn_digest::text as turn_digest, r.expires_at,
                 u.email, u.username, u.is_admin, u.can_approve_others, u.disabled,
-                o.username as owner_username,
+                o.username as owner_username, r.source,
                 array(select c.tool::text from turn_calls c
                       where c.run_id = b.run_id and c.turn_index = b.turn_index
                       order by c.position) as tools

@@ -156,6 +156,7 @@ pub async fn record_status(conn: &mut PgConnection, run: &RunRow) -> Result<(), 
             format: run.format(),
             turn_index: run.turn_index,
             turn_digest: &run.turn_digest,
+            source: run.source.as_deref(),
         },
         None,
     );

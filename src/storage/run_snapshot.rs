@@ -123,7 +123,7 @@ select reader.name as key_client_name, reader.tenant as key_client_tenant, reade
        r.id, r.tenant, r.owner_uid, r.status, r.privacy_level, r.format, r.require_second_approver,
        r.registration_hash, r.tools, r.turn_index, r.turn_digest, r.turn_request_hash, r.lease_owner,
        r.lease_until, r.expires_at, r.created_at, r.updated_at, r.messages, r.messages_from_jsonb,
-       r.messages_sealed, r.system, r.system_sealed,
+       r.messages_sealed, r.system, r.system_sealed, r.source,
        u.uid is not null as decider_found, u.is_admin, u.can_approve_others, u.disabled, u.approvable_tools,
        e.turn_index as decision_turn_index, e.approved, e.decider_uid, e.decided_by, e.reason,
        e.turn_digest as decision_turn_digest, e.client_name, e.decided_at, e.token_kid, e.calls,

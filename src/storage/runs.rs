@@ -43,6 +43,8 @@ pub struct RunRow {
     pub expires_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// Where the run came from, as its registration named it (docs/design.md §2; migration 0022).
+    pub source: Option<String>,
 }
 
 /// A tool as the run declared it at registration. `executor` and `editable` are left out of the stored JSON when the
@@ -128,6 +130,7 @@ pub struct NewRun<'a> {
     pub messages: &'a TranscriptText,
     pub turn_digest: &'a str,
     pub expiry: Expiry,
+    pub source: Option<&'a str>,
 }
 
 /// When a new turn expires: at a time, after a number of seconds from the database's clock, or never.
@@ -164,7 +167,8 @@ macro_rules! expires_at_sql {
 }
 
 const RUN_COLUMNS: &str = "id, tenant, owner_uid, status, privacy_level, format, require_second_approver, registration_hash,
-     tools, turn_index, turn_digest, turn_request_hash, lease_owner, lease_until, expires_at, created_at, updated_at";
+     tools, turn_index, turn_digest, turn_request_hash, lease_owner, lease_until, expires_at, created_at, updated_at,
+     source";
 
 /// Inserts a run waiting for approval on turn 0; `None` when the id is taken (by any tenant).
 pub async fn insert(
@@ -182,8 +186,8 @@ pub async fn insert(
     let row = sql::query_as::<RunRow>(sqlx::AssertSqlSafe(format!(
         "insert into runs (id, tenant, owner_uid, status, privacy_level, require_second_approver,
                            registration_hash, tools, messages, turn_index, turn_digest, messages_sealed,
-                           expires_at, format, system, system_sealed)
-         values ($1, $2, $3, 'waiting_for_approval', $4, $5, $6, $7, $8, 0, $9, $10, {}, $13, $14, $15)
+                           expires_at, format, system, system_sealed, source)
+         values ($1, $2, $3, 'waiting_for_approval', $4, $5, $6, $7, $8, 0, $9, $10, {}, $13, $14, $15, $16)
          on conflict (id) do nothing
          returning {RUN_COLUMNS}",
         expires_at_sql!("$11", "$12")
@@ -203,6 +207,7 @@ pub async fn insert(
     .bind(run.messages.format().as_str())
     .bind(system.clear)
     .bind(system.sealed)
+    .bind(run.source)
     .fetch_optional(&mut *conn)
     .await?;
     release_buffers(conn, run.messages.text_len());

@@ -330,6 +330,7 @@ async fn late_commit(pool: PgPool, run_id: Uuid, hold: Duration) {
                 format: approval_resume::domain::model_input::ModelInputFormat::OpenAiChat,
                 turn_index: 0,
                 turn_digest: "late",
+                source: None,
             },
             None,
         ),

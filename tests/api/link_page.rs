@@ -93,6 +93,23 @@ async fn the_page_says_whom_it_decides_as_names_the_tool_and_carries_the_links_n
 }
 
 #[tokio::test]
+async fn the_page_names_the_runs_source_among_its_facts_when_it_has_one() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = people(pool).await;
+    let labelled = Uuid::new_v4();
+    app.register(write_run(labelled, json!({"source": "mcp:github"})))
+        .await;
+    let page = html(&open(&app, &link_for(&app, labelled, OWNER).await).await);
+    assert!(
+        page.contains("<dt>Source</dt><dd><code>mcp:github</code></dd>"),
+        "{page}"
+    );
+    let unlabelled = waiting_run(&app).await;
+    let page = html(&open(&app, &link_for(&app, unlabelled, OWNER).await).await);
+    assert!(!page.contains("<dt>Source</dt>"), "{page}");
+}
+
+#[tokio::test]
 async fn every_page_is_served_uncached_unframed_without_a_referrer_and_without_script() {
     let (_database, pool) = TestDatabase::create().await;
     let app = people(pool).await;

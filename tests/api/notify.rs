@@ -217,3 +217,31 @@ async fn a_users_email_is_checked_and_shown_back() {
     assert_eq!(cleared.status, StatusCode::OK, "{:?}", cleared.body);
     assert_eq!(cleared.body["email"], Value::Null);
 }
+
+#[tokio::test]
+async fn the_sender_takes_a_due_mail_with_its_runs_source_to_name_it() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = people(pool).await;
+    with_email(&app, APPROVER, false, true, false).await;
+    let labelled = Uuid::new_v4();
+    let unlabelled = Uuid::new_v4();
+    app.register(write_run(
+        labelled,
+        json!({"notify": [APPROVER], "source": "mcp:github"}),
+    ))
+    .await;
+    app.register(write_run(unlabelled, json!({"notify": [APPROVER]})))
+        .await;
+
+    let due = approval_resume::storage::mail_outbox::take_due(&app.pool, 10, 300.0)
+        .await
+        .unwrap();
+    let source_of = |run_id: Uuid| {
+        due.iter()
+            .find(|mail| mail.run_id == run_id)
+            .map(|mail| mail.source.clone())
+            .expect("a due mail of the run")
+    };
+    assert_eq!(source_of(labelled).as_deref(), Some("mcp:github"));
+    assert_eq!(source_of(unlabelled), None);
+}

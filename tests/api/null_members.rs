@@ -84,6 +84,8 @@ fn cases() -> Vec<(&'static str, &'static str, Method, String, Value)> {
         "system_instruction",
         "contents",
         "tools",
+        // A run's label (docs/design.md §2).
+        "source",
         "privacy_level",
         "require_second_approver",
         "expires_at",

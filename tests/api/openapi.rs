@@ -1031,6 +1031,16 @@ async fn registering_a_run_answers_as_documented() {
         "422 invalid_owner",
     )
     .await;
+    let labelled = op
+        .expect(path, with(fresh(), "source", json!("mcp:github")), "201")
+        .await;
+    assert_eq!(labelled.body["source"], "mcp:github");
+    op.expect(
+        path,
+        with(fresh(), "source", json!("mcp github")),
+        "422 invalid_source",
+    )
+    .await;
     let bad_name = json!([{"name": "read page", "effect": "read"}]);
     op.expect(path, with(fresh(), "tools", bad_name), "422 invalid_tool")
         .await;

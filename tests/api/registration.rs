@@ -827,3 +827,96 @@ async fn a_decision_on_a_cancelled_run_is_refused_and_records_nothing() {
         "cancelled"
     );
 }
+
+#[tokio::test]
+async fn a_runs_source_is_shown_in_its_view_the_inbox_and_its_waiting_event() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool).await;
+    app.user(7, false, false, false).await;
+    let id = Uuid::new_v4();
+    let mut body = run_body(id, 7);
+    body["source"] = json!("mcp:github");
+
+    let registered = app.register(body.clone()).await;
+    assert_eq!(registered["source"], "mcp:github");
+    // The same body again is the same registration; without the source it is another.
+    assert_eq!(
+        app.post("/v1/runs", body.clone()).await.status,
+        StatusCode::OK
+    );
+    let mut unlabelled = body.clone();
+    unlabelled.as_object_mut().unwrap().remove("source");
+    assert_problem(
+        &app.post("/v1/runs", unlabelled).await,
+        StatusCode::CONFLICT,
+        "run_exists",
+    );
+
+    let view = app.get(&format!("/v1/runs/{id}")).await;
+    assert_eq!(view.body["source"], "mcp:github", "{:?}", view.body);
+    let inbox = app.get("/v1/approvals?acting_uid=7").await;
+    assert_eq!(inbox.status, StatusCode::OK, "{:?}", inbox.body);
+    assert_eq!(inbox.body["items"][0]["run_id"], id.to_string());
+    assert_eq!(inbox.body["items"][0]["source"], "mcp:github");
+    let feed = app.get("/v1/events?wait=0").await;
+    let waiting = feed.body["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|event| event["type"] == "run.waiting" && event["data"]["run_id"] == id.to_string())
+        .expect("a run.waiting event");
+    assert_eq!(waiting["data"]["source"], "mcp:github");
+
+    // The decision path reads the run by its own statement: the event that closes the turn names the source too.
+    let digest = registered["turn"]["digest"].clone();
+    let denied = app
+        .post(
+            &format!("/v1/runs/{id}/decision"),
+            json!({"approved": false, "decider_uid": 7, "turn_digest": digest}),
+        )
+        .await;
+    assert_eq!(denied.status, StatusCode::OK, "{:?}", denied.body);
+    let feed = app.get("/v1/events?wait=0").await;
+    let resumed = feed.body["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|event| event["type"] == "run.resumed")
+        .expect("a run.resumed event");
+    assert_eq!(resumed["data"]["source"], "mcp:github");
+}
+
+#[tokio::test]
+async fn a_run_without_a_source_shows_none() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool).await;
+    let (id, _) = owned_run(&app).await;
+
+    let view = app.get(&format!("/v1/runs/{id}")).await;
+    assert!(view.body.get("source").is_none(), "{:?}", view.body);
+    let inbox = app.get("/v1/approvals?acting_uid=7").await;
+    assert!(inbox.body["items"][0].get("source").is_none());
+    let feed = app.get("/v1/events?wait=0").await;
+    assert!(feed.body["events"][0]["data"].get("source").is_none());
+}
+
+#[tokio::test]
+async fn a_source_outside_its_rule_is_refused() {
+    let (_database, pool) = TestDatabase::create().await;
+    let app = support::app(pool).await;
+    let too_long = "x".repeat(65);
+    for source in ["", "mcp github", "chat\nBcc: x", "<b>", too_long.as_str()] {
+        let mut body = run_body(Uuid::new_v4(), 0);
+        body["source"] = json!(source);
+        assert_refused(
+            &app,
+            body,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_source",
+        )
+        .await;
+    }
+    let mut body = run_body(Uuid::new_v4(), 0);
+    body["source"] = json!(7);
+    assert_refused(&app, body, StatusCode::UNPROCESSABLE_ENTITY, "invalid_body").await;
+}

@@ -120,3 +120,5 @@ export type NotifySkipReason = NotifyOutcome["skipped"][number]["reason"];
 export type ApprovalsQuery = operations["listApprovals"]["parameters"]["query"];
 /** The query of `GET /v1/events`. */
 export type EventsQuery = NonNullable<operations["followEvents"]["parameters"]["query"]>;
+/** Where a run came from (docs/design.md §2), e.g. `mcp:github`: `^[A-Za-z0-9_.:-]{1,64}$`, absent when it named none. */
+export type RunSource = Schemas["RunSource"];

@@ -179,6 +179,7 @@ async fn handle(
     let (subject, body) = mail_text::compose(&MailFacts {
         owner: mail.owner_username.as_deref(),
         owner_uid: mail.owner_uid,
+        source: mail.source.as_deref(),
         tools: &mail.tools,
         run_id: &run_id,
         turn_expires_at: mail.expires_at,

@@ -19,6 +19,8 @@ pub struct FormPage {
     pub stylesheet: String,
     pub decider: String,
     pub owner: String,
+    /// Where the run came from (docs/design.md §2), when it said.
+    pub source: Option<String>,
     pub run_id: String,
     pub expires_at: Option<String>,
     pub calls: Vec<CallLine>,

@@ -306,6 +306,7 @@ async fn shown(state: &AppState, page: &Page, link: &LinkRow) -> Result<Response
             stylesheet: page.stylesheet.clone(),
             decider: decider.username,
             owner,
+            source: run.source.clone(),
             run_id: run.id.to_string(),
             expires_at: view.expires_at.map(|at| at.to_rfc3339()),
             calls: view

@@ -14,6 +14,7 @@ use super::registered_turn::{
     ExpiryBody, actor_of, answer_after_rules, meaning_hash, with_effects, within_limits,
 };
 use crate::domain::model_input::ModelInputFormat;
+use crate::domain::run_source::is_valid_source;
 use crate::domain::token_view::Reader;
 use crate::domain::transcript::{self, TOOL_NAME_RULE, is_valid_tool_name};
 use crate::domain::transcript_text::TranscriptText;
@@ -107,6 +108,14 @@ pub struct RegisterRun {
         skip_serializing_if = "Option::is_none"
     )]
     notify: Option<Vec<i64>>,
+    /// Where the run came from (docs/design.md §2), e.g. `mcp:github`; left out of the hash when absent, so bodies
+    /// from before it existed hash as they did.
+    #[serde(
+        default,
+        deserialize_with = "crate::http::not_null::present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    source: Option<String>,
 }
 
 fn is_openai_chat(format: &ModelInputFormat) -> bool {
@@ -174,6 +183,16 @@ pub async fn register_run(
             "owner_uid must be 0 (a service run) or a uid of at least 1",
         ));
     }
+    if body
+        .source
+        .as_deref()
+        .is_some_and(|source| !is_valid_source(source))
+    {
+        return Err(ApiError::unprocessable(
+            "invalid_source",
+            "source must match ^[A-Za-z0-9_.:-]{1,64}$",
+        ));
+    }
     let expiry = ExpiryBody {
         expires_at: body.expires_at.clone(),
         approval_ttl_secs: body.approval_ttl_secs,
@@ -230,6 +249,7 @@ pub async fn register_run(
         messages: &transcript,
         turn_digest: &digest,
         expiry,
+        source: body.source.as_deref(),
     };
     let Some(run) = runs::insert(&mut tx, state.pool.sealer(), &new_run).await? else {
         tx.rollback().await?;

@@ -55,7 +55,7 @@ pub async fn lock_run(
          from (select id, tenant, owner_uid, status, privacy_level, format, require_second_approver,
                       registration_hash, tools, turn_index, turn_digest, turn_request_hash, lease_owner, lease_until,
                       expires_at, created_at, updated_at, messages, messages_from_jsonb, messages_sealed, system,
-                      system_sealed
+                      system_sealed, source
                from runs where id = $1 and tenant = $2 for update) r
          left join backend_users u on u.tenant = r.tenant and u.uid = $3
          left join approval_events e on e.run_id = r.id and e.turn_index = r.turn_index

@@ -805,7 +805,7 @@ export interface components {
              *     the router for paths and methods it does not serve.
              * @enum {string}
              */
-            code: "unauthorized" | "format_not_representable" | "token_expired" | "token_not_yet_valid" | "token_bad_signature" | "token_unknown_kid" | "token_wrong_audience" | "token_client_revoked" | "token_client_lacks_scope" | "token_lifetime_too_long" | "token_invalid" | "missing_scope" | "token_not_allowed" | "decider_mismatch" | "body_timeout" | "not_found" | "method_not_allowed" | "malformed_json" | "bad_request" | "payload_too_large" | "worker_state_too_large" | "unsupported_media_type" | "invalid_body" | "invalid_query" | "invalid_cursor" | "invalid_subscription" | "webhook_url_refused" | "webhook_url_lookups_busy" | "too_many_subscriptions" | "invalid_overlap" | "invalid_uid" | "invalid_username" | "invalid_email" | "too_many_notified" | "public_url_unset" | "invalid_owner" | "invalid_tool" | "invalid_transcript" | "unknown_owner" | "too_many_calls" | "arguments_too_large" | "reason_requires_denial" | "decider_uid_required" | "approved_and_calls" | "verdict_required" | "reason_with_calls" | "repeated_call" | "unknown_call" | "missing_call" | "arguments_require_approval" | "arguments_not_object" | "not_editable" | "not_released" | "call_not_released" | "run_resumed" | "invalid_turn_digest" | "expiry_ambiguous" | "invalid_expires_at" | "expires_at_in_past" | "invalid_ttl" | "anonymous_decision_not_allowed" | "unknown_decider" | "decider_disabled" | "decider_not_permitted" | "second_approver_required" | "rule_not_permitted" | "rule_not_revocable" | "missing_created_by" | "missing_revoked_by" | "rule_ttl_too_long" | "denied_by_rule" | "remember_with_calls" | "remember_until_required" | "remember_until_without_owner" | "remember_edited" | "anonymous_rule" | "tool_not_approvable" | "anonymous_write_approval" | "anonymous_edit" | "transcript_not_shown" | "invalid_approvable_tools" | "run_exists" | "stale_turn" | "already_decided" | "not_awaiting_approval" | "resume_in_progress" | "expired" | "not_resumed" | "results_pending" | "run_cancelled" | "result_conflict" | "claim_required" | "claimed" | "claim_lapsed" | "run_finished" | "internal" | "undecryptable" | "database_unavailable" | "timeout" | "not_migrated" | "too_many_waiting_readers" | "too_many_connections" | "too_many_body_bytes";
+            code: "unauthorized" | "format_not_representable" | "token_expired" | "token_not_yet_valid" | "token_bad_signature" | "token_unknown_kid" | "token_wrong_audience" | "token_client_revoked" | "token_client_lacks_scope" | "token_lifetime_too_long" | "token_invalid" | "missing_scope" | "token_not_allowed" | "decider_mismatch" | "body_timeout" | "not_found" | "method_not_allowed" | "malformed_json" | "bad_request" | "payload_too_large" | "worker_state_too_large" | "unsupported_media_type" | "invalid_body" | "invalid_query" | "invalid_cursor" | "invalid_subscription" | "webhook_url_refused" | "webhook_url_lookups_busy" | "too_many_subscriptions" | "invalid_overlap" | "invalid_uid" | "invalid_username" | "invalid_email" | "too_many_notified" | "public_url_unset" | "invalid_owner" | "invalid_source" | "invalid_tool" | "invalid_transcript" | "unknown_owner" | "too_many_calls" | "arguments_too_large" | "reason_requires_denial" | "decider_uid_required" | "approved_and_calls" | "verdict_required" | "reason_with_calls" | "repeated_call" | "unknown_call" | "missing_call" | "arguments_require_approval" | "arguments_not_object" | "not_editable" | "not_released" | "call_not_released" | "run_resumed" | "invalid_turn_digest" | "expiry_ambiguous" | "invalid_expires_at" | "expires_at_in_past" | "invalid_ttl" | "anonymous_decision_not_allowed" | "unknown_decider" | "decider_disabled" | "decider_not_permitted" | "second_approver_required" | "rule_not_permitted" | "rule_not_revocable" | "missing_created_by" | "missing_revoked_by" | "rule_ttl_too_long" | "denied_by_rule" | "remember_with_calls" | "remember_until_required" | "remember_until_without_owner" | "remember_edited" | "anonymous_rule" | "tool_not_approvable" | "anonymous_write_approval" | "anonymous_edit" | "transcript_not_shown" | "invalid_approvable_tools" | "run_exists" | "stale_turn" | "already_decided" | "not_awaiting_approval" | "resume_in_progress" | "expired" | "not_resumed" | "results_pending" | "run_cancelled" | "result_conflict" | "claim_required" | "claimed" | "claim_lapsed" | "run_finished" | "internal" | "undecryptable" | "database_unavailable" | "timeout" | "not_migrated" | "too_many_waiting_readers" | "too_many_connections" | "too_many_body_bytes";
             /** @description The request's `x-request-id`, on every problem (a 500 for a handler that panicked included). */
             request_id?: string;
         };
@@ -912,6 +912,8 @@ export interface components {
             };
             /** @description `run.released` only: the ids of the calls released to the worker (never their arguments). */
             released_call_ids?: string[];
+            /** @description Where the run came from, as its registration named it; absent when it named none. */
+            source?: components["schemas"]["RunSource"];
         };
         EventsPage: {
             events: components["schemas"]["Event"][];
@@ -1062,6 +1064,13 @@ export interface components {
          *     More than 10: 422 `too_many_notified`.
          */
         Notify: number[];
+        /**
+         * @description Where the run came from (DESIGN.md §2), e.g. `mcp:github`, `chat`, `ai-tasks`: a label the registration
+         *     names, shown in the run view, the inbox, events' data and the approval mail and page. Absent wherever the run
+         *     named none. A label outside the pattern: 422 `invalid_source`.
+         * @example mcp:github
+         */
+        RunSource: string;
         /** @description Only in the answer of the request that named `notify`, when its turn waits. */
         NotifyOutcome: {
             /** @description The people a mail is queued for, sent after the commit. */
@@ -1284,6 +1293,7 @@ export interface components {
              */
             worker_state?: unknown;
             notify?: components["schemas"]["Notify"];
+            source?: components["schemas"]["RunSource"];
         } & (unknown & unknown & unknown & unknown);
         /**
          * @description What followed the resumed model input (without the results of the decided turn, which the service adds),
@@ -1529,6 +1539,8 @@ export interface components {
         RunView: {
             /** @description The format the run was registered in and answers in (DESIGN.md §14). */
             format: components["schemas"]["ModelInputFormat"];
+            /** @description Where the run came from, as its registration named it; absent when it named none. */
+            source?: components["schemas"]["RunSource"];
             /** Format: uuid */
             id: string;
             owner_uid: number;
@@ -1896,6 +1908,8 @@ export interface components {
         InboxItem: {
             /** @description The format the run was registered in and answers in (DESIGN.md §14). */
             format: components["schemas"]["ModelInputFormat"];
+            /** @description Where the run came from, as its registration named it; absent when it named none. */
+            source?: components["schemas"]["RunSource"];
             /**
              * Format: date-time
              * @description When the turn expires if nobody decides it; `null`, never. Expired turns are not listed.
@@ -2515,7 +2529,8 @@ export interface operations {
              *     call's `arguments` text has more than `MAX_ARGUMENTS_BYTES` bytes (the detail names its position);
              *     `expiry_ambiguous`: both `expires_at` and `approval_ttl_secs`; `invalid_expires_at`: `expires_at` is not
              *     an RFC 3339 date-time; `expires_at_in_past`: it has passed; `invalid_ttl`: a negative `approval_ttl_secs`;
-             *     `too_many_notified`: `notify` names more than 10 people; `invalid_uid`: an entry of `notify` is below 1.
+             *     `too_many_notified`: `notify` names more than 10 people; `invalid_uid`: an entry of `notify` is below 1;
+             *     `invalid_source`: `source` does not match `^[A-Za-z0-9_.:-]{1,64}$`.
              */
             422: {
                 headers: {
@@ -2527,7 +2542,7 @@ export interface operations {
                         /** @enum {integer} */
                         status?: 422;
                         /** @enum {unknown} */
-                        code?: "invalid_body" | "invalid_owner" | "invalid_tool" | "invalid_transcript" | "unknown_owner" | "too_many_calls" | "arguments_too_large" | "expiry_ambiguous" | "invalid_expires_at" | "expires_at_in_past" | "invalid_ttl" | "too_many_notified" | "invalid_uid";
+                        code?: "invalid_body" | "invalid_owner" | "invalid_tool" | "invalid_transcript" | "unknown_owner" | "too_many_calls" | "arguments_too_large" | "expiry_ambiguous" | "invalid_expires_at" | "expires_at_in_past" | "invalid_ttl" | "too_many_notified" | "invalid_uid" | "invalid_source";
                     };
                 };
             };
