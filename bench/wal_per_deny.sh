@@ -14,6 +14,8 @@
 #   BENCH_WAL_ROUNDS   alternations of the service and the floor              [3]
 #   PG_BIN             PostgreSQL's server binaries                           [/usr/lib/postgresql/15/bin]
 #   BENCH_BINARY       the service binary measured                            [target/release/approval-resume]
+#   BENCH_WAL_SETUP_SQL  SQL run on the service's migrated schema before measuring (a what-if: a fill factor, a
+#                      dropped key), said in the report                       [none]
 set -euo pipefail
 
 cd "$(dirname "$0")/.."

@@ -161,6 +161,14 @@ pub async fn run(settings: &Settings) -> Result<(), Error> {
         .connect(&database_url)
         .await?;
     crate::straightforward::create(&pool).await?;
+    // A what-if on the service's schema as migrated (BENCH_WAL_SETUP_SQL, e.g. a fill factor or a dropped key),
+    // measured without writing a migration; the report says so.
+    let setup = std::env::var("BENCH_WAL_SETUP_SQL").unwrap_or_default();
+    if !setup.trim().is_empty() {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(setup.clone()))
+            .execute(&pool)
+            .await?;
+    }
     pool.close().await;
 
     let (messages, bytes) = crate::agent::SIZES[1];
@@ -243,6 +251,12 @@ pub async fn run(settings: &Settings) -> Result<(), Error> {
         "wal: an empty window counts {:.0} transactions",
         empty.commits
     );
+    if !setup.trim().is_empty() {
+        println!(
+            "**What-if:** the service's schema was changed before measuring, with BENCH_WAL_SETUP_SQL: `{}`\n",
+            setup.trim()
+        );
+    }
     println!("{}", report(&wal, &windows));
     Ok(())
 }
@@ -518,6 +532,10 @@ fn report(wal: &WalSettings, windows: &BTreeMap<Side, Vec<Window>>) -> String {
     let figures: Vec<Figure> = vec![
         ("WAL bytes (LSN distance)", Box::new(|w| w.wal_bytes)),
         ("of which full-page images", Box::new(|w| w.fpi_bytes)),
+        (
+            "WAL bytes of the records alone (no page images)",
+            Box::new(|w| w.by_type.get("Total").map_or(0.0, |(_, bytes)| *bytes) - w.fpi_bytes),
+        ),
         ("WAL records", Box::new(|w| w.records)),
         (
             "rows inserted (pg_stat_user_tables)",
