@@ -16,7 +16,8 @@
 //!    registrations alternated with that build's; see alternation.rs.
 //!
 //! Settings are environment variables (bench/run.sh lists them); `pool-sweep` as an argument runs only the deny
-//! phases at several DATABASE_POOL_SIZE values instead.
+//! phases at several DATABASE_POOL_SIZE values instead, and `wal` only what one deny and one registration write,
+//! against the straightforward floor (wal.rs; `bash bench/wal_per_deny.sh` runs it on a cluster of its own).
 
 #[path = "decisions/agent.rs"]
 mod agent;
@@ -44,6 +45,8 @@ mod straightforward;
 mod straightforward_phase;
 #[path = "decisions/transcript.rs"]
 mod transcript;
+#[path = "decisions/wal.rs"]
+mod wal;
 
 use std::path::Path;
 use std::process::{Command, ExitCode};
@@ -128,6 +131,7 @@ impl Settings {
 fn main() -> ExitCode {
     let settings = Settings::from_env();
     let sweep = std::env::args().any(|arg| arg == "pool-sweep");
+    let wal = std::env::args().any(|arg| arg == "wal");
     // Two workers, like pgbench's -j 2: the driver competes for the same two cores as the service and Postgres.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -137,6 +141,8 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         if sweep {
             pool_sweep(&settings).await
+        } else if wal {
+            wal::run(&settings).await
         } else {
             benchmark(&settings).await
         }
