@@ -60,6 +60,9 @@ ToolName = str
 """`^[A-Za-z0-9_.-]{1,128}$`, MCP's rule (the gate's `github.create_issue`); the service refuses other names. A name
 outside the model providers' `^[A-Za-z0-9_-]{1,64}$` answers only in the run's own format."""
 ApprovableTools = list[ToolName] | None
+RunSource = str
+"""`^[A-Za-z0-9_.:-]{1,64}$`: where a run came from (`mcp:github`, `chat`, `ai-tasks`), shown in its view, the
+inbox, its events and its approval mail (docs/design.md §2)."""
 NativeEntry = JsonObject
 """An entry of a transcript registered in a provider's format (docs/design.md §14), kept by the service as it came."""
 NativeSystem = str | list[NativeEntry]
@@ -122,6 +125,8 @@ class RegisterRun(TypedDict):
     worker_state: NotRequired[Any]
     #: The people to mail a link when the turn waits (docs/design.md §20); the answer's `notify` says who is.
     notify: NotRequired["Notify"]
+    #: Where the run came from; other labels are refused 422 `invalid_source`.
+    source: NotRequired[RunSource]
 
 
 class AppendTurn(TypedDict):
@@ -228,6 +233,8 @@ class RunView(TypedDict):
     worker_state: NotRequired[Any]
     #: Only in the answer of a registration or new turn that named `notify`, when its turn waits.
     notify: NotRequired["NotifyOutcome"]
+    #: The run's label, absent when it has none.
+    source: NotRequired[RunSource]
 
 
 # Approval links and mail (docs/design.md §20).
@@ -400,6 +407,8 @@ class InboxItem(TypedDict):
     require_second_approver: bool
     created_at: str
     turn: InboxTurn
+    #: The run's label, absent when it has none.
+    source: NotRequired[RunSource]
 
 
 class InboxPage(TypedDict):
@@ -487,6 +496,8 @@ class EventData(TypedDict):
     outcomes: NotRequired[dict[Outcome, int]]
     #: `run.released` only: the ids of the calls released to the worker.
     released_call_ids: NotRequired[list[str]]
+    #: The run's label, absent when it has none.
+    source: NotRequired[RunSource]
 
 
 class RuleEventData(TypedDict):
