@@ -52,11 +52,12 @@ fn routes(cors: CorsLayer, limits: &Limits) -> Router<AppState> {
             get(remembered_rules::list_run_rules).post(remembered_rules::make_run_rule),
         )
         .route("/v1/rules/{id}", delete(remembered_rules::revoke))
+        // Inside CORS, as on every other route, and only on the methods each route serves.
+        .route_layer(middleware::from_fn(refuse_unread_body))
         // Set before the layer, so that CORS wraps it and answers a preflight (OPTIONS) before it would.
         .method_not_allowed_fallback(method_not_allowed)
         .layer(cors);
     Router::new()
-        .merge(token_routes)
         .route("/v1/users/{uid}", put(users::put_user))
         .route("/v1/runs", post(runs::register_run).layer(with_state))
         .route(
@@ -93,6 +94,10 @@ fn routes(cors: CorsLayer, limits: &Limits) -> Router<AppState> {
         .route("/openapi.yaml", get(ops::openapi))
         .route("/ui/approval-card.js", get(ui::approval_card))
         .route("/metrics", get(ops::metrics))
+        // Before the token routes are merged: they carry the same layer inside their CORS layer, where a route
+        // layer still sees which methods each route serves.
+        .route_layer(middleware::from_fn(refuse_unread_body))
+        .merge(token_routes)
         .fallback(|| async { ApiError::not_found("route") })
         .method_not_allowed_fallback(method_not_allowed)
 }
@@ -178,16 +183,20 @@ async fn within_bounds(
 ) -> Response {
     let route = request.extensions().get::<MatchedPath>();
     let attached = route.is_some_and(|route| route.as_str() == events_feed::ROUTE);
-    let route_limit = if !takes_body(request.method()) {
-        0
-    } else if route.is_some_and(|route| worker_state::ROUTES.contains(&route.as_str())) {
+    let route_limit = if route.is_some_and(|route| worker_state::ROUTES.contains(&route.as_str())) {
         worker_state::body_limit(&limits)
     } else {
         limits.max_body_bytes
     };
-    let admitted = match budget.admit(&mut request, route_limit) {
-        Ok(admitted) => admitted,
-        Err(refused) => return body_budget::closing(refused),
+    // A body of a bodiless method is neither read nor charged here: the route refuses it (`refuse_unread_body`), or,
+    // where the route does not serve the method, the answer is 405 as for any request of it.
+    let admitted = if takes_body(request.method()) {
+        match budget.admit(&mut request, route_limit) {
+            Ok(admitted) => admitted,
+            Err(refused) => return body_budget::closing(refused),
+        }
+    } else {
+        body_budget::Admitted::Bodiless
     };
     let held = admitted.held();
     body::read_within_timeout(limits.body_read_timeout, request, |request| {
@@ -210,6 +219,20 @@ async fn within_bounds(
         })
     })
     .await
+}
+
+/// A body sent to a route that takes none (`GET`, `HEAD`, `DELETE`, `OPTIONS`) is refused 413 at once, unread, and
+/// the connection closed (docs/design.md §17): a declared length never holds anything. A route layer, so that a
+/// method a route does not serve is answered 405 whatever its body.
+async fn refuse_unread_body(request: Request, next: Next) -> Response {
+    if !takes_body(request.method()) && !axum::body::HttpBody::is_end_stream(request.body()) {
+        return body_budget::closing(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            "this route takes no body; send none",
+        ));
+    }
+    next.run(request).await
 }
 
 /// Whether requests of `method` carry a body on any route here: none of the `GET`, `HEAD`, `DELETE` or `OPTIONS`

@@ -105,6 +105,18 @@ pub fn json_optional<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Optio
     json(deserializer).map(Some)
 }
 
+/// `#[serde(default, deserialize_with)]` for an `Option<Vec<i64>>` member of a JSON body that may be absent but not
+/// `null`: a list of integers, each as JSON Schema reads one (`7.0` is 7).
+pub fn json_list_optional<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Vec<i64>>, D::Error> {
+    let raw = Vec::<Box<RawValue>>::deserialize(deserializer)?;
+    raw.iter()
+        .map(|item| parse(item.get()).map_err(D::Error::custom))
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+}
+
 /// `#[serde(deserialize_with)]` for an `i64` query parameter.
 pub fn query<'de, D: Deserializer<'de>>(deserializer: D) -> Result<i64, D::Error> {
     let text = String::deserialize(deserializer)?;

@@ -21,7 +21,8 @@ use crate::storage::users;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MakeLink {
-    /// The person the link decides as.
+    /// The person the link decides as; an integer as JSON Schema reads one (`7.0` is 7).
+    #[serde(deserialize_with = "super::integer::json")]
     uid: i64,
 }
 

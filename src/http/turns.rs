@@ -91,7 +91,7 @@ pub struct AppendTurn {
     /// The people to mail when the turn waits (docs/design.md §20); left out of the hash when absent.
     #[serde(
         default,
-        deserialize_with = "super::not_null::present",
+        deserialize_with = "crate::http::integer::json_list_optional",
         skip_serializing_if = "Option::is_none"
     )]
     notify: Option<Vec<i64>>,

@@ -473,11 +473,15 @@ async fn another_tenant_s_unsent_bodies_on_long_polls_hold_neither_the_budget_no
 #[tokio::test]
 async fn a_route_that_takes_no_body_refuses_one_at_once_unread() {
     let (_database, app) = app_with_budget(64 * MIB).await;
-    for method in [Method::GET, Method::DELETE] {
+    let webhook = format!("/v1/webhooks/{}", uuid::Uuid::new_v4());
+    for (method, uri) in [
+        (Method::GET, "/v1/events?wait=5"),
+        (Method::DELETE, webhook.as_str()),
+    ] {
         let (body, feeder) = fed(Some(256 * 1024), b"");
         let request = Request::builder()
             .method(method.clone())
-            .uri("/v1/events?wait=5")
+            .uri(uri)
             .header("authorization", format!("Bearer {}", app.admin_key))
             .body(body)
             .unwrap();
@@ -486,6 +490,21 @@ async fn a_route_that_takes_no_body_refuses_one_at_once_unread() {
         assert_eq!(refused.headers["connection"], "close", "{method}");
         assert_eq!(feeder.read(), 0, "{method}: the body was read");
     }
+    // A method the route does not serve is answered 405 as any request of it, its body unread.
+    let (body, feeder) = fed(Some(256 * 1024), b"");
+    let request = Request::builder()
+        .method(Method::DELETE)
+        .uri("/v1/events")
+        .header("authorization", format!("Bearer {}", app.admin_key))
+        .body(body)
+        .unwrap();
+    let refused = app.send(request).await;
+    assert_problem(
+        &refused,
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+    );
+    assert_eq!(feeder.read(), 0, "the body was read");
 }
 
 #[tokio::test]
