@@ -33,6 +33,19 @@ impl UserRow {
     }
 }
 
+/// A user's facts as a left join reads their columns: `None` when the join found no user.
+pub fn facts_of_joined(
+    is_admin: Option<bool>,
+    can_approve_others: Option<bool>,
+    disabled: Option<bool>,
+) -> Option<DeciderFacts> {
+    Some(DeciderFacts {
+        is_admin: is_admin?,
+        can_approve_others: can_approve_others?,
+        disabled: disabled?,
+    })
+}
+
 /// What the host application says about a user. No `Debug`: it holds a mail address, which is never logged.
 #[derive(Clone)]
 pub struct UserFields<'a> {
@@ -120,16 +133,7 @@ pub async fn named(
         .map(
             |(uid, is_admin, can_approve_others, disabled, has_email)| Named {
                 uid,
-                facts: match (is_admin, can_approve_others, disabled) {
-                    (Some(is_admin), Some(can_approve_others), Some(disabled)) => {
-                        Some(DeciderFacts {
-                            is_admin,
-                            can_approve_others,
-                            disabled,
-                        })
-                    }
-                    _ => None,
-                },
+                facts: facts_of_joined(is_admin, can_approve_others, disabled),
                 has_email,
             },
         )

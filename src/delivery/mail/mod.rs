@@ -22,12 +22,12 @@ use tokio::task::JoinHandle;
 pub use smtp::{SmtpError, smtp_uses_tls, transport};
 
 use crate::approval_links::{self, LinkFor, LinkSettings};
-use crate::domain::authorize::{DeciderFacts, token_user_may_decide};
+use crate::domain::authorize::token_user_may_decide;
 use crate::domain::mail_text::{self, MailFacts};
 use crate::domain::vocabulary::RunStatus;
 use crate::metrics;
 use crate::storage::mail_outbox::{self, DueMail, MailOutcome};
-use crate::storage::{Database, links};
+use crate::storage::{Database, links, users};
 
 /// How many due rows one round takes.
 const BATCH: i64 = 16;
@@ -130,14 +130,7 @@ async fn handle(
 ) -> Result<Handled, crate::storage::StorageError> {
     let waits = mail.run_status == RunStatus::WaitingForApproval.as_str()
         && mail.run_turn_index == mail.turn_index;
-    let facts = match (mail.is_admin, mail.can_approve_others, mail.disabled) {
-        (Some(is_admin), Some(can_approve_others), Some(disabled)) => Some(DeciderFacts {
-            is_admin,
-            can_approve_others,
-            disabled,
-        }),
-        _ => None,
-    };
+    let facts = users::facts_of_joined(mail.is_admin, mail.can_approve_others, mail.disabled);
     let may_decide = token_user_may_decide(mail.uid, mail.owner_uid, facts.as_ref());
     let (Some(address), true, true) = (mail.email.as_deref(), waits, may_decide) else {
         return Ok(Handled::Ended(MailOutcome::Moot));

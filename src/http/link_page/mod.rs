@@ -179,7 +179,7 @@ pub async fn submit(
             "A remembered decision denies a call of this turn, so it cannot be approved. Nothing was recorded.",
         ),
         Err(ResumeError::RunNotFound) => page.refused(StatusCode::FORBIDDEN, "Not decided", NOT_YOURS),
-        Err(error) => page.failed(error.into()),
+        Err(error) => ApiError::from(error).into_response(),
     }
 }
 
@@ -240,7 +240,7 @@ async fn find(state: &AppState, run_id: &str, secret: &str) -> Result<Found, Res
     let hash = approval_links::secret_hash(secret);
     let link = links::find_by_secret(&state.pool, run_id, &hash)
         .await
-        .map_err(|error| Page::of(state).failed(error.into()))?;
+        .map_err(|error| ApiError::from(error).into_response())?;
     Ok(match link {
         None => unknown,
         Some(link) if link.revoked_at.is_some() => Found::Refused(
@@ -261,7 +261,7 @@ async fn find(state: &AppState, run_id: &str, secret: &str) -> Result<Found, Res
 
 /// The page of a live link: the form while its turn waits and it is unused, else what became of the turn.
 async fn shown(state: &AppState, page: &Page, link: &LinkRow) -> Result<Response, Response> {
-    let internal = |error: crate::storage::StorageError| page.failed(error.into());
+    let internal = |error: crate::storage::StorageError| ApiError::from(error).into_response();
     let run = runs::find(&state.pool, &link.tenant, link.run_id)
         .await
         .map_err(internal)?;
@@ -296,7 +296,7 @@ async fn shown(state: &AppState, page: &Page, link: &LinkRow) -> Result<Response
     };
     let view = run_view(state, &run, Reader::Token)
         .await
-        .map_err(|error| page.failed(error))?;
+        .map_err(IntoResponse::into_response)?;
     let owner = owner_name(state, &run).await.map_err(internal)?;
     let (may_approve, why_no_approve) = approval_offered(&view, &decider, run.owner_uid);
     Ok(page.render(
@@ -387,7 +387,7 @@ async fn outcome(
     link: &LinkRow,
     run: &RunRow,
 ) -> Result<Response, Response> {
-    let internal = |error: crate::storage::StorageError| page.failed(error.into());
+    let internal = |error: crate::storage::StorageError| ApiError::from(error).into_response();
     let calls = runs::calls(
         &state.pool,
         state.pool.sealer(),
@@ -490,12 +490,6 @@ impl Page {
 
     fn render(&self, status: StatusCode, page: &impl askama::Template) -> Response {
         html::respond(status, page, &self.style_origin)
-    }
-
-    /// A failure of the service answers as on every route (problem+json, with `Retry-After` where it helps): the
-    /// layers around every route answer a timeout or a full body budget so too, so a page's 5xx is always one kind.
-    fn failed(&self, error: ApiError) -> Response {
-        error.into_response()
     }
 
     fn refused(
